@@ -1,0 +1,406 @@
+package clouddb
+
+import (
+	"net/netip"
+	"regexp"
+	"strconv"
+	"time"
+	"unicode"
+)
+
+// DatabaseStatus is a database's provisioning state.
+type DatabaseStatus string
+
+// Database states. A database being deleted is hidden from the API at once (a GET after
+// its delete task completes answers 404) while the reconciler stops its server.
+const (
+	DatabasePending       DatabaseStatus = "pending"
+	DatabaseActive        DatabaseStatus = "active"
+	DatabaseChangePending DatabaseStatus = "active-change-pending"
+	DatabaseDeleting      DatabaseStatus = "deleting"
+	DatabaseError         DatabaseStatus = "error"
+)
+
+// Settled reports whether the database needs no more provisioning work.
+func (s DatabaseStatus) Settled() bool { return s == DatabaseActive || s == DatabaseError }
+
+// Database is one Redis server of a subscription.
+type Database struct {
+	ID             int
+	SubscriptionID int
+	AccountID      int
+	Status         DatabaseStatus
+	// StatusDetail says why the database is in error.
+	StatusDetail string
+	// Port is the port the server listens on; it is chosen in the processing phase and kept
+	// for the life of the database.
+	Port int
+	// Password is the database's password (the spec's security.password).
+	Password string
+	Spec     DatabaseSpec
+	// Generation counts changes to Spec or Password; the reconciler applies a generation and
+	// settles the status only if no newer change arrived meanwhile.
+	Generation  int
+	ActivatedOn time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// SizeGB is the memory the database is sized for: memoryLimitInGb when given, else
+// datasetSizeInGb.
+func (s *DatabaseSpec) SizeGB() float64 {
+	if s.MemoryLimitInGB > 0 {
+		return s.MemoryLimitInGB
+	}
+	return s.DatasetSizeInGB
+}
+
+// MaxMemoryBytes is the server's maxmemory.
+func (s *DatabaseSpec) MaxMemoryBytes() int64 {
+	return int64(s.SizeGB() * (1 << 30))
+}
+
+// DatabaseSpec is the configuration of a database as the caller asked for it. Fields are
+// kept as sent so that they read back unchanged.
+type DatabaseSpec struct {
+	Name                                string        `json:"name"`
+	Protocol                            string        `json:"protocol,omitempty"`
+	MemoryLimitInGB                     float64       `json:"memoryLimitInGb,omitempty"`
+	DatasetSizeInGB                     float64       `json:"datasetSizeInGb,omitempty"`
+	SupportOSSClusterAPI                bool          `json:"supportOSSClusterApi,omitempty"`
+	UseExternalEndpointForOSSClusterAPI bool          `json:"useExternalEndpointForOSSClusterApi,omitempty"`
+	RespVersion                         string        `json:"respVersion,omitempty"`
+	DataPersistence                     string        `json:"dataPersistence,omitempty"`
+	DataEvictionPolicy                  string        `json:"dataEvictionPolicy,omitempty"`
+	Replication                         bool          `json:"replication,omitempty"`
+	ThroughputMeasurement               *Throughput   `json:"throughputMeasurement,omitempty"`
+	AverageItemSizeInBytes              int           `json:"averageItemSizeInBytes,omitempty"`
+	RAMPercentage                       int           `json:"ramPercentage,omitempty"`
+	SourceIPs                           []string      `json:"sourceIp,omitempty"`
+	ClientSSLCertificate                string        `json:"clientSslCertificate,omitempty"`
+	ClientTLSCertificates               []string      `json:"clientTlsCertificates,omitempty"`
+	EnableTLS                           bool          `json:"enableTls,omitempty"`
+	EnableDefaultUser                   *bool         `json:"enableDefaultUser,omitempty"`
+	Alerts                              []Alert       `json:"alerts,omitempty"`
+	Modules                             []Module      `json:"modules,omitempty"`
+	PeriodicBackupPath                  string        `json:"periodicBackupPath,omitempty"`
+	RemoteBackup                        *RemoteBackup `json:"remoteBackup,omitempty"`
+	QueryPerformanceFactor              string        `json:"queryPerformanceFactor,omitempty"`
+	RedisVersion                        string        `json:"redisVersion,omitempty"`
+	AutoMinorVersionUpgrade             bool          `json:"autoMinorVersionUpgrade,omitempty"`
+	RegexRules                          []string      `json:"regexRules,omitempty"`
+	Tags                                []Tag         `json:"tags,omitempty"`
+	Port                                int           `json:"port,omitempty"`
+	// Quantity is only meaningful in a subscription's creation plan: that many databases
+	// are made, the first named Name and the others Name-2, Name-3, ...
+	Quantity int `json:"quantity,omitempty"`
+	// Password is only carried in a create command; a stored database keeps it in
+	// Database.Password.
+	Password string `json:"password,omitempty"`
+}
+
+// Throughput is the throughputMeasurement object.
+type Throughput struct {
+	By    string `json:"by"`
+	Value int    `json:"value"`
+}
+
+// Alert is a database alert setting.
+type Alert struct {
+	Name  string `json:"name"`
+	Value int    `json:"value"`
+}
+
+// Module is a Redis module enabled on a database.
+type Module struct {
+	Name string `json:"name"`
+}
+
+// RemoteBackup is the remoteBackup request object.
+type RemoteBackup struct {
+	Active      bool   `json:"active"`
+	Interval    string `json:"interval,omitempty"`
+	TimeUTC     string `json:"timeUTC,omitempty"`
+	StorageType string `json:"storageType,omitempty"`
+	StoragePath string `json:"storagePath,omitempty"`
+}
+
+// DatabaseUpdate is the body of a database update. Nil fields mean "no change"; an empty
+// slice means "clear".
+type DatabaseUpdate struct {
+	Name                                *string       `json:"name,omitempty"`
+	MemoryLimitInGB                     *float64      `json:"memoryLimitInGb,omitempty"`
+	DatasetSizeInGB                     *float64      `json:"datasetSizeInGb,omitempty"`
+	SupportOSSClusterAPI                *bool         `json:"supportOSSClusterApi,omitempty"`
+	UseExternalEndpointForOSSClusterAPI *bool         `json:"useExternalEndpointForOSSClusterApi,omitempty"`
+	RespVersion                         *string       `json:"respVersion,omitempty"`
+	DataPersistence                     *string       `json:"dataPersistence,omitempty"`
+	DataEvictionPolicy                  *string       `json:"dataEvictionPolicy,omitempty"`
+	Replication                         *bool         `json:"replication,omitempty"`
+	ThroughputMeasurement               *Throughput   `json:"throughputMeasurement,omitempty"`
+	RAMPercentage                       *int          `json:"ramPercentage,omitempty"`
+	SourceIPs                           *[]string     `json:"sourceIp,omitempty"`
+	ClientSSLCertificate                *string       `json:"clientSslCertificate,omitempty"`
+	ClientTLSCertificates               *[]string     `json:"clientTlsCertificates,omitempty"`
+	EnableTLS                           *bool         `json:"enableTls,omitempty"`
+	EnableDefaultUser                   *bool         `json:"enableDefaultUser,omitempty"`
+	Alerts                              *[]Alert      `json:"alerts,omitempty"`
+	PeriodicBackupPath                  *string       `json:"periodicBackupPath,omitempty"`
+	RemoteBackup                        *RemoteBackup `json:"remoteBackup,omitempty"`
+	QueryPerformanceFactor              *string       `json:"queryPerformanceFactor,omitempty"`
+	AutoMinorVersionUpgrade             *bool         `json:"autoMinorVersionUpgrade,omitempty"`
+	RegexRules                          *[]string     `json:"regexRules,omitempty"`
+	Password                            *string       `json:"password,omitempty"`
+}
+
+// Enumerations of database fields.
+var (
+	DataPersistenceValues = []string{"none", "aof-every-1-second", "aof-every-write", "snapshot-every-1-hour", "snapshot-every-6-hours", "snapshot-every-12-hours"}
+	EvictionPolicies      = []string{"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "noeviction"}
+	throughputKinds       = []string{"operations-per-second", "number-of-shards"}
+	respVersions          = []string{"resp2", "resp3"}
+	alertNames            = []string{"dataset-size", "datasets-size", "throughput-higher-than", "throughput-lower-than", "latency", "syncsource-error", "syncsource-lag", "connections-limit"}
+	backupIntervals       = []string{"every-24-hours", "every-12-hours", "every-6-hours", "every-4-hours", "every-2-hours", "every-1-hours"}
+	storageTypes          = []string{"ftp", "aws-s3", "azure-blob-storage", "google-blob-storage"}
+	databaseName          = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
+	timeOfDay             = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
+)
+
+// Limits of database fields.
+const (
+	MaxDatabaseNameLength = 40
+	MaxDatabaseSizeGB     = 1024
+	MaxPasswordLength     = 128
+)
+
+// DefaultDataPersistence and DefaultEvictionPolicy apply when a create leaves them unset.
+const (
+	DefaultDataPersistence = "none"
+	DefaultEvictionPolicy  = "volatile-lru"
+)
+
+// ValidateCreate checks a database create body (a password is required).
+func (s *DatabaseSpec) ValidateCreate() error { return s.validate(true) }
+
+// PlanNames returns the names of the databases a creation-plan entry makes.
+func (s *DatabaseSpec) PlanNames() []string {
+	n := max(s.Quantity, 1)
+	names := []string{s.Name}
+	for i := 2; i <= n; i++ {
+		names = append(names, s.Name+"-"+strconv.Itoa(i))
+	}
+	return names
+}
+
+func (s *DatabaseSpec) validate(needPassword bool) error {
+	if err := ValidateDatabaseName(s.Name); err != nil {
+		return err
+	}
+	if s.Protocol != "" && s.Protocol != "redis" {
+		if s.Protocol == "memcached" {
+			return Invalid(ErrTypeNotImplemented, "database: protocol memcached is not supported by clouddb; every database is a Redis server")
+		}
+		return Invalid(ErrTypeInvalidField, "database: protocol must be redis")
+	}
+	if s.MemoryLimitInGB == 0 && s.DatasetSizeInGB == 0 {
+		return Invalid(ErrTypeDatabaseInvalidSize, "database: memoryLimitInGb or datasetSizeInGb is required")
+	}
+	if err := validateSize("memoryLimitInGb", s.MemoryLimitInGB); err != nil {
+		return err
+	}
+	if err := validateSize("datasetSizeInGb", s.DatasetSizeInGB); err != nil {
+		return err
+	}
+	if needPassword && s.Password == "" {
+		return Invalid(ErrTypeDatabaseNoPassword, "database: password is required")
+	}
+	if s.Password != "" {
+		if err := ValidatePassword(s.Password); err != nil {
+			return err
+		}
+	}
+	if s.Port != 0 && (s.Port < 1 || s.Port > 65535) {
+		return Invalid(ErrTypeInvalidField, "database: port must be between 1 and 65535")
+	}
+	if s.AverageItemSizeInBytes < 0 {
+		return Invalid(ErrTypeInvalidField, "database: averageItemSizeInBytes must not be negative")
+	}
+	return s.validateCommon()
+}
+
+// validateCommon checks the fields a create and an update share, on the merged spec.
+func (s *DatabaseSpec) validateCommon() error {
+	if s.DataPersistence != "" && !oneOf(s.DataPersistence, DataPersistenceValues) {
+		return Invalid(ErrTypeInvalidField, "database: dataPersistence must be one of %v", DataPersistenceValues)
+	}
+	if s.DataEvictionPolicy != "" && !oneOf(s.DataEvictionPolicy, EvictionPolicies) {
+		return Invalid(ErrTypeInvalidField, "database: dataEvictionPolicy must be one of %v", EvictionPolicies)
+	}
+	if s.RespVersion != "" && !oneOf(s.RespVersion, respVersions) {
+		return Invalid(ErrTypeInvalidField, "database: respVersion must be one of %v", respVersions)
+	}
+	if t := s.ThroughputMeasurement; t != nil {
+		if !oneOf(t.By, throughputKinds) {
+			return Invalid(ErrTypeInvalidField, "database: throughputMeasurement.by must be one of %v", throughputKinds)
+		}
+		if t.Value < 0 {
+			return Invalid(ErrTypeInvalidField, "database: throughputMeasurement.value must not be negative")
+		}
+	}
+	if s.RAMPercentage < 0 || s.RAMPercentage > 100 {
+		return Invalid(ErrTypeInvalidField, "database: ramPercentage must be between 0 and 100")
+	}
+	for i, ip := range s.SourceIPs {
+		if _, err := netip.ParsePrefix(ip); err != nil {
+			return Invalid(ErrTypeInvalidField, "database: sourceIp[%d] %q is not a CIDR block", i, ip)
+		}
+	}
+	for i, a := range s.Alerts {
+		if !oneOf(a.Name, alertNames) {
+			return Invalid(ErrTypeInvalidField, "database: alerts[%d].name must be one of %v", i, alertNames)
+		}
+		if a.Value < 0 {
+			return Invalid(ErrTypeInvalidField, "database: alerts[%d].value must not be negative", i)
+		}
+	}
+	if len(s.Modules) > 0 {
+		return Invalid(ErrTypeNotImplemented, "database: module %q is not available: clouddb runs plain Redis servers (GET /database-modules lists none)", s.Modules[0].Name)
+	}
+	if s.EnableTLS {
+		return Invalid(ErrTypeNotImplemented, "database: enableTls is not supported by clouddb yet")
+	}
+	if b := s.RemoteBackup; b != nil && b.Active {
+		if b.Interval != "" && !oneOf(b.Interval, backupIntervals) {
+			return Invalid(ErrTypeInvalidField, "database: remoteBackup.interval must be one of %v", backupIntervals)
+		}
+		if b.TimeUTC != "" && !timeOfDay.MatchString(b.TimeUTC) {
+			return Invalid(ErrTypeInvalidField, "database: remoteBackup.timeUTC must be HH:MM")
+		}
+		if b.StorageType != "" && !oneOf(b.StorageType, storageTypes) {
+			return Invalid(ErrTypeInvalidField, "database: remoteBackup.storageType must be one of %v", storageTypes)
+		}
+	}
+	return nil
+}
+
+func validateSize(field string, v float64) error {
+	if v < 0 || v > MaxDatabaseSizeGB || v != v {
+		return Invalid(ErrTypeDatabaseInvalidSize, "database: %s must be greater than 0 and at most %d", field, MaxDatabaseSizeGB)
+	}
+	return nil
+}
+
+// ValidateDatabaseName checks the naming rule: letters, digits and hyphens, 1 to 40.
+func ValidateDatabaseName(name string) error {
+	if name == "" {
+		return Invalid(ErrTypeDatabaseInvalidName, "database: name is required")
+	}
+	if len(name) > MaxDatabaseNameLength {
+		return Invalid(ErrTypeDatabaseInvalidName, "database: name must be at most %d characters", MaxDatabaseNameLength)
+	}
+	if !databaseName.MatchString(name) {
+		return Invalid(ErrTypeDatabaseInvalidName, "database: name %q may only contain letters, digits and hyphens", name)
+	}
+	return nil
+}
+
+// ValidatePassword checks a database password: 1 to 128 printable characters, no spaces.
+func ValidatePassword(p string) error {
+	if len(p) > MaxPasswordLength {
+		return Invalid(ErrTypeInvalidField, "database: password must be at most %d characters", MaxPasswordLength)
+	}
+	for _, r := range p {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return Invalid(ErrTypeInvalidField, "database: password may only contain printable characters without spaces")
+		}
+	}
+	return nil
+}
+
+// Validate checks an update body on its own.
+func (u *DatabaseUpdate) Validate() error {
+	if u.Name != nil {
+		if err := ValidateDatabaseName(*u.Name); err != nil {
+			return err
+		}
+	}
+	if u.MemoryLimitInGB != nil {
+		if err := validateSize("memoryLimitInGb", *u.MemoryLimitInGB); err != nil || *u.MemoryLimitInGB == 0 {
+			return Invalid(ErrTypeDatabaseInvalidSize, "database: memoryLimitInGb must be greater than 0 and at most %d", MaxDatabaseSizeGB)
+		}
+	}
+	if u.DatasetSizeInGB != nil {
+		if err := validateSize("datasetSizeInGb", *u.DatasetSizeInGB); err != nil || *u.DatasetSizeInGB == 0 {
+			return Invalid(ErrTypeDatabaseInvalidSize, "database: datasetSizeInGb must be greater than 0 and at most %d", MaxDatabaseSizeGB)
+		}
+	}
+	if u.Password != nil {
+		if *u.Password == "" {
+			return Invalid(ErrTypeInvalidField, "database: password must not be empty")
+		}
+		if err := ValidatePassword(*u.Password); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Apply merges u into d (spec and password) and validates the result.
+func (u *DatabaseUpdate) Apply(d *Database) error {
+	s := &d.Spec
+	setS := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setB := func(dst *bool, v *bool) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setS(&s.Name, u.Name)
+	if u.MemoryLimitInGB != nil {
+		s.MemoryLimitInGB = *u.MemoryLimitInGB
+	}
+	if u.DatasetSizeInGB != nil {
+		s.DatasetSizeInGB = *u.DatasetSizeInGB
+	}
+	setB(&s.SupportOSSClusterAPI, u.SupportOSSClusterAPI)
+	setB(&s.UseExternalEndpointForOSSClusterAPI, u.UseExternalEndpointForOSSClusterAPI)
+	setS(&s.RespVersion, u.RespVersion)
+	setS(&s.DataPersistence, u.DataPersistence)
+	setS(&s.DataEvictionPolicy, u.DataEvictionPolicy)
+	setB(&s.Replication, u.Replication)
+	if u.ThroughputMeasurement != nil {
+		s.ThroughputMeasurement = u.ThroughputMeasurement
+	}
+	if u.RAMPercentage != nil {
+		s.RAMPercentage = *u.RAMPercentage
+	}
+	if u.SourceIPs != nil {
+		s.SourceIPs = *u.SourceIPs
+	}
+	setS(&s.ClientSSLCertificate, u.ClientSSLCertificate)
+	if u.ClientTLSCertificates != nil {
+		s.ClientTLSCertificates = *u.ClientTLSCertificates
+	}
+	setB(&s.EnableTLS, u.EnableTLS)
+	if u.EnableDefaultUser != nil {
+		v := *u.EnableDefaultUser
+		s.EnableDefaultUser = &v
+	}
+	if u.Alerts != nil {
+		s.Alerts = *u.Alerts
+	}
+	setS(&s.PeriodicBackupPath, u.PeriodicBackupPath)
+	if u.RemoteBackup != nil {
+		s.RemoteBackup = u.RemoteBackup
+	}
+	setS(&s.QueryPerformanceFactor, u.QueryPerformanceFactor)
+	setB(&s.AutoMinorVersionUpgrade, u.AutoMinorVersionUpgrade)
+	if u.RegexRules != nil {
+		s.RegexRules = *u.RegexRules
+	}
+	setS(&d.Password, u.Password)
+	return s.validateCommon()
+}

@@ -1,0 +1,49 @@
+package clouddb
+
+import "context"
+
+// Driver runs the data plane: one server per database. Every method is idempotent, so the
+// reconciler may call it again after a crash or a duplicate wake-up.
+type Driver interface {
+	// Ensure makes the database's server run with the instance's configuration: it adopts
+	// a running server, starts a stopped one on its port with its data, and applies a
+	// changed configuration to a live server without losing data. It returns once the
+	// server answers an authenticated PING.
+	Ensure(ctx context.Context, in Instance) error
+	// Running reports whether the server is up and answers an authenticated PING.
+	Running(ctx context.Context, in Instance) (bool, error)
+	// Stop shuts the server down cleanly, persisting as configured, and keeps its data.
+	Stop(ctx context.Context, databaseID int) error
+	// Remove stops the server and deletes its data.
+	Remove(ctx context.Context, databaseID int) error
+}
+
+// Instance is what the driver needs to run one database.
+type Instance struct {
+	DatabaseID      int
+	Port            int
+	Password        string
+	MaxMemoryBytes  int64
+	EvictionPolicy  string
+	DataPersistence string
+}
+
+// InstanceOf derives the driver's view of a database.
+func InstanceOf(d *Database) Instance {
+	policy := d.Spec.DataEvictionPolicy
+	if policy == "" {
+		policy = DefaultEvictionPolicy
+	}
+	persistence := d.Spec.DataPersistence
+	if persistence == "" {
+		persistence = DefaultDataPersistence
+	}
+	return Instance{
+		DatabaseID:      d.ID,
+		Port:            d.Port,
+		Password:        d.Password,
+		MaxMemoryBytes:  d.Spec.MaxMemoryBytes(),
+		EvictionPolicy:  policy,
+		DataPersistence: persistence,
+	}
+}

@@ -1,0 +1,3 @@
+module clouddb
+
+go 1.26

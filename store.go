@@ -1,0 +1,109 @@
+package clouddb
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the durable state of clouddb. Every read and write goes through a transaction,
+// so a task's state change and its completion commit together.
+type Store interface {
+	// View runs fn in a read-only transaction.
+	View(ctx context.Context, fn func(Tx) error) error
+	// Update runs fn in a read-write transaction; it commits when fn returns nil.
+	Update(ctx context.Context, fn func(Tx) error) error
+	// ClaimTask takes the oldest task that may be processed now and marks it in progress
+	// under a lease for owner: a received task of an account that has no task in progress,
+	// or an in-progress task whose lease expired before now. It returns nil, nil when there
+	// is none.
+	ClaimTask(ctx context.Context, owner string, now time.Time, lease time.Duration) (*Task, error)
+	// PurgeTasks deletes tasks last updated before the given time.
+	PurgeTasks(ctx context.Context, before time.Time) (int64, error)
+	// Close releases the store.
+	Close() error
+}
+
+// Tx is a transaction. Getters return ErrNotFound for a missing row (or one that belongs
+// to another account); creates and updates return ErrConflict when a uniqueness rule is
+// broken. Creates assign the ID (unless set), CreatedAt and UpdatedAt; updates set
+// UpdatedAt. An AccountID of 0 in a filter means every account (internal callers only).
+type Tx interface {
+	CreateAccount(ctx context.Context, a *Account) error
+	Account(ctx context.Context, id int) (*Account, error)
+	Accounts(ctx context.Context) ([]*Account, error)
+
+	CreateAPIKey(ctx context.Context, k *APIKey) error
+	// APIKey finds a key by its public key string.
+	APIKey(ctx context.Context, key string) (*APIKey, error)
+
+	CreatePaymentMethod(ctx context.Context, p *PaymentMethod) error
+	PaymentMethods(ctx context.Context, accountID int) ([]*PaymentMethod, error)
+
+	CreateCloudAccount(ctx context.Context, c *CloudAccount) error
+	// CloudAccount finds a cloud account of the account, or the internal one.
+	CloudAccount(ctx context.Context, accountID, id int) (*CloudAccount, error)
+	CloudAccounts(ctx context.Context, f CloudAccountFilter) ([]*CloudAccount, error)
+	UpdateCloudAccount(ctx context.Context, c *CloudAccount) error
+	DeleteCloudAccount(ctx context.Context, id int) error
+	// SetCloudAccountStatus sets the status if the generation still matches; it reports
+	// whether it did.
+	SetCloudAccountStatus(ctx context.Context, id, generation int, s CloudAccountStatus) (bool, error)
+
+	CreateSubscription(ctx context.Context, s *Subscription) error
+	Subscription(ctx context.Context, accountID, id int) (*Subscription, error)
+	Subscriptions(ctx context.Context, f SubscriptionFilter) ([]*Subscription, error)
+	UpdateSubscription(ctx context.Context, s *Subscription) error
+	DeleteSubscription(ctx context.Context, id int) error
+	SetSubscriptionStatus(ctx context.Context, id, generation int, s SubscriptionStatus) (bool, error)
+
+	// CreateDatabase returns ErrConflict when the name is taken in the subscription by a
+	// database that is not being deleted, or the port is taken.
+	CreateDatabase(ctx context.Context, d *Database) error
+	Database(ctx context.Context, accountID, id int) (*Database, error)
+	// Databases lists databases by id; it also returns the count before Offset/Limit.
+	Databases(ctx context.Context, f DatabaseFilter) ([]*Database, int, error)
+	UpdateDatabase(ctx context.Context, d *Database) error
+	DeleteDatabase(ctx context.Context, id int) error
+	// SetDatabaseStatus sets status and detail if the generation still matches; moving to
+	// active also sets ActivatedOn the first time. It reports whether it did.
+	SetDatabaseStatus(ctx context.Context, id, generation int, s DatabaseStatus, detail string) (bool, error)
+	// UsedPorts lists the ports held by databases, including those being deleted.
+	UsedPorts(ctx context.Context) ([]int, error)
+
+	CreateTask(ctx context.Context, t *Task) error
+	Task(ctx context.Context, accountID int, id string) (*Task, error)
+	// Tasks lists tasks, most recently updated first.
+	Tasks(ctx context.Context, f TaskFilter) ([]*Task, error)
+	// FinishTask writes the task's final status, resource id and error, provided the task
+	// is still in progress under t.LeaseOwner; otherwise it returns ErrConflict (the lease
+	// was lost and another worker owns the task).
+	FinishTask(ctx context.Context, t *Task) error
+
+	CreateLogEntry(ctx context.Context, e *LogEntry) error
+	LogEntries(ctx context.Context, f LogFilter) ([]*LogEntry, error)
+}
+
+// CloudAccountFilter selects cloud accounts; the internal account is included for any
+// AccountID.
+type CloudAccountFilter struct {
+	AccountID int
+	Statuses  []CloudAccountStatus
+}
+
+// SubscriptionFilter selects subscriptions, by id.
+type SubscriptionFilter struct {
+	AccountID      int
+	Statuses       []SubscriptionStatus
+	CloudAccountID int
+}
+
+// DatabaseFilter selects databases, by id.
+type DatabaseFilter struct {
+	AccountID      int
+	SubscriptionID int
+	Statuses       []DatabaseStatus
+	// ExcludeDeleting leaves out databases being deleted (what the API shows).
+	ExcludeDeleting bool
+	Offset          int
+	Limit           int // 0 means no limit
+}
