@@ -1,0 +1,431 @@
+package cloudapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+
+	"clouddb"
+)
+
+func (s *Server) registerDatabaseRoutes() {
+	const db = "/subscriptions/{subscriptionId}/databases/{databaseId}"
+	s.route("GET /subscriptions/{subscriptionId}/databases", s.listDatabases)
+	s.route("POST /subscriptions/{subscriptionId}/databases", s.createDatabase)
+	s.route("GET "+db, s.getDatabase)
+	s.route("PUT "+db, s.updateDatabase)
+	s.route("DELETE "+db, s.deleteDatabase)
+	s.route("GET "+db+"/tags", s.getDatabaseTags)
+	s.route("PUT "+db+"/tags", s.putDatabaseTags)
+	for _, p := range []string{"POST " + db + "/backup", "GET " + db + "/backup", "POST " + db + "/import", "GET " + db + "/import"} {
+		s.route(p, s.notYet)
+	}
+}
+
+// createDatabaseRequest is the create body. clientTlsCertificates comes as PEM strings
+// (Go client) or as objects (OpenAPI); replicaOf is answered at the HTTP layer.
+type createDatabaseRequest struct {
+	clouddb.DatabaseSpec
+	ClientTLSCertificates tlsCertificates `json:"clientTlsCertificates"`
+	ReplicaOf             *[]string       `json:"replicaOf"`
+}
+
+type updateDatabaseRequest struct {
+	clouddb.DatabaseUpdate
+	ClientTLSCertificates *tlsCertificates `json:"clientTlsCertificates"`
+	// ReplicaOf is always sent by the Go client; null means "no change".
+	ReplicaOf *[]string `json:"replicaOf"`
+}
+
+// tlsCertificates accepts ["PEM", …] and [{"publicCertificatePEMString": "PEM"}, …].
+type tlsCertificates []string
+
+func (t *tlsCertificates) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return &fieldError{"clientTlsCertificates", "expected an array of PEM strings or of {publicCertificatePEMString} objects"}
+	}
+	out := make(tlsCertificates, 0, len(raw))
+	for _, r := range raw {
+		var pem string
+		if err := json.Unmarshal(r, &pem); err != nil {
+			var obj struct {
+				PEM *string `json:"publicCertificatePEMString"`
+			}
+			if err := json.Unmarshal(r, &obj); err != nil || obj.PEM == nil {
+				return &fieldError{"clientTlsCertificates", "expected an array of PEM strings or of {publicCertificatePEMString} objects"}
+			}
+			pem = *obj.PEM
+		}
+		out = append(out, pem)
+	}
+	*t = out
+	return nil
+}
+
+var errReplicaOf = clouddb.Errorf(http.StatusNotImplemented, clouddb.ErrTypeNotImplemented,
+	"replicaOf with sources is not available yet: clouddb does not move data between databases in this version")
+
+func (s *Server) notYet(r *http.Request, c *caller) (int, any, error) {
+	if _, _, err := s.withDatabase(r, c); err != nil {
+		return 0, nil, err
+	}
+	return 0, nil, clouddb.Errorf(http.StatusNotImplemented, clouddb.ErrTypeNotImplemented,
+		"backups and imports are not available yet: clouddb does not move data in this version")
+}
+
+type databaseView struct {
+	DatabaseID                          int                `json:"databaseId"`
+	Name                                string             `json:"name"`
+	Protocol                            string             `json:"protocol"`
+	Provider                            string             `json:"provider"`
+	Region                              string             `json:"region"`
+	RedisVersion                        string             `json:"redisVersion"`
+	RedisVersionCompliance              string             `json:"redisVersionCompliance"`
+	RespVersion                         string             `json:"respVersion"`
+	Status                              string             `json:"status"`
+	StatusDetail                        string             `json:"statusDetail,omitempty"`
+	MemoryLimitInGB                     float64            `json:"memoryLimitInGb"`
+	DatasetSizeInGB                     float64            `json:"datasetSizeInGb"`
+	MemoryUsedInMB                      float64            `json:"memoryUsedInMb"`
+	MemoryStorage                       string             `json:"memoryStorage"`
+	SupportOSSClusterAPI                bool               `json:"supportOSSClusterApi"`
+	UseExternalEndpointForOSSClusterAPI bool               `json:"useExternalEndpointForOSSClusterApi"`
+	DataPersistence                     string             `json:"dataPersistence"`
+	Replication                         bool               `json:"replication"`
+	DataEvictionPolicy                  string             `json:"dataEvictionPolicy"`
+	ThroughputMeasurement               clouddb.Throughput `json:"throughputMeasurement"`
+	ActivatedOn                         string             `json:"activatedOn,omitempty"`
+	LastModified                        string             `json:"lastModified"`
+	PublicEndpoint                      string             `json:"publicEndpoint"`
+	PrivateEndpoint                     string             `json:"privateEndpoint"`
+	Clustering                          clusteringView     `json:"clustering"`
+	Security                            securityView       `json:"security"`
+	Modules                             []clouddb.Module   `json:"modules"`
+	Alerts                              []clouddb.Alert    `json:"alerts"`
+	Backup                              backupView         `json:"backup"`
+	PeriodicBackupPath                  string             `json:"periodicBackupPath,omitempty"`
+	AutoMinorVersionUpgrade             bool               `json:"autoMinorVersionUpgrade"`
+	RAMPercentage                       int                `json:"ramPercentage,omitempty"`
+	AverageItemSizeInBytes              int                `json:"averageItemSizeInBytes,omitempty"`
+	QueryPerformanceFactor              string             `json:"queryPerformanceFactor,omitempty"`
+	Links                               []any              `json:"links"`
+	ReplicaOf                           *replicaOfView     `json:"replicaOf,omitempty"`
+}
+
+type clusteringView struct {
+	NumberOfShards int             `json:"numberOfShards"`
+	RegexRules     []regexRuleView `json:"regexRules"`
+	HashingPolicy  string          `json:"hashingPolicy"`
+}
+
+type regexRuleView struct {
+	Ordinal int    `json:"ordinal"`
+	Pattern string `json:"pattern"`
+}
+
+type securityView struct {
+	EnableDefaultUser       bool     `json:"enableDefaultUser"`
+	SSLClientAuthentication bool     `json:"sslClientAuthentication"`
+	TLSClientAuthentication bool     `json:"tlsClientAuthentication"`
+	EnableTLS               bool     `json:"enableTls"`
+	SourceIPs               []string `json:"sourceIps"`
+	Password                string   `json:"password"`
+}
+
+type backupView struct {
+	EnableRemoteBackup bool   `json:"enableRemoteBackup"`
+	Interval           string `json:"interval"`
+	TimeUTC            string `json:"timeUTC"`
+	Destination        string `json:"destination,omitempty"`
+}
+
+type replicaOfView struct {
+	Endpoints []string `json:"endpoints"`
+}
+
+// defaultRegexRules are the hashing rules of a standard-policy database.
+var defaultRegexRules = []regexRuleView{{Ordinal: 0, Pattern: ".*\\{(?<tag>.*)\\}.*"}, {Ordinal: 1, Pattern: "(?<tag>.*)"}}
+
+func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database) databaseView {
+	spec := &d.Spec
+	endpoint := net.JoinHostPort(s.AdvertiseHost, strconv.Itoa(d.Port))
+	v := databaseView{
+		DatabaseID:                          d.ID,
+		Name:                                spec.Name,
+		Protocol:                            "redis",
+		RedisVersion:                        s.RedisVersion,
+		RedisVersionCompliance:              s.RedisVersion,
+		RespVersion:                         orDefault(spec.RespVersion, "resp2"),
+		Status:                              string(d.Status),
+		StatusDetail:                        d.StatusDetail,
+		MemoryLimitInGB:                     orSize(spec.MemoryLimitInGB, spec.SizeGB()),
+		DatasetSizeInGB:                     orSize(spec.DatasetSizeInGB, spec.SizeGB()),
+		MemoryStorage:                       sub.MemoryStorage,
+		SupportOSSClusterAPI:                spec.SupportOSSClusterAPI,
+		UseExternalEndpointForOSSClusterAPI: spec.UseExternalEndpointForOSSClusterAPI,
+		DataPersistence:                     orDefault(spec.DataPersistence, clouddb.DefaultDataPersistence),
+		Replication:                         spec.Replication,
+		DataEvictionPolicy:                  orDefault(spec.DataEvictionPolicy, clouddb.DefaultEvictionPolicy),
+		ThroughputMeasurement:               clouddb.Throughput{By: "operations-per-second", Value: 25000},
+		LastModified:                        timestamp(d.UpdatedAt),
+		PublicEndpoint:                      endpoint,
+		PrivateEndpoint:                     endpoint,
+		Clustering:                          clusteringView{NumberOfShards: 1, RegexRules: defaultRegexRules, HashingPolicy: "standard"},
+		Security: securityView{
+			EnableDefaultUser: spec.EnableDefaultUser == nil || *spec.EnableDefaultUser,
+			EnableTLS:         spec.EnableTLS,
+			SourceIPs:         spec.SourceIPs,
+			Password:          d.Password,
+		},
+		Modules:                 nonNil(spec.Modules),
+		Alerts:                  nonNil(spec.Alerts),
+		PeriodicBackupPath:      spec.PeriodicBackupPath,
+		AutoMinorVersionUpgrade: spec.AutoMinorVersionUpgrade,
+		RAMPercentage:           spec.RAMPercentage,
+		AverageItemSizeInBytes:  spec.AverageItemSizeInBytes,
+		QueryPerformanceFactor:  spec.QueryPerformanceFactor,
+		Links:                   []any{},
+	}
+	if len(sub.CloudProviders) > 0 {
+		v.Provider = sub.CloudProviders[0].Provider
+		if len(sub.CloudProviders[0].Regions) > 0 {
+			v.Region = sub.CloudProviders[0].Regions[0].Region
+		}
+	}
+	if t := spec.ThroughputMeasurement; t != nil {
+		v.ThroughputMeasurement = *t
+	}
+	if len(v.Security.SourceIPs) == 0 {
+		v.Security.SourceIPs = []string{"0.0.0.0/0"}
+	}
+	if !d.ActivatedOn.IsZero() {
+		v.ActivatedOn = timestamp(d.ActivatedOn)
+	}
+	if len(spec.RegexRules) > 0 {
+		v.Clustering.RegexRules = make([]regexRuleView, len(spec.RegexRules))
+		for i, p := range spec.RegexRules {
+			v.Clustering.RegexRules[i] = regexRuleView{Ordinal: i, Pattern: p}
+		}
+	}
+	if b := spec.RemoteBackup; b != nil {
+		v.Backup = backupView{EnableRemoteBackup: b.Active, Interval: b.Interval, TimeUTC: b.TimeUTC, Destination: b.StoragePath}
+	}
+	return v
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func orSize(v, def float64) float64 {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// withDatabase loads the caller's subscription and database named by the path. A
+// database being deleted is already gone.
+func (s *Server) withDatabase(r *http.Request, c *caller) (*clouddb.Subscription, *clouddb.Database, error) {
+	subID, err := pathID(r, "subscriptionId")
+	if err != nil {
+		return nil, nil, err
+	}
+	dbID, err := pathID(r, "databaseId")
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		sub *clouddb.Subscription
+		d   *clouddb.Database
+	)
+	err = s.Store.View(r.Context(), func(tx clouddb.Tx) error {
+		var err error
+		if sub, err = findSubscription(r.Context(), tx, c, subID); err != nil {
+			return err
+		}
+		d, err = findDatabase(r.Context(), tx, c, subID, dbID)
+		return err
+	})
+	return sub, d, err
+}
+
+func findDatabase(ctx context.Context, tx clouddb.Tx, c *caller, subID, id int) (*clouddb.Database, error) {
+	d, err := tx.Database(ctx, c.account.ID, id)
+	if errors.Is(err, clouddb.ErrNotFound) || (err == nil && (d.SubscriptionID != subID || d.Status == clouddb.DatabaseDeleting)) {
+		return nil, clouddb.NotFound(clouddb.ErrTypeDatabaseNotFound, "database %d not found in subscription %d", id, subID)
+	}
+	return d, err
+}
+
+type databaseListEntry struct {
+	SubscriptionID    int            `json:"subscriptionId"`
+	NumberOfDatabases int            `json:"numberOfDatabases"`
+	Databases         []databaseView `json:"databases"`
+}
+
+// listDatabases pages with limit/offset; a page past the end is empty but still holds the
+// one subscription entry the Go client requires.
+func (s *Server) listDatabases(r *http.Request, c *caller) (int, any, error) {
+	subID, err := pathID(r, "subscriptionId")
+	if err != nil {
+		return 0, nil, err
+	}
+	offset, err := queryInt(r, "offset", 0, 0, 1<<30)
+	if err != nil {
+		return 0, nil, err
+	}
+	limit, err := queryInt(r, "limit", 100, 1, 100)
+	if err != nil {
+		return 0, nil, err
+	}
+	var (
+		sub   *clouddb.Subscription
+		dbs   []*clouddb.Database
+		total int
+	)
+	err = s.Store.View(r.Context(), func(tx clouddb.Tx) error {
+		var err error
+		if sub, err = findSubscription(r.Context(), tx, c, subID); err != nil {
+			return err
+		}
+		dbs, total, err = tx.Databases(r.Context(), clouddb.DatabaseFilter{AccountID: c.account.ID, SubscriptionID: subID,
+			ExcludeDeleting: true, Offset: offset, Limit: limit})
+		return err
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	entry := databaseListEntry{SubscriptionID: sub.ID, NumberOfDatabases: total, Databases: make([]databaseView, 0, len(dbs))}
+	for _, d := range dbs {
+		entry.Databases = append(entry.Databases, s.newDatabaseView(sub, d))
+	}
+	return http.StatusOK, map[string]any{"accountId": c.account.ID, "subscription": []databaseListEntry{entry}, "links": []any{}}, nil
+}
+
+func (s *Server) getDatabase(r *http.Request, c *caller) (int, any, error) {
+	sub, d, err := s.withDatabase(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, s.newDatabaseView(sub, d), nil
+}
+
+func (s *Server) createDatabase(r *http.Request, c *caller) (int, any, error) {
+	sub, _, err := s.withSubscription(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	var body createDatabaseRequest
+	if err := decodeBody(r, &body); err != nil {
+		return 0, nil, err
+	}
+	if body.ReplicaOf != nil && len(*body.ReplicaOf) > 0 {
+		return 0, nil, errReplicaOf
+	}
+	spec := body.DatabaseSpec
+	spec.ClientTLSCertificates = body.ClientTLSCertificates
+	spec.Quantity = 0
+	return s.enqueue(r, c, http.StatusAccepted, &clouddb.Task{CommandType: clouddb.CommandDatabaseCreate, SubscriptionID: sub.ID}, spec)
+}
+
+func (s *Server) updateDatabase(r *http.Request, c *caller) (int, any, error) {
+	sub, d, err := s.withDatabase(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	var body updateDatabaseRequest
+	if err := decodeBody(r, &body); err != nil {
+		return 0, nil, err
+	}
+	if body.ReplicaOf != nil && len(*body.ReplicaOf) > 0 {
+		return 0, nil, errReplicaOf
+	}
+	u := body.DatabaseUpdate
+	if body.ClientTLSCertificates != nil {
+		certs := []string(*body.ClientTLSCertificates)
+		u.ClientTLSCertificates = &certs
+	}
+	return s.enqueue(r, c, http.StatusOK, &clouddb.Task{CommandType: clouddb.CommandDatabaseUpdate, SubscriptionID: sub.ID, DatabaseID: d.ID}, u)
+}
+
+func (s *Server) deleteDatabase(r *http.Request, c *caller) (int, any, error) {
+	sub, d, err := s.withDatabase(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.enqueue(r, c, http.StatusOK, &clouddb.Task{CommandType: clouddb.CommandDatabaseDelete, SubscriptionID: sub.ID, DatabaseID: d.ID}, nil)
+}
+
+type tagsBody struct {
+	Tags []clouddb.Tag `json:"tags"`
+}
+
+func (s *Server) getDatabaseTags(r *http.Request, c *caller) (int, any, error) {
+	_, d, err := s.withDatabase(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, tagsBody{Tags: nonNil(d.Spec.Tags)}, nil
+}
+
+// putDatabaseTags replaces the tags at once: they are metadata and change no server.
+func (s *Server) putDatabaseTags(r *http.Request, c *caller) (int, any, error) {
+	subID, err := pathID(r, "subscriptionId")
+	if err != nil {
+		return 0, nil, err
+	}
+	dbID, err := pathID(r, "databaseId")
+	if err != nil {
+		return 0, nil, err
+	}
+	var body struct {
+		Tags *[]clouddb.Tag `json:"tags"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		return 0, nil, err
+	}
+	if body.Tags == nil {
+		return 0, nil, clouddb.Invalid(clouddb.ErrTypeInvalidField, "field tags is required (an empty array clears them)")
+	}
+	seen := map[string]bool{}
+	for i, t := range *body.Tags {
+		if t.Key == "" || len(t.Key) > 128 || len(t.Value) > 256 {
+			return 0, nil, clouddb.Invalid(clouddb.ErrTypeInvalidField, "field tags[%d]: key must be 1 to 128 characters and value at most 256", i)
+		}
+		if seen[t.Key] {
+			return 0, nil, clouddb.Invalid(clouddb.ErrTypeInvalidField, "field tags[%d]: key %q is given twice", i, t.Key)
+		}
+		seen[t.Key] = true
+	}
+	var d *clouddb.Database
+	err = s.Store.Update(r.Context(), func(tx clouddb.Tx) error {
+		if _, err := findSubscription(r.Context(), tx, c, subID); err != nil {
+			return err
+		}
+		var err error
+		if d, err = findDatabase(r.Context(), tx, c, subID, dbID); err != nil {
+			return err
+		}
+		d.Spec.Tags = *body.Tags
+		return tx.UpdateDatabase(r.Context(), d)
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, tagsBody{Tags: nonNil(d.Spec.Tags)}, nil
+}

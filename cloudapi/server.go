@@ -1,0 +1,272 @@
+// Package cloudapi serves the cloud management API (/v1): routes, authentication, the
+// wire types (kept apart from the domain types), and the single error writer. Handlers
+// validate the shape of a request and either answer from the store or enqueue a task;
+// business rules belong to the processing phase (package task).
+package cloudapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"time"
+
+	"clouddb"
+)
+
+// DefaultMaxBodyBytes caps request bodies; the largest real body is a few KB.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Submitter enqueues tasks (the task engine).
+type Submitter interface {
+	Submit(ctx context.Context, t *clouddb.Task) error
+}
+
+// Server is the /v1 HTTP API.
+type Server struct {
+	Store clouddb.Store
+	Tasks Submitter
+	// AdvertiseHost is the host put in database endpoints.
+	AdvertiseHost string
+	// RedisVersion is the version of the redis-server that runs the databases.
+	RedisVersion string
+	Logger       *slog.Logger
+	Now          func() time.Time
+	MaxBodyBytes int64
+
+	mux *http.ServeMux
+}
+
+// Handler returns the API's http.Handler.
+func (s *Server) Handler() http.Handler {
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	if s.Now == nil {
+		s.Now = func() time.Time { return time.Now().UTC() }
+	}
+	if s.MaxBodyBytes <= 0 {
+		s.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if s.RedisVersion == "" {
+		s.RedisVersion = "7.0"
+	}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.registerAccountRoutes()
+	s.registerCloudAccountRoutes()
+	s.registerSubscriptionRoutes()
+	s.registerDatabaseRoutes()
+	s.registerTaskRoutes()
+	s.registerLogRoutes()
+	return http.HandlerFunc(s.serveHTTP)
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	normalizePath(r)
+	r.Body = http.MaxBytesReader(w, r.Body, s.MaxBodyBytes)
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.unrouted(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// normalizePath maps the forms real clients send onto the routes: the /v1 prefix may be
+// missing (the Go client's own tests use a bare base URL), a trailing slash on the base
+// URL doubles slashes, and the Go client sends redis-versions?subscriptionId=N with the
+// '?' percent-encoded inside the path.
+func normalizePath(r *http.Request) {
+	p := r.URL.Path
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		q := p[i+1:]
+		p = p[:i]
+		if r.URL.RawQuery != "" {
+			q += "&" + r.URL.RawQuery
+		}
+		r.URL.RawQuery = q
+	}
+	for strings.Contains(p, "//") {
+		p = strings.ReplaceAll(p, "//", "/")
+	}
+	if len(p) > 1 {
+		p = strings.TrimSuffix(p, "/")
+	}
+	if p != "/healthz" && p != "/v1" && !strings.HasPrefix(p, "/v1/") {
+		p = "/v1" + strings.TrimSuffix(p, "/")
+	}
+	r.URL.Path = p
+	r.URL.RawPath = ""
+}
+
+// unrouted answers a request no route takes with the mux's status (404 or 405, with its
+// Allow header) and a JSON body.
+func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
+	rec := httptest.NewRecorder()
+	h, _ := s.mux.Handler(r)
+	h.ServeHTTP(rec, r)
+	if allow := rec.Header().Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if rec.Code == http.StatusMethodNotAllowed {
+		writeError(w, r, s.Logger, clouddb.Errorf(rec.Code, clouddb.ErrTypeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
+		return
+	}
+	writeError(w, r, s.Logger, clouddb.NotFound(clouddb.ErrTypeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+}
+
+// handler is the shape of every authenticated endpoint: it returns the status and body
+// of a success, or an error for the single error writer.
+type handler func(r *http.Request, c *caller) (int, any, error)
+
+// route registers an authenticated endpoint under /v1.
+func (s *Server) route(pattern string, h handler) {
+	method, path, _ := strings.Cut(pattern, " ")
+	full := method + " /v1" + path
+	if path == "/" {
+		full = method + " /v1"
+	}
+	s.mux.HandleFunc(full, func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.authenticate(r)
+		if err != nil {
+			writeError(w, r, s.Logger, err)
+			return
+		}
+		status, body, err := h(r, c)
+		if err != nil {
+			writeError(w, r, s.Logger, err)
+			return
+		}
+		writeJSON(w, status, body)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"type":"GENERAL_ERROR","status":500,"description":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// errorBody is the envelope of every synchronous error.
+type errorBody struct {
+	Error errorView `json:"error"`
+}
+
+type errorView struct {
+	Type        string `json:"type"`
+	Status      int    `json:"status"`
+	Description string `json:"description"`
+}
+
+// writeError is the single error writer: domain errors go out as they are, a missing row
+// as 404, an oversized body as 413; anything else is logged and answered with a generic
+// 500 that leaks nothing.
+func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	e := clouddb.AsError(err)
+	var tooBig *http.MaxBytesError
+	switch {
+	case e != nil:
+	case errors.As(err, &tooBig):
+		e = clouddb.Errorf(http.StatusRequestEntityTooLarge, "REQUEST_TOO_LARGE", "request body is larger than %d bytes", tooBig.Limit)
+	case errors.Is(err, clouddb.ErrNotFound):
+		e = clouddb.NotFound(clouddb.ErrTypeNotFound, "not found")
+	default:
+		logger.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		e = clouddb.Errorf(http.StatusInternalServerError, clouddb.ErrTypeGeneral, "internal error")
+	}
+	writeJSON(w, e.Status, errorBody{errorView{Type: e.Type, Status: e.Status, Description: e.Description}})
+}
+
+// pathID reads an integer path parameter.
+func pathID(r *http.Request, name string) (int, error) {
+	v := r.PathValue(name)
+	id, err := strconv.Atoi(v)
+	if err != nil || id <= 0 {
+		return 0, clouddb.Invalid(clouddb.ErrTypeInvalidField, "path parameter %s must be a positive integer, got %q", name, v)
+	}
+	return id, nil
+}
+
+// queryInt reads an optional integer query parameter within [lo, hi].
+func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, clouddb.Invalid(clouddb.ErrTypeInvalidField, "query parameter %s must be an integer from %d to %d, got %q", name, lo, hi, v)
+	}
+	return n, nil
+}
+
+// decodeBody decodes a required JSON object body into v, turning every decoding failure
+// into a 400 that names the field, or a 413 for an oversized body.
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		return bodyError(err)
+	}
+	if dec.More() {
+		return clouddb.Invalid(clouddb.ErrTypeMalformedBody, "request body must hold a single JSON object")
+	}
+	return nil
+}
+
+func bodyError(err error) error {
+	var (
+		syntax  *json.SyntaxError
+		typ     *json.UnmarshalTypeError
+		tooBig  *http.MaxBytesError
+		invalid *fieldError
+	)
+	switch {
+	case errors.Is(err, io.EOF):
+		return clouddb.Invalid(clouddb.ErrTypeMalformedBody, "a JSON request body is required")
+	case errors.As(err, &tooBig):
+		return err
+	case errors.As(err, &syntax):
+		return clouddb.Invalid(clouddb.ErrTypeMalformedBody, "malformed JSON at byte %d: %v", syntax.Offset, syntax)
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return clouddb.Invalid(clouddb.ErrTypeMalformedBody, "request body must be a JSON object, not %s", typ.Value)
+		}
+		return clouddb.Invalid(clouddb.ErrTypeInvalidField, "field %s: expected %s, got %s", typ.Field, jsonKind(typ.Type.String()), typ.Value)
+	case errors.As(err, &invalid):
+		return clouddb.Invalid(clouddb.ErrTypeInvalidField, "%s", invalid.Error())
+	}
+	return clouddb.Invalid(clouddb.ErrTypeMalformedBody, "malformed JSON: %v", err)
+}
+
+// fieldError is returned by custom decoders of a field.
+type fieldError struct{ field, rule string }
+
+func (e *fieldError) Error() string { return "field " + e.field + ": " + e.rule }
+
+func jsonKind(goType string) string {
+	goType = strings.TrimLeft(goType, "*")
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "int"):
+		return "an integer"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	}
+	return "an object"
+}

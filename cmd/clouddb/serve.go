@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+
+	"clouddb"
+	"clouddb/cloudapi"
+	"clouddb/driver/local"
+	"clouddb/reconcile"
+	"clouddb/sqlite"
+	"clouddb/task"
+)
+
+// Config is the configuration of `clouddb serve`.
+type Config struct {
+	DataDir           string
+	Listen            string
+	AdvertiseHost     string
+	DBPorts           string
+	ProvisioningDelay time.Duration
+	LogLevel          string
+}
+
+// Defaults of `clouddb serve`.
+const (
+	DefaultDataDir       = "./clouddb-data"
+	DefaultListen        = "127.0.0.1:8080"
+	DefaultAdvertiseHost = "127.0.0.1"
+	DefaultDBPorts       = "10000-19999"
+)
+
+// Main is the running service; tests reach its parts.
+type Main struct {
+	Config Config
+
+	Store      *sqlite.DB
+	Driver     *local.Driver
+	Engine     *task.Engine
+	Reconciler *reconcile.Reconciler
+	// Addr is the address the API listens on once Run has started it.
+	Addr string
+
+	stdout, stderr io.Writer
+	logger         *slog.Logger
+	ready          chan struct{}
+	readyOnce      sync.Once
+}
+
+// NewMain returns a Main with the default configuration.
+func NewMain(stdout, stderr io.Writer) *Main {
+	return &Main{
+		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts, LogLevel: "info"},
+		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
+	}
+}
+
+// ParseFlags reads the flags and their CLOUDDB_* environment twins.
+func (m *Main) ParseFlags(args []string) error {
+	fs := flag.NewFlagSet("clouddb serve", flag.ContinueOnError)
+	fs.SetOutput(m.stderr)
+	c := &m.Config
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the state (clouddb.db) and of the databases' data")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the cloud API")
+	fs.StringVar(&c.AdvertiseHost, "advertise-host", c.AdvertiseHost, "host the databases bind and that endpoints name")
+	fs.StringVar(&c.DBPorts, "db-ports", c.DBPorts, "range of ports for the databases, LOW-HIGH")
+	fs.DurationVar(&c.ProvisioningDelay, "provisioning-delay", c.ProvisioningDelay, "extra time each provisioning step waits before it completes (to watch pending states)")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	if err := envFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return c.Validate()
+}
+
+// Validate checks the configuration; messages name the flag.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("--data-dir must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("--listen %q: want HOST:PORT", c.Listen)
+	}
+	if net.ParseIP(c.AdvertiseHost) == nil {
+		return fmt.Errorf("--advertise-host %q: want an IP address the databases can bind", c.AdvertiseHost)
+	}
+	if _, _, err := task.ParseRange(c.DBPorts); err != nil {
+		return fmt.Errorf("--db-ports: %v", err)
+	}
+	if c.ProvisioningDelay < 0 {
+		return errors.New("--provisioning-delay must not be negative")
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+// Ready is closed once the API answers.
+func (m *Main) Ready() <-chan struct{} { return m.ready }
+
+// Run starts the service and blocks until ctx is cancelled, then shuts down gracefully:
+// it stops taking requests, finishes the tasks in hand, and stops every database server
+// cleanly so the next start brings them back with their data.
+func (m *Main) Run(ctx context.Context) error {
+	c := m.Config
+	var level slog.Level
+	level.UnmarshalText([]byte(c.LogLevel))
+	m.logger = slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
+
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return err
+	}
+	db, err := sqlite.Open(filepath.Join(c.DataDir, "clouddb.db"))
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer db.Close()
+	m.Store = db
+	creds, err := bootstrap(ctx, db, c.DataDir)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	drv, err := local.New(local.Config{Dir: filepath.Join(c.DataDir, "databases"), Host: c.AdvertiseHost, Logger: m.logger})
+	if err != nil {
+		return err
+	}
+	m.Driver = drv
+	low, high, _ := task.ParseRange(c.DBPorts)
+	m.Reconciler = &reconcile.Reconciler{Store: db, Driver: drv, Logger: m.logger, Delay: c.ProvisioningDelay}
+	m.Engine = &task.Engine{
+		Store:     db,
+		Ports:     &task.Ports{Low: low, High: high, Host: c.AdvertiseHost},
+		Logger:    m.logger,
+		Processed: func(*clouddb.Task) { m.Reconciler.Notify() },
+	}
+	api := &cloudapi.Server{Store: db, Tasks: m.Engine, AdvertiseHost: c.AdvertiseHost, RedisVersion: redisVersion(), Logger: m.logger}
+
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return err
+	}
+	m.Addr = ln.Addr().String()
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { m.Engine.Run(workCtx) })
+	wg.Go(func() { m.Reconciler.Run(workCtx) })
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	m.printWelcome(creds)
+	m.readyOnce.Do(func() { close(m.ready) })
+	m.logger.Info("clouddb serving", "addr", m.Addr, "data_dir", c.DataDir)
+
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	m.logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	srv.Shutdown(sctx)
+	stopWork()
+	wg.Wait()
+	if serr := m.Reconciler.Shutdown(sctx); serr != nil {
+		m.logger.Error("stopping databases", "err", serr)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (m *Main) printWelcome(creds *credentials) {
+	url := "http://" + m.Addr + "/v1"
+	fmt.Fprintf(m.stdout, "clouddb is serving the cloud API at %s\n", url)
+	if creds != nil {
+		fmt.Fprintf(m.stdout, "\nA default account was created. Its API key (shown once, also in %s):\n  x-api-key:        %s\n  x-api-secret-key: %s\n",
+			filepath.Join(m.Config.DataDir, "credentials.json"), creds.APIKey, creds.SecretKey)
+	}
+	fmt.Fprintf(m.stdout, "\nTry:\n  curl -s %s/subscriptions -H \"x-api-key: $KEY\" -H \"x-api-secret-key: $SECRET\"\n", url)
+	fmt.Fprintf(m.stdout, "(the key and secret are in %s)\n", filepath.Join(m.Config.DataDir, "credentials.json"))
+}
+
+// credentials are the bootstrap key pair, written once to <data-dir>/credentials.json.
+type credentials struct {
+	AccountID int    `json:"accountId"`
+	APIKey    string `json:"apiKey"`
+	SecretKey string `json:"secretKey"`
+}
+
+// bootstrap creates, on first start, the default account (flexible plan), its payment
+// method, the internal cloud account and an API key pair. It returns the pair when it
+// made one, nil otherwise.
+func bootstrap(ctx context.Context, store clouddb.Store, dataDir string) (*credentials, error) {
+	var creds *credentials
+	err := store.Update(ctx, func(tx clouddb.Tx) error {
+		if err := ensureInternalCloudAccount(ctx, tx); err != nil {
+			return err
+		}
+		accounts, err := tx.Accounts(ctx)
+		if err != nil || len(accounts) > 0 {
+			return err
+		}
+		a, err := createAccount(ctx, tx, "default", clouddb.PlanFlexible)
+		if err != nil {
+			return err
+		}
+		key, secret := os.Getenv("CLOUDDB_BOOTSTRAP_API_KEY"), os.Getenv("CLOUDDB_BOOTSTRAP_SECRET_KEY")
+		k, secret, err := createKey(ctx, tx, a.ID, "default", clouddb.RoleOwner, key, secret)
+		if err != nil {
+			return err
+		}
+		creds = &credentials{AccountID: a.ID, APIKey: k.Key, SecretKey: secret}
+		b, _ := json.MarshalIndent(creds, "", "  ")
+		return os.WriteFile(filepath.Join(dataDir, "credentials.json"), append(b, '\n'), 0o600)
+	})
+	return creds, err
+}
+
+// ensureInternalCloudAccount creates cloud account 1, the service's own resources, which
+// every account sees.
+func ensureInternalCloudAccount(ctx context.Context, tx clouddb.Tx) error {
+	_, err := tx.CloudAccount(ctx, 0, clouddb.InternalCloudAccountID)
+	if !errors.Is(err, clouddb.ErrNotFound) {
+		return err
+	}
+	return tx.CreateCloudAccount(ctx, &clouddb.CloudAccount{
+		ID: clouddb.InternalCloudAccountID, Name: "Redis Internal Resources", Provider: "AWS", Status: clouddb.CloudAccountActive, Generation: 1,
+	})
+}
+
+// createAccount makes an account with one payment method that expires in the future
+// (Terraform skips expired cards).
+func createAccount(ctx context.Context, tx clouddb.Tx, name string, plan clouddb.Plan) (*clouddb.Account, error) {
+	a := &clouddb.Account{Name: name, Plan: plan}
+	if err := tx.CreateAccount(ctx, a); err != nil {
+		return nil, err
+	}
+	exp := time.Now().AddDate(10, 0, 0)
+	if err := tx.CreatePaymentMethod(ctx, &clouddb.PaymentMethod{
+		AccountID: a.ID, Type: "Visa", CreditCardEndsWith: 4242, NameOnCard: name, ExpirationMonth: int(exp.Month()), ExpirationYear: exp.Year(),
+	}); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// createKey makes an API key; an empty key or secret is generated (128 random bits or
+// more).
+func createKey(ctx context.Context, tx clouddb.Tx, accountID int, name string, role clouddb.APIKeyRole, key, secret string) (*clouddb.APIKey, string, error) {
+	if key == "" {
+		key = rand.Text()
+	}
+	if secret == "" {
+		secret = rand.Text() + rand.Text()
+	}
+	k := &clouddb.APIKey{AccountID: accountID, Name: name, Key: key, SecretDigest: clouddb.DigestSecret(secret), Role: role}
+	if err := tx.CreateAPIKey(ctx, k); errors.Is(err, clouddb.ErrConflict) {
+		return nil, "", fmt.Errorf("API key %q already exists", key)
+	} else if err != nil {
+		return nil, "", err
+	}
+	return k, secret, nil
+}
+
+var redisVersionRe = regexp.MustCompile(`v=(\d+\.\d+)`)
+
+// redisVersion is the major.minor version of the redis-server on PATH.
+func redisVersion() string {
+	out, err := exec.Command("redis-server", "--version").Output()
+	if m := redisVersionRe.FindSubmatch(out); err == nil && m != nil {
+		return string(m[1])
+	}
+	return "7.0"
+}

@@ -1,0 +1,233 @@
+// Package reconcile is the provisioning phase. The reconciler is level-triggered: it
+// compares the desired state in the store with the real world (the driver's servers) and
+// acts until they agree. Each resource is worked by at most one goroutine at a time;
+// different resources are provisioned in parallel. Every step is idempotent, so a crash,
+// a restart or a duplicate wake-up is harmless.
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"clouddb"
+)
+
+// Defaults of the reconciler.
+const (
+	DefaultInterval    = time.Second
+	DefaultConcurrency = 8
+)
+
+// Reconciler runs the provisioning phase and supervises the database servers.
+type Reconciler struct {
+	Store  clouddb.Store
+	Driver clouddb.Driver
+	Logger *slog.Logger
+	Now    func() time.Time
+	// Delay is the extra time each provisioning step waits before it completes, so the
+	// pending states can be watched.
+	Delay time.Duration
+	// Interval is how often the whole state is compared with the world (and dead servers
+	// are found) when nothing wakes the reconciler earlier.
+	Interval time.Duration
+	// Concurrency bounds the driver operations running at once.
+	Concurrency int
+
+	once     sync.Once
+	wake     chan struct{}
+	sem      chan struct{}
+	mu       sync.Mutex
+	inflight map[string]bool
+	wg       sync.WaitGroup
+}
+
+func (r *Reconciler) init() {
+	r.once.Do(func() {
+		if r.Logger == nil {
+			r.Logger = slog.Default()
+		}
+		if r.Now == nil {
+			r.Now = func() time.Time { return time.Now().UTC() }
+		}
+		if r.Interval <= 0 {
+			r.Interval = DefaultInterval
+		}
+		if r.Concurrency <= 0 {
+			r.Concurrency = DefaultConcurrency
+		}
+		r.wake = make(chan struct{}, 1)
+		r.sem = make(chan struct{}, r.Concurrency)
+		r.inflight = map[string]bool{}
+	})
+}
+
+// Notify asks for a pass soon; the task engine calls it after each processed task.
+func (r *Reconciler) Notify() {
+	r.init()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run reconciles until ctx is cancelled, then waits for the work in hand to stop.
+func (r *Reconciler) Run(ctx context.Context) error {
+	r.init()
+	t := time.NewTicker(r.Interval)
+	defer t.Stop()
+	for {
+		if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+			r.Logger.Error("reconcile pass", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			r.wg.Wait()
+			return nil
+		case <-r.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// Pass compares every resource once and starts the work that is needed. It does not wait
+// for that work; Wait does.
+func (r *Reconciler) Pass(ctx context.Context) error {
+	r.init()
+	var (
+		dbs  []*clouddb.Database
+		subs []*clouddb.Subscription
+		cas  []*clouddb.CloudAccount
+	)
+	err := r.Store.View(ctx, func(tx clouddb.Tx) error {
+		var err error
+		if dbs, _, err = tx.Databases(ctx, clouddb.DatabaseFilter{}); err != nil {
+			return err
+		}
+		if subs, err = tx.Subscriptions(ctx, clouddb.SubscriptionFilter{}); err != nil {
+			return err
+		}
+		cas, err = tx.CloudAccounts(ctx, clouddb.CloudAccountFilter{Statuses: []clouddb.CloudAccountStatus{
+			clouddb.CloudAccountDraft, clouddb.CloudAccountChangeDraft, clouddb.CloudAccountDeleting,
+		}})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	dbsBySub := map[int][]*clouddb.Database{}
+	for _, d := range dbs {
+		dbsBySub[d.SubscriptionID] = append(dbsBySub[d.SubscriptionID], d)
+		r.database(ctx, d)
+	}
+	for _, s := range subs {
+		r.subscription(ctx, s, dbsBySub[s.ID])
+	}
+	for _, c := range cas {
+		r.cloudAccount(ctx, c)
+	}
+	return nil
+}
+
+// Wait blocks until the work started by earlier passes has finished.
+func (r *Reconciler) Wait() { r.wg.Wait() }
+
+// spawn runs fn for the resource key unless work on it is already under way.
+func (r *Reconciler) spawn(ctx context.Context, key string, fn func(ctx context.Context) error) {
+	r.mu.Lock()
+	if r.inflight[key] {
+		r.mu.Unlock()
+		return
+	}
+	r.inflight[key] = true
+	r.mu.Unlock()
+	r.wg.Go(func() {
+		defer func() {
+			r.mu.Lock()
+			delete(r.inflight, key)
+			r.mu.Unlock()
+		}()
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			r.Logger.Error("reconcile", "resource", key, "err", err)
+		}
+	})
+}
+
+// delay waits the configured provisioning delay; it reports false when ctx ended first.
+func (r *Reconciler) delay(ctx context.Context) bool {
+	if r.Delay <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(r.Delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// withDriver runs fn while holding one of the driver slots.
+func (r *Reconciler) withDriver(ctx context.Context, fn func() error) error {
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-r.sem }()
+	return fn()
+}
+
+// event writes a provisioning event into the account's system log.
+func (r *Reconciler) event(ctx context.Context, accountID int, typ, resource string, resourceID int, format string, args ...any) {
+	err := r.Store.Update(ctx, func(tx clouddb.Tx) error {
+		return tx.CreateLogEntry(ctx, &clouddb.LogEntry{
+			AccountID:   accountID,
+			Time:        r.Now(),
+			Originator:  "clouddb",
+			Resource:    resource,
+			ResourceID:  resourceID,
+			Type:        typ,
+			Description: fmt.Sprintf(format, args...),
+		})
+	})
+	if err != nil && ctx.Err() == nil {
+		r.Logger.Error("write log entry", "err", err)
+	}
+}
+
+// Shutdown stops every database server cleanly, persisting as each is configured, so the
+// next start brings them back with their data.
+func (r *Reconciler) Shutdown(ctx context.Context) error {
+	r.init()
+	var dbs []*clouddb.Database
+	if err := r.Store.View(ctx, func(tx clouddb.Tx) error {
+		var err error
+		dbs, _, err = tx.Databases(ctx, clouddb.DatabaseFilter{})
+		return err
+	}); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(dbs))
+	for _, d := range dbs {
+		wg.Go(func() {
+			if err := r.withDriver(ctx, func() error { return r.Driver.Stop(ctx, d.ID) }); err != nil {
+				errs <- fmt.Errorf("stop database %d: %w", d.ID, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var first error
+	for err := range errs {
+		r.Logger.Error("shutdown", "err", err)
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,173 @@
+package task
+
+import (
+	"context"
+	"errors"
+
+	"clouddb"
+)
+
+func findDatabase(ctx context.Context, tx clouddb.Tx, t *clouddb.Task) (*clouddb.Database, error) {
+	d, err := tx.Database(ctx, t.AccountID, t.DatabaseID)
+	if errors.Is(err, clouddb.ErrNotFound) || (err == nil && (d.SubscriptionID != t.SubscriptionID || d.Status == clouddb.DatabaseDeleting)) {
+		return nil, clouddb.NotFound(clouddb.ErrTypeDatabaseNotFound, "database %d not found in subscription %d", t.DatabaseID, t.SubscriptionID)
+	}
+	return d, err
+}
+
+// checkName fails when another live database of the subscription has the name.
+func checkName(ctx context.Context, tx clouddb.Tx, subID, selfID int, name string) error {
+	dbs, _, err := tx.Databases(ctx, clouddb.DatabaseFilter{SubscriptionID: subID, ExcludeDeleting: true})
+	if err != nil {
+		return err
+	}
+	for _, d := range dbs {
+		if d.ID != selfID && d.Spec.Name == name {
+			return clouddb.Conflict(clouddb.ErrTypeDatabaseNameTaken, "database: name %q is already used in subscription %d", name, subID)
+		}
+	}
+	return nil
+}
+
+// reserveCapacity resizes the subscription when its databases would need more than its
+// capacity once one database changes from oldGB to newGB: the subscription goes pending
+// until the resize is provisioned.
+func reserveCapacity(ctx context.Context, tx clouddb.Tx, sub *clouddb.Subscription, oldGB, newGB float64) error {
+	dbs, _, err := tx.Databases(ctx, clouddb.DatabaseFilter{SubscriptionID: sub.ID, ExcludeDeleting: true})
+	if err != nil {
+		return err
+	}
+	need := newGB - oldGB
+	for _, d := range dbs {
+		need += d.Spec.SizeGB()
+	}
+	if need <= sub.CapacityGB {
+		return nil
+	}
+	sub.CapacityGB = clouddb.GrownCapacity(sub.CapacityGB, need)
+	if sub.Status == clouddb.SubscriptionActive {
+		sub.Status = clouddb.SubscriptionPending
+		sub.Generation++
+	}
+	return tx.UpdateSubscription(ctx, sub)
+}
+
+// insertDatabase stores a new database in the pending state on a fresh port.
+func insertDatabase(ctx context.Context, v *env, tx clouddb.Tx, sub *clouddb.Subscription, spec clouddb.DatabaseSpec, password string) (*clouddb.Database, error) {
+	port, err := v.Ports.Allocate(ctx, tx, spec.Port)
+	if err != nil {
+		return nil, err
+	}
+	d := &clouddb.Database{
+		SubscriptionID: sub.ID,
+		AccountID:      sub.AccountID,
+		Status:         clouddb.DatabasePending,
+		Port:           port,
+		Password:       password,
+		Spec:           spec,
+		Generation:     1,
+	}
+	if err := tx.CreateDatabase(ctx, d); errors.Is(err, clouddb.ErrConflict) {
+		return nil, clouddb.Conflict(clouddb.ErrTypeDatabaseNameTaken, "database: name %q is already used in subscription %d", spec.Name, sub.ID)
+	} else if err != nil {
+		return nil, err
+	}
+	return d, v.log(ctx, clouddb.LogTypeDatabase, d.Spec.Name, d.ID, "Database %q (id %d) created in subscription %d", d.Spec.Name, d.ID, sub.ID)
+}
+
+func createDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task) (int, error) {
+	var spec clouddb.DatabaseSpec
+	if err := decode(t, &spec); err != nil {
+		return 0, err
+	}
+	sub, err := findSubscription(ctx, tx, t.AccountID, t.SubscriptionID)
+	if err != nil {
+		return 0, err
+	}
+	if err := requireActive(sub); err != nil {
+		return 0, err
+	}
+	if err := spec.ValidateCreate(); err != nil {
+		return 0, err
+	}
+	if err := checkName(ctx, tx, sub.ID, 0, spec.Name); err != nil {
+		return 0, err
+	}
+	if err := reserveCapacity(ctx, tx, sub, 0, spec.SizeGB()); err != nil {
+		return 0, err
+	}
+	password := spec.Password
+	spec.Password = ""
+	spec.Quantity = 0
+	d, err := insertDatabase(ctx, v, tx, sub, spec, password)
+	if err != nil {
+		return 0, err
+	}
+	return d.ID, nil
+}
+
+func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task) (int, error) {
+	var u clouddb.DatabaseUpdate
+	if err := decode(t, &u); err != nil {
+		return 0, err
+	}
+	sub, err := findSubscription(ctx, tx, t.AccountID, t.SubscriptionID)
+	if err != nil {
+		return 0, err
+	}
+	if err := requireActive(sub); err != nil {
+		return 0, err
+	}
+	d, err := findDatabase(ctx, tx, t)
+	if err != nil {
+		return 0, err
+	}
+	if err := u.Validate(); err != nil {
+		return 0, err
+	}
+	oldGB := d.Spec.SizeGB()
+	if err := u.Apply(d); err != nil {
+		return 0, err
+	}
+	if u.Name != nil {
+		if err := checkName(ctx, tx, sub.ID, d.ID, d.Spec.Name); err != nil {
+			return 0, err
+		}
+	}
+	if err := reserveCapacity(ctx, tx, sub, oldGB, d.Spec.SizeGB()); err != nil {
+		return 0, err
+	}
+	d.Generation++
+	if d.Status == clouddb.DatabaseActive {
+		d.Status = clouddb.DatabaseChangePending
+	} else {
+		d.Status = clouddb.DatabasePending
+	}
+	d.StatusDetail = ""
+	if err := tx.UpdateDatabase(ctx, d); errors.Is(err, clouddb.ErrConflict) {
+		return 0, clouddb.Conflict(clouddb.ErrTypeDatabaseNameTaken, "database: name %q is already used in subscription %d", d.Spec.Name, sub.ID)
+	} else if err != nil {
+		return 0, err
+	}
+	return d.ID, v.log(ctx, clouddb.LogTypeDatabase, d.Spec.Name, d.ID, "Database %q (id %d) updated", d.Spec.Name, d.ID)
+}
+
+func deleteDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task) (int, error) {
+	sub, err := findSubscription(ctx, tx, t.AccountID, t.SubscriptionID)
+	if err != nil {
+		return 0, err
+	}
+	if err := requireActive(sub); err != nil {
+		return 0, err
+	}
+	d, err := findDatabase(ctx, tx, t)
+	if err != nil {
+		return 0, err
+	}
+	d.Status = clouddb.DatabaseDeleting
+	d.Generation++
+	if err := tx.UpdateDatabase(ctx, d); err != nil {
+		return 0, err
+	}
+	return d.ID, v.log(ctx, clouddb.LogTypeDatabase, d.Spec.Name, d.ID, "Database %q (id %d) deleted", d.Spec.Name, d.ID)
+}
