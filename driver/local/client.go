@@ -1,0 +1,163 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// errAuth means the server answered but refused the password.
+var errAuth = errors.New("password refused")
+
+// errLoading means the server answered but is still loading its dataset.
+var errLoading = errors.New("loading its dataset")
+
+// newClient returns a client for one short conversation with a server: one connection,
+// no retries, RESP2 (AUTH rather than HELLO), no client-side extras.
+func (d *Driver) newClient(port int, password string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                     net.JoinHostPort(d.connectHost, strconv.Itoa(port)),
+		Password:                 password,
+		Protocol:                 2,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		MaxRetries:               -1,
+		PoolSize:                 1,
+		DialTimeout:              time.Second,
+		ReadTimeout:              3 * time.Second,
+		WriteTimeout:             3 * time.Second,
+		ContextTimeoutEnabled:    true,
+	})
+}
+
+// probe opens an authenticated connection to the server on port, checks that it answers
+// PING and that it is process pid (so a stranger on the port is not taken for ours), and
+// returns the client. Errors wrap errAuth or errLoading when the server said so.
+func (d *Driver) probe(ctx context.Context, port int, password string, pid int) (*redis.Client, error) {
+	c := d.newClient(port, password)
+	fail := func(err error) (*redis.Client, error) {
+		c.Close()
+		return nil, err
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		return fail(classify(err))
+	}
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return fail(classify(err))
+	}
+	got := infoField(info, "process_id")
+	if got != strconv.Itoa(pid) {
+		return fail(fmt.Errorf("port %d is served by process %s, not redis-server pid %d", port, got, pid))
+	}
+	return c, nil
+}
+
+// classify wraps the errors a caller acts on.
+func classify(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"),
+		strings.Contains(msg, "invalid password"), strings.Contains(msg, "invalid username-password"):
+		return fmt.Errorf("%w: %s", errAuth, firstLine(msg))
+	case strings.HasPrefix(msg, "LOADING"):
+		return fmt.Errorf("%w: %s", errLoading, firstLine(msg))
+	}
+	return err
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// infoField returns the value of one "name:value" line of an INFO reply.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// settings are the live settings clouddb manages, as CONFIG GET/SET name them.
+func settings(c serverConfig) map[string]string {
+	p := persistences[c.Persistence]
+	return map[string]string{
+		"maxmemory":        strconv.FormatInt(c.MaxMemory, 10),
+		"maxmemory-policy": c.Policy,
+		"appendonly":       p.appendonly,
+		"appendfsync":      p.appendfsync,
+		"save":             p.save,
+		"requirepass":      c.Password,
+	}
+}
+
+// settingOrder lists the settings in the order CONFIG SET gets them; requirepass is last
+// so everything else is applied while the connection is known to be authenticated.
+var settingOrder = []string{"maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "requirepass"}
+
+// applyLive sets the settings of want that differ on the running server, in one atomic
+// CONFIG SET, and returns the names of the changed settings (never their values).
+// Turning AOF on starts a rewrite; applyLive waits for it so the AOF holds the dataset
+// (and redis accepts a shutdown) before it returns.
+func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConfig) ([]string, error) {
+	got, err := c.ConfigGet(ctx, "*").Result()
+	if err != nil {
+		return nil, fmt.Errorf("CONFIG GET: %w", classify(err))
+	}
+	wantSet := settings(want)
+	args := []any{"config", "set"}
+	var changed []string
+	for _, name := range settingOrder {
+		if got[name] != wantSet[name] {
+			args = append(args, name, wantSet[name])
+			changed = append(changed, name)
+		}
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	if err := c.Do(ctx, args...).Err(); err != nil {
+		return nil, fmt.Errorf("CONFIG SET %s: %w", strings.Join(changed, ", "), classify(err))
+	}
+	if got["appendonly"] != "yes" && wantSet["appendonly"] == "yes" {
+		if err := d.waitAOFRewrite(ctx, c); err != nil {
+			return changed, err
+		}
+	}
+	return changed, nil
+}
+
+// waitAOFRewrite waits, up to StartTimeout, until no AOF rewrite is running or scheduled.
+func (d *Driver) waitAOFRewrite(ctx context.Context, c *redis.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
+	defer cancel()
+	for {
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			return fmt.Errorf("waiting for the AOF rewrite: %w", err)
+		}
+		if infoField(info, "aof_rewrite_in_progress") == "0" && infoField(info, "aof_rewrite_scheduled") == "0" {
+			if s := infoField(info, "aof_last_bgrewrite_status"); s != "" && s != "ok" {
+				return fmt.Errorf("AOF rewrite failed: aof_last_bgrewrite_status:%s", s)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("AOF rewrite still running after %s", d.startTimeout)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,582 @@
+// Package local is the data-plane driver that runs every database as a redis-server
+// process on this machine, each with its own data directory, config file and port.
+//
+// The processes are not tied to clouddb: they run in their own session and survive a
+// crash of clouddb; the next Driver on the same directory adopts them (pid file plus an
+// authenticated PING that reports the same pid).
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"clouddb"
+)
+
+// Defaults of Config.
+const (
+	DefaultHost         = "127.0.0.1"
+	DefaultRedisServer  = "redis-server"
+	DefaultStartTimeout = 10 * time.Second
+)
+
+// stopTimeout bounds a clean shutdown before SIGKILL.
+const stopTimeout = 30 * time.Second
+
+// Log attribute keys.
+const (
+	keyDatabase = "database_id"
+	keyPid      = "pid"
+	keyPort     = "port"
+	keyExit     = "exit"
+	keyChanged  = "changed"
+)
+
+// Config configures a Driver.
+type Config struct {
+	// Dir is the root directory; each database gets Dir/<id>/.
+	Dir string
+	// Host is the address the servers bind to, e.g. 127.0.0.1.
+	Host string
+	// RedisServer is the redis-server binary, a path or a name looked up in PATH.
+	RedisServer string
+	// StartTimeout bounds the wait for a started server to answer PING.
+	StartTimeout time.Duration
+	// Logger receives the driver's logs; it never receives a password.
+	Logger *slog.Logger
+}
+
+// Driver runs one redis-server process per database.
+type Driver struct {
+	dir          string
+	host         string
+	connectHost  string
+	bin          string
+	startTimeout time.Duration
+	stopTimeout  time.Duration
+	log          *slog.Logger
+
+	mu       sync.Mutex
+	locks    map[int]chan struct{} // per database id, a one-slot semaphore
+	children map[int]*child        // by pid, servers this Driver started and has not reaped
+}
+
+var _ clouddb.Driver = (*Driver)(nil)
+
+// New returns a Driver. It fails if the redis-server binary cannot be found.
+func New(cfg Config) (*Driver, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("local driver: Dir is required")
+	}
+	name := cfg.RedisServer
+	if name == "" {
+		name = DefaultRedisServer
+	}
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		return nil, fmt.Errorf("local driver: redis-server not found (%s): install it, e.g. apt-get install -y redis-server: %w", name, err)
+	}
+	if bin, err = filepath.Abs(bin); err != nil {
+		return nil, fmt.Errorf("local driver: %w", err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("local driver: %w", err)
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err == nil {
+		// The kernel reports a server's working directory with symlinks resolved.
+		dir, err = filepath.EvalSymlinks(dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local driver: %w", err)
+	}
+	host := cfg.Host
+	if host == "" {
+		host = DefaultHost
+	}
+	connectHost := host
+	if a, err := netip.ParseAddr(host); err == nil && a.IsUnspecified() {
+		connectHost = "127.0.0.1"
+		if a.Is6() {
+			connectHost = "::1"
+		}
+	}
+	timeout := cfg.StartTimeout
+	if timeout <= 0 {
+		timeout = DefaultStartTimeout
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Driver{
+		dir:          dir,
+		host:         host,
+		connectHost:  connectHost,
+		bin:          bin,
+		startTimeout: timeout,
+		stopTimeout:  stopTimeout,
+		log:          logger.With("driver", "local"),
+		locks:        make(map[int]chan struct{}),
+		children:     make(map[int]*child),
+	}, nil
+}
+
+// dbDir is the data directory of a database.
+func (d *Driver) dbDir(id int) string { return filepath.Join(d.dir, strconv.Itoa(id)) }
+
+// lock serialises calls for one database id; calls for other ids run in parallel.
+func (d *Driver) lock(ctx context.Context, id int) (func(), error) {
+	d.mu.Lock()
+	l, ok := d.locks[id]
+	if !ok {
+		l = make(chan struct{}, 1)
+		d.locks[id] = l
+	}
+	d.mu.Unlock()
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Pid returns the pid recorded in the database's pid file. The error wraps
+// os.ErrNotExist when there is none (the server is stopped or was never started).
+func (d *Driver) Pid(id int) (int, error) {
+	path := filepath.Join(d.dbDir(id), pidFile)
+	for range 3 {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return 0, err
+		}
+		if s := strings.TrimSpace(string(data)); s != "" {
+			pid, err := strconv.Atoi(s)
+			if err != nil || pid <= 0 {
+				return 0, fmt.Errorf("pid file %s: bad content %q", path, s)
+			}
+			return pid, nil
+		}
+		// redis truncates then writes the file at start-up; give it a moment.
+		time.Sleep(10 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("pid file %s is empty", path)
+}
+
+// livePid returns the pid of the database's running server, or 0 if none runs. A pid
+// file naming a dead process, or one that is not this database's server, is removed.
+func (d *Driver) livePid(id int) int {
+	dir := d.dbDir(id)
+	pid, err := d.Pid(id)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("unreadable pid file; ignoring it", keyDatabase, id, "error", err)
+		}
+		return 0
+	}
+	if ours(pid, dir) {
+		return pid
+	}
+	d.log.Info("removing stale pid file", keyDatabase, id, keyPid, pid)
+	if err := os.Remove(filepath.Join(dir, pidFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		d.log.Warn("cannot remove stale pid file", keyDatabase, id, "error", err)
+	}
+	return 0
+}
+
+// readConfig returns the config clouddb last wrote for the database, if any.
+func (d *Driver) readConfig(id int) (serverConfig, bool, error) {
+	data, err := os.ReadFile(filepath.Join(d.dbDir(id), confFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return serverConfig{}, false, nil
+	}
+	if err != nil {
+		return serverConfig{}, false, err
+	}
+	c, err := parseConfig(data)
+	if err != nil {
+		return serverConfig{}, false, fmt.Errorf("%s: %w", confFile, err)
+	}
+	return c, true, nil
+}
+
+// writeConfig writes the database's config file atomically, mode 0600.
+func (d *Driver) writeConfig(id int, c serverConfig) error {
+	dir := d.dbDir(id)
+	data, err := c.render(id, dir)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, confFile), data, 0o600)
+}
+
+func (d *Driver) configOf(in clouddb.Instance) serverConfig {
+	return serverConfig{
+		Port:        in.Port,
+		Host:        d.host,
+		Password:    in.Password,
+		MaxMemory:   in.MaxMemoryBytes,
+		Policy:      in.EvictionPolicy,
+		Persistence: in.DataPersistence,
+	}
+}
+
+func validate(in clouddb.Instance) error {
+	switch {
+	case in.DatabaseID <= 0:
+		return fmt.Errorf("database id %d: must be positive", in.DatabaseID)
+	case in.Port < 1 || in.Port > 65535:
+		return fmt.Errorf("database %d: port %d out of range", in.DatabaseID, in.Port)
+	case in.Password == "":
+		return fmt.Errorf("database %d: a password is required", in.DatabaseID)
+	case in.MaxMemoryBytes < 0:
+		return fmt.Errorf("database %d: negative maxmemory", in.DatabaseID)
+	case !slices.Contains(clouddb.EvictionPolicies, in.EvictionPolicy):
+		return fmt.Errorf("database %d: unknown eviction policy %q", in.DatabaseID, in.EvictionPolicy)
+	}
+	if _, ok := persistences[in.DataPersistence]; !ok {
+		return fmt.Errorf("database %d: unknown data persistence %q", in.DatabaseID, in.DataPersistence)
+	}
+	return nil
+}
+
+// Ensure makes the database's server run with the instance's configuration. A running
+// server is adopted and reconfigured live (CONFIG SET) without a restart, unless its port
+// changes; a stopped one is started on in.Port with the data in its directory. It returns
+// once the server answers an authenticated PING with the instance's password.
+func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
+	if err := validate(in); err != nil {
+		return err
+	}
+	id := in.DatabaseID
+	unlock, err := d.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	dir := d.dbDir(id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	want := d.configOf(in)
+	old, haveOld, err := d.readConfig(id)
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+
+	if pid := d.livePid(id); pid != 0 {
+		adopted, err := d.adopt(ctx, in, pid, old, haveOld)
+		if err != nil || adopted {
+			return err
+		}
+	}
+	return d.start(ctx, in, want, old, haveOld)
+}
+
+// adopt reconfigures the running server pid. It reports false, after stopping the
+// server, when the server must be started again: its port changes, or it refuses both the
+// instance's password and the one in its config file.
+func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old serverConfig, haveOld bool) (bool, error) {
+	id := in.DatabaseID
+	port := in.Port
+	if haveOld && old.Port != 0 {
+		port = old.Port
+	}
+	passwords := []string{in.Password}
+	if haveOld && old.Password != "" && old.Password != in.Password {
+		passwords = append(passwords, old.Password)
+	}
+	c, err := d.connect(ctx, pid, port, passwords)
+	switch {
+	case errors.Is(err, errAuth):
+		d.log.Warn("running redis-server refuses the known passwords; restarting it", keyDatabase, id, keyPid, pid)
+		return false, d.terminate(ctx, id, pid)
+	case err != nil:
+		return false, fmt.Errorf("database %d: redis-server pid %d is running but does not answer on port %d: %w; %s", id, pid, port, err, logTail(d.dbDir(id)))
+	}
+	defer c.Close()
+	if port != in.Port {
+		d.log.Info("port changes; restarting redis-server", keyDatabase, id, keyPid, pid, "old_port", port, keyPort, in.Port)
+		c.Close()
+		return false, d.terminate(ctx, id, pid)
+	}
+	if err := d.reconfigure(ctx, c, in); err != nil {
+		return true, err
+	}
+	d.log.Debug("adopted running redis-server", keyDatabase, id, keyPid, pid, keyPort, port)
+	return true, nil
+}
+
+// connect waits, up to StartTimeout, until the server pid on port accepts one of the
+// passwords, and returns a client authenticated with it. It gives up at once when every
+// password is refused (the error wraps errAuth) or the process is gone.
+func (d *Driver) connect(ctx context.Context, pid, port int, passwords []string) (*redis.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
+	defer cancel()
+	for {
+		var last error
+		refused := 0
+		for _, pw := range passwords {
+			c, err := d.probe(ctx, port, pw, pid)
+			if err == nil {
+				return c, nil
+			}
+			if errors.Is(err, errAuth) {
+				refused++
+			}
+			last = err
+		}
+		if refused == len(passwords) {
+			return nil, last
+		}
+		if gone(pid) {
+			return nil, fmt.Errorf("process exited")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no answer within %s: %w", d.startTimeout, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// reconfigure applies the instance's settings to the server behind c, then records them
+// in the config file (after the server has them, so a crash in between leaves a config
+// whose password the server still accepts, or the instance's).
+func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.Instance) error {
+	id := in.DatabaseID
+	want := d.configOf(in)
+	changed, err := d.applyLive(ctx, c, want)
+	if err != nil {
+		return fmt.Errorf("database %d: apply configuration: %w", id, err)
+	}
+	if err := d.writeConfig(id, want); err != nil {
+		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
+	}
+	if len(changed) > 0 {
+		d.log.Info("applied configuration to running redis-server", keyDatabase, id, keyChanged, changed)
+		if slices.Contains(changed, "requirepass") {
+			// Check that a new connection gets in with the new password.
+			pid, _ := strconv.Atoi(infoField(c.Info(ctx, "server").Val(), "process_id"))
+			nc, err := d.probe(ctx, in.Port, in.Password, pid)
+			if err != nil {
+				return fmt.Errorf("database %d: new password not accepted: %w", id, err)
+			}
+			nc.Close()
+		}
+	}
+	return nil
+}
+
+// start starts the database's server and waits until it answers PING. It starts the
+// server with the persistence it last ran with, so it loads the data that persistence
+// wrote (redis reads only the AOF when AOF is on, only the RDB when it is off), then
+// switches persistence live.
+func (d *Driver) start(ctx context.Context, in clouddb.Instance, want serverConfig, old serverConfig, haveOld bool) error {
+	id := in.DatabaseID
+	dir := d.dbDir(id)
+	first := want
+	if haveOld && old.Persistence != "" {
+		first.Persistence = old.Persistence
+	}
+	if err := d.writeConfig(id, first); err != nil {
+		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
+	}
+	if haveOld && first.Persistence == "none" {
+		// Files left by an earlier persistence setting are stale: without persistence a
+		// server starts empty, as documented, rather than with an old snapshot.
+		for _, name := range []string{rdbFile, aofDir} {
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				return fmt.Errorf("database %d: %w", id, err)
+			}
+		}
+	}
+	pid, ch, err := d.spawn(id, dir)
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	// redis writes its pid file too, but only once it has read its config.
+	if err := writeFileAtomic(filepath.Join(dir, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o600); err != nil {
+		d.log.Warn("cannot write pid file", keyDatabase, id, keyPid, pid, "error", err)
+	}
+	d.log.Info("started redis-server", keyDatabase, id, keyPid, pid, keyPort, in.Port)
+
+	c, err := d.waitReady(ctx, in, pid, ch)
+	if err != nil {
+		select {
+		case <-ch.done:
+			_ = os.Remove(filepath.Join(dir, pidFile))
+		default:
+		}
+		return err
+	}
+	defer c.Close()
+	return d.reconfigure(ctx, c, in)
+}
+
+// waitReady polls until the started server answers an authenticated PING as process pid,
+// up to StartTimeout. If the process exits first (a port in use, a bad config), the error
+// says so and carries the tail of its log. A server still starting at the deadline is
+// left running, so the next Ensure adopts it.
+func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch *child) (*redis.Client, error) {
+	id := in.DatabaseID
+	dir := d.dbDir(id)
+	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
+	defer cancel()
+	addr := fmt.Sprintf("%s:%d", d.host, in.Port)
+	exited := func() error {
+		return fmt.Errorf("database %d: redis-server on %s exited during start-up (%s): %s",
+			id, addr, exitText(ch.err), logTail(dir))
+	}
+	type result struct {
+		c   *redis.Client
+		err error
+	}
+	var last error
+	for {
+		// A probe of a port that a stranger holds may hang until its read timeout; the
+		// exit of our process must not wait for it.
+		res := make(chan result, 1)
+		go func() {
+			c, err := d.probe(ctx, in.Port, in.Password, pid)
+			res <- result{c, err}
+		}()
+		select {
+		case r := <-res:
+			if r.err == nil {
+				return r.c, nil
+			}
+			last = r.err
+		case <-ch.done:
+			go func() {
+				if r := <-res; r.c != nil {
+					r.c.Close()
+				}
+			}()
+			return nil, exited()
+		}
+		select {
+		case <-ch.done:
+			return nil, exited()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("database %d: redis-server pid %d did not answer PING on %s within %s: %v; %s",
+				id, pid, addr, d.startTimeout, last, logTail(dir))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Running reports whether the database's server runs and answers an authenticated PING
+// with the instance's password on the instance's port.
+func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error) {
+	unlock, err := d.lock(ctx, in.DatabaseID)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	pid := d.livePid(in.DatabaseID)
+	if pid == 0 {
+		return false, nil
+	}
+	c, err := d.probe(ctx, in.Port, in.Password, pid)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return false, nil
+	}
+	c.Close()
+	return true, nil
+}
+
+// Stop shuts the database's server down cleanly (SIGTERM: redis writes an RDB if the
+// database has snapshot persistence and flushes its AOF) and waits until it is gone. The
+// data stays. Stopping a stopped database does nothing.
+func (d *Driver) Stop(ctx context.Context, id int) error {
+	unlock, err := d.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	pid := d.livePid(id)
+	if pid == 0 {
+		return nil
+	}
+	if err := d.terminate(ctx, id, pid); err != nil {
+		return err
+	}
+	d.log.Info("stopped redis-server", keyDatabase, id, keyPid, pid)
+	return nil
+}
+
+// Remove stops the database's server without saving and deletes its directory.
+// Removing a removed database does nothing.
+func (d *Driver) Remove(ctx context.Context, id int) error {
+	if id <= 0 {
+		return fmt.Errorf("database id %d: must be positive", id)
+	}
+	unlock, err := d.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	dir := d.dbDir(id)
+	if pid := d.livePid(id); pid != 0 {
+		if err := d.shutdownNoSave(ctx, id, pid); err != nil {
+			return err
+		}
+		d.log.Info("stopped redis-server for removal", keyDatabase, id, keyPid, pid)
+	}
+	// A fork child (a background save) may still be writing a file as the parent goes;
+	// try again briefly.
+	for i := 0; ; i++ {
+		err := os.RemoveAll(dir)
+		if err == nil {
+			break
+		}
+		if i == 20 {
+			return fmt.Errorf("database %d: remove %s: %w", id, dir, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d.log.Info("removed database directory", keyDatabase, id)
+	return nil
+}
+
+// shutdownNoSave stops the server with SHUTDOWN NOSAVE (its background save, if any, is
+// stopped too), and with SIGKILL if it cannot be reached.
+func (d *Driver) shutdownNoSave(ctx context.Context, id, pid int) error {
+	conf, ok, err := d.readConfig(id)
+	if err == nil && ok && conf.Port != 0 {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, perr := d.probe(sctx, conf.Port, conf.Password, pid)
+		if perr == nil {
+			err := c.ShutdownNoSave(sctx).Err()
+			c.Close()
+			if err == nil && d.waitGone(sctx, pid, 5*time.Second) {
+				cancel()
+				return nil
+			}
+		}
+		cancel()
+	}
+	return d.kill(ctx, id, pid)
+}

@@ -1,0 +1,214 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// child is a server this Driver started; a goroutine reaps it.
+type child struct {
+	done chan struct{} // closed once the process is reaped
+	err  error         // Wait's result, set before done is closed
+}
+
+// spawn starts redis-server on the config file in dir, detached from clouddb: in its own
+// session, so signals sent to clouddb's process group do not reach it, and not tied to a
+// context, so it outlives clouddb. A goroutine reaps it so no zombie stays behind.
+func (d *Driver) spawn(id int, dir string) (int, *child, error) {
+	out, err := os.OpenFile(filepath.Join(dir, outFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer out.Close()
+	cmd := exec.Command(d.bin, filepath.Join(dir, confFile))
+	cmd.Dir = dir
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, nil, fmt.Errorf("start %s: %w", d.bin, err)
+	}
+	pid := cmd.Process.Pid
+	c := &child{done: make(chan struct{})}
+	d.mu.Lock()
+	d.children[pid] = c
+	d.mu.Unlock()
+	go func() {
+		c.err = cmd.Wait()
+		d.mu.Lock()
+		delete(d.children, pid)
+		d.mu.Unlock()
+		d.log.Info("redis-server exited", keyDatabase, id, keyPid, pid, keyExit, exitText(c.err))
+		close(c.done)
+	}()
+	return pid, c, nil
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// childOf returns the child with this pid if this Driver started it and it is not reaped.
+func (d *Driver) childOf(pid int) *child {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.children[pid]
+}
+
+// ours reports whether pid is a live redis-server of the database in dir. A pid file may
+// name a pid that the kernel has since given to another program; a server's working
+// directory is its data directory (clouddb starts it there and redis chdirs to `dir`), so
+// /proc/<pid>/cwd tells ours from a stranger. Zombies have no cwd and read as gone.
+// Without /proc it answers true for any live pid; callers then rely on an authenticated
+// PING whose INFO names the same pid.
+func ours(pid int, dir string) bool {
+	if pid <= 0 || !alive(pid) {
+		return false
+	}
+	cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if err != nil {
+		if _, serr := os.Stat("/proc/self/cwd"); serr != nil {
+			return true // no procfs
+		}
+		return false
+	}
+	return cwd == dir
+}
+
+// alive reports whether a process with this pid exists (a zombie counts until reaped).
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// gone reports whether pid has exited: no such process, or a zombie.
+func gone(pid int) bool {
+	if !alive(pid) {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name: "pid (comm) S ...".
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] == 'Z'
+	}
+	return false
+}
+
+// waitGone waits until pid has exited, up to timeout or the context's end.
+func (d *Driver) waitGone(ctx context.Context, pid int, timeout time.Duration) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var done chan struct{}
+	if c := d.childOf(pid); c != nil {
+		done = c.done
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if done == nil && gone(pid) {
+			return true
+		}
+		select {
+		case <-done:
+			return true
+		case <-tick.C:
+		case <-deadline.C:
+			return gone(pid)
+		case <-ctx.Done():
+			return gone(pid)
+		}
+	}
+}
+
+// terminate sends SIGTERM (redis shuts down cleanly: it saves an RDB if save points are
+// configured and flushes the AOF) and waits. Redis refuses to exit while it writes its
+// first AOF, so SIGTERM is repeated; SIGKILL is the last resort after stopTimeout.
+func (d *Driver) terminate(ctx context.Context, id, pid int) error {
+	deadline := time.Now().Add(d.stopTimeout)
+	for {
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("database %d: SIGTERM to redis-server pid %d: %w", id, pid, err)
+		}
+		if d.waitGone(ctx, pid, time.Second) {
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	d.log.Warn("redis-server did not stop on SIGTERM; killing it", keyDatabase, id, keyPid, pid)
+	return d.kill(ctx, id, pid)
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (d *Driver) kill(ctx context.Context, id, pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("database %d: SIGKILL to redis-server pid %d: %w", id, pid, err)
+	}
+	// Not bounded by ctx: a killed process goes away promptly, and we must not report
+	// it gone before it is.
+	if !d.waitGone(context.WithoutCancel(ctx), pid, 5*time.Second) {
+		return fmt.Errorf("database %d: redis-server pid %d still running after SIGKILL", id, pid)
+	}
+	return nil
+}
+
+// logTail returns the last lines the server wrote to its log and to stdout/stderr, for
+// error messages. Redis does not log its password.
+func logTail(dir string) string {
+	var parts []string
+	for _, name := range []string{outFile, logFile} {
+		if t := tail(filepath.Join(dir, name), 8); t != "" {
+			parts = append(parts, name+": "+t)
+		}
+	}
+	if len(parts) == 0 {
+		return "(no log output)"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// tail returns up to n last non-empty lines of a file, joined with " | ".
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const max = 8 << 10
+	if st, err := f.Stat(); err == nil && st.Size() > max {
+		if _, err := f.Seek(st.Size()-max, io.SeekStart); err != nil {
+			return ""
+		}
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return ""
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
