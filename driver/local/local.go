@@ -315,7 +315,6 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 	defer c.Close()
 	if port != in.Port {
 		d.log.Info("port changes; restarting redis-server", keyDatabase, id, keyPid, pid, "old_port", port, keyPort, in.Port)
-		c.Close()
 		return false, d.terminate(ctx, id, pid)
 	}
 	if err := d.reconfigure(ctx, c, in); err != nil {

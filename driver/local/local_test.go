@@ -1,7 +1,9 @@
 package local_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +26,45 @@ import (
 )
 
 const mb = 1 << 20
+
+// helperEnv makes the test binary act as a short-lived clouddb: it ensures the instance
+// in the variable, prints the server's pid and waits to be killed.
+const helperEnv = "CLOUDDB_LOCAL_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(helperEnv); spec != "" {
+		os.Exit(helper(spec))
+	}
+	os.Exit(m.Run())
+}
+
+type helperSpec struct {
+	Dir      string
+	Instance clouddb.Instance
+}
+
+func helper(spec string) int {
+	var h helperSpec
+	if err := json.Unmarshal([]byte(spec), &h); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	d, err := local.New(local.Config{Dir: h.Dir})
+	if err == nil {
+		err = d.Ensure(context.Background(), h.Instance)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	p, err := d.Pid(h.Instance.DatabaseID)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(p)
+	select {}
+}
 
 // testBundle is one driver on a temporary directory.
 type testBundle struct {
@@ -480,4 +521,81 @@ func TestEnsure_NoneIgnoresStaleSnapshot(t *testing.T) {
 	require.NoError(t, b.driver.Stop(ctx, 30))
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	require.ErrorIs(t, client(t, in.Port, in.Password).Get(ctx, "k").Err(), redis.Nil)
+}
+
+func TestEnsure_ServerOutlivesCrashedClouddb(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 31, "aof-every-1-second")
+
+	// Another process plays clouddb: it starts the server, then its whole process group
+	// is killed, as in a crash.
+	spec, err := json.Marshal(helperSpec{Dir: b.dir, Instance: in})
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stderr = testWriter{t}
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err, "helper did not report a pid")
+	p, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL))
+	_ = cmd.Wait()
+
+	c := client(t, in.Port, in.Password)
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err(), "the server must outlive its clouddb")
+
+	// The next clouddb adopts it.
+	running, err := b.driver.Running(ctx, in)
+	require.NoError(t, err)
+	require.True(t, running)
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.Equal(t, p, pid(t, b.driver, 31))
+	require.Equal(t, 1, serversIn(t, filepath.Join(b.dir, "31")))
+
+	// It can stop the server it did not start, and start it again with its data.
+	require.NoError(t, b.driver.Stop(ctx, 31))
+	require.True(t, processGone(p))
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
+}
+
+func TestEnsure_PortChangeRestarts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 32, "aof-every-write")
+
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	p := pid(t, b.driver, 32)
+	require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "k", "v", 0).Err())
+
+	in.Port = freePort(t)
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.NotEqual(t, p, pid(t, b.driver, 32))
+	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
+}
+
+func TestEnsure_UnknownPasswordRestarts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 33, "aof-every-write")
+
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	p := pid(t, b.driver, 33)
+	c := client(t, in.Port, in.Password)
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+	// Someone changed the password behind clouddb's back.
+	require.NoError(t, c.ConfigSet(ctx, "requirepass", "unknown").Err())
+
+	// The server is ours (same directory), so Ensure restarts it cleanly with its data.
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.NotEqual(t, p, pid(t, b.driver, 33))
+	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
 }
