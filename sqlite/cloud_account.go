@@ -1,0 +1,98 @@
+package sqlite
+
+import (
+	"context"
+
+	"clouddb"
+)
+
+// CreateCloudAccount inserts a cloud account. A preset ID is kept, which is how the
+// internal cloud account gets clouddb.InternalCloudAccountID; an unset Generation
+// becomes 1.
+func (tx *Tx) CreateCloudAccount(ctx context.Context, c *clouddb.CloudAccount) error {
+	tx.stamp(&c.CreatedAt, &c.UpdatedAt)
+	if c.Generation == 0 {
+		c.Generation = 1
+	}
+	res, err := tx.tx.ExecContext(ctx, `INSERT INTO cloud_accounts (id, account_id, name, provider,
+		status, access_key_id, access_secret_key, console_username, console_password,
+		sign_in_login_url, generation, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		idArg(c.ID), c.AccountID, c.Name, c.Provider, string(c.Status), c.AccessKeyID,
+		c.AccessSecretKey, c.ConsoleUsername, c.ConsolePassword, c.SignInLoginURL, c.Generation,
+		timeArg(c.CreatedAt), timeArg(c.UpdatedAt))
+	if err != nil {
+		return mapErr(err)
+	}
+	id, err := res.LastInsertId()
+	c.ID = int(id)
+	return err
+}
+
+const cloudAccountColumns = `id, account_id, name, provider, status, access_key_id,
+	access_secret_key, console_username, console_password, sign_in_login_url, generation,
+	created_at, updated_at`
+
+func scanCloudAccount(s scanner) (*clouddb.CloudAccount, error) {
+	var c clouddb.CloudAccount
+	err := s.Scan(&c.ID, &c.AccountID, &c.Name, &c.Provider, &c.Status, &c.AccessKeyID,
+		&c.AccessSecretKey, &c.ConsoleUsername, &c.ConsolePassword, &c.SignInLoginURL,
+		&c.Generation, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt})
+	return &c, err
+}
+
+// CloudAccount finds a cloud account of the account, or the internal one (any account's
+// for accountID 0).
+func (tx *Tx) CloudAccount(ctx context.Context, accountID, id int) (*clouddb.CloudAccount, error) {
+	w := where{}
+	w.add("id = ?", id)
+	if accountID != 0 {
+		w.add("account_id IN (?, 0)", accountID)
+	}
+	return one(scanCloudAccount(tx.tx.QueryRowContext(ctx,
+		`SELECT `+cloudAccountColumns+` FROM cloud_accounts`+w.String(), w.args...)))
+}
+
+// CloudAccounts lists cloud accounts by id, the internal one included.
+func (tx *Tx) CloudAccounts(ctx context.Context, f clouddb.CloudAccountFilter) ([]*clouddb.CloudAccount, error) {
+	var w where
+	if f.AccountID != 0 {
+		w.add("account_id IN (?, 0)", f.AccountID)
+	}
+	whereIn(&w, "status", f.Statuses)
+	return queryAll(ctx, tx.tx, `SELECT `+cloudAccountColumns+` FROM cloud_accounts`+w.String()+
+		` ORDER BY id`, w.args, scanCloudAccount)
+}
+
+// UpdateCloudAccount writes every field but the ids and CreatedAt, Generation included:
+// the caller decides which changes need provisioning and advances it for those. It sets
+// c.UpdatedAt.
+func (tx *Tx) UpdateCloudAccount(ctx context.Context, c *clouddb.CloudAccount) error {
+	err := mustAffect(tx.tx.ExecContext(ctx, `UPDATE cloud_accounts SET name = ?, provider = ?,
+		status = ?, access_key_id = ?, access_secret_key = ?, console_username = ?,
+		console_password = ?, sign_in_login_url = ?, generation = ?, updated_at = ?
+		WHERE id = ?`,
+		c.Name, c.Provider, string(c.Status), c.AccessKeyID, c.AccessSecretKey,
+		c.ConsoleUsername, c.ConsolePassword, c.SignInLoginURL, c.Generation, timeArg(tx.now), c.ID))
+	if err != nil {
+		return err
+	}
+	c.UpdatedAt = tx.now
+	return nil
+}
+
+// DeleteCloudAccount deletes a cloud account.
+func (tx *Tx) DeleteCloudAccount(ctx context.Context, id int) error {
+	return mustAffect(tx.tx.ExecContext(ctx, `DELETE FROM cloud_accounts WHERE id = ?`, id))
+}
+
+// SetCloudAccountStatus sets the status if the generation still matches; it reports
+// whether it did (false also for a missing row).
+func (tx *Tx) SetCloudAccountStatus(ctx context.Context, id, generation int, s clouddb.CloudAccountStatus) (bool, error) {
+	res, err := tx.tx.ExecContext(ctx, `UPDATE cloud_accounts SET status = ?, updated_at = ?
+		WHERE id = ? AND generation = ?`, string(s), timeArg(tx.now), id, generation)
+	if err != nil {
+		return false, mapErr(err)
+	}
+	return affected(res)
+}

@@ -1,0 +1,363 @@
+// Package sqlite implements clouddb.Store on SQLite with modernc.org/sqlite, a pure-Go
+// driver, so that the binary builds without cgo.
+//
+// A DB holds two connection pools on one file in WAL mode: a single writer connection
+// whose transactions begin IMMEDIATE, so writers queue in Go instead of failing with
+// SQLITE_BUSY on a lock upgrade, and a small pool of query-only connections for View, so
+// reads run in parallel with each other and with the writer.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"clouddb"
+)
+
+//go:embed migration/*.sql
+var migrationFS embed.FS
+
+// busyTimeout is how long a connection waits for another process's lock (for example a
+// second clouddb or an admin command on the same file) before it fails.
+const busyTimeout = 5 * time.Second
+
+// DB is the SQLite store.
+type DB struct {
+	// Now is the clock for the timestamps the store assigns. It defaults to UTC wall time;
+	// tests replace it to control time.
+	Now func() time.Time
+
+	path   string
+	writer *sql.DB
+	reader *sql.DB
+}
+
+var _ clouddb.Store = (*DB)(nil)
+
+// Open opens the database file at path, creating it if needed, and applies the
+// migrations that have not been applied yet. path must name a file: an in-memory
+// database would not be shared by the two pools.
+func Open(path string) (*DB, error) {
+	if path == "" || strings.HasPrefix(path, ":memory:") || strings.HasPrefix(path, "file:") || strings.Contains(path, "?") {
+		return nil, fmt.Errorf("sqlite: %q is not a plain file path", path)
+	}
+	timeout := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
+
+	db := &DB{Now: func() time.Time { return time.Now().UTC() }, path: path}
+	var err error
+	// journal_mode is persistent in the file, so only the writer sets it. NORMAL
+	// synchronous is durable in WAL mode except for the last commits on power loss.
+	db.writer, err = sql.Open("sqlite", path+"?_txlock=immediate&"+timeout+
+		"&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	db.writer.SetMaxOpenConns(1)
+	db.writer.SetMaxIdleConns(1)
+	db.writer.SetConnMaxLifetime(0)
+	db.writer.SetConnMaxIdleTime(0)
+
+	if err := db.migrate(context.Background()); err != nil {
+		db.writer.Close()
+		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
+	}
+
+	// The reader is opened after the writer has switched the file to WAL mode.
+	db.reader, err = sql.Open("sqlite", path+"?"+timeout+"&_pragma=foreign_keys(1)&_pragma=query_only(1)")
+	if err != nil {
+		db.writer.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	db.reader.SetMaxOpenConns(n)
+	db.reader.SetMaxIdleConns(n) // keep them open: a new connection re-reads the schema
+	db.reader.SetConnMaxLifetime(0)
+	db.reader.SetConnMaxIdleTime(0)
+	if err := db.reader.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Close closes both pools.
+func (db *DB) Close() error {
+	var errs []error
+	if db.reader != nil {
+		errs = append(errs, db.reader.Close())
+	}
+	if db.writer != nil {
+		errs = append(errs, db.writer.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// migrate applies the embedded migrations in name order, each in its own transaction
+// together with the row that records it, so a crash never leaves one half applied.
+func (db *DB) migrate(ctx context.Context) error {
+	if _, err := db.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (
+		name       TEXT PRIMARY KEY,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return err
+	}
+	names, err := fs.Glob(migrationFS, "migration/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := db.migrateFile(ctx, name); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (db *DB) migrateFile(ctx context.Context, name string) error {
+	tx, err := db.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+
+	// Checked inside the write transaction: another process may have migrated meanwhile.
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM migrations WHERE name = ?`, name).Scan(&n); err != nil {
+		return err
+	} else if n > 0 {
+		return nil
+	}
+	buf, err := fs.ReadFile(migrationFS, name)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, string(buf)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO migrations (name, applied_at) VALUES (?, ?)`,
+		name, db.now().UnixMicro()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// now is the store's clock at the precision it stores.
+func (db *DB) now() time.Time { return norm(db.Now()) }
+
+// View runs fn in a transaction on the read pool; it sees one consistent snapshot and
+// cannot write.
+func (db *DB) View(ctx context.Context, fn func(clouddb.Tx) error) error {
+	sqlTx, err := db.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	// Nothing to commit: rolling back just ends the read snapshot.
+	defer sqlTx.Rollback()
+	return fn(&Tx{tx: sqlTx, now: db.now()})
+}
+
+// Update runs fn in a transaction on the writer and commits when fn returns nil. Do not
+// call ClaimTask, PurgeTasks or Update from inside fn: they wait for the one writer
+// connection that fn holds.
+func (db *DB) Update(ctx context.Context, fn func(clouddb.Tx) error) error {
+	sqlTx, err := db.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return mapErr(err)
+	}
+	defer sqlTx.Rollback()
+	if err := fn(&Tx{tx: sqlTx, now: db.now()}); err != nil {
+		return err
+	}
+	return mapErr(sqlTx.Commit())
+}
+
+// Tx is a transaction of the store. Every write in it carries the same timestamp, taken
+// when it began.
+type Tx struct {
+	tx  *sql.Tx
+	now time.Time
+}
+
+var _ clouddb.Tx = (*Tx)(nil)
+
+// mapErr turns driver errors into the store's sentinel errors, so that callers never
+// depend on the driver.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return clouddb.ErrNotFound
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
+		return fmt.Errorf("%w: %s", clouddb.ErrConflict, se.Error())
+	}
+	return err
+}
+
+// norm is t at the precision and in the zone the store keeps, so that what a create or
+// update leaves in the caller's struct equals what a later read returns.
+func norm(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// timeArg stores a time as microseconds since the epoch, the zero time as NULL.
+func timeArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+// timeCol scans what timeArg stored.
+type timeCol struct{ dst *time.Time }
+
+func (c timeCol) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*c.dst = time.Time{}
+	case int64:
+		*c.dst = time.UnixMicro(v).UTC()
+	default:
+		return fmt.Errorf("sqlite: time column holds %T", src)
+	}
+	return nil
+}
+
+// jsonArg stores a nested struct as JSON text.
+func jsonArg(v any) (string, error) {
+	buf, err := json.Marshal(v)
+	return string(buf), err
+}
+
+// jsonCol scans what jsonArg stored; NULL leaves the destination as it is.
+type jsonCol struct{ dst any }
+
+func (c jsonCol) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		return nil
+	case string:
+		return json.Unmarshal([]byte(v), c.dst)
+	case []byte:
+		return json.Unmarshal(v, c.dst)
+	}
+	return fmt.Errorf("sqlite: JSON column holds %T", src)
+}
+
+// idArg lets SQLite assign an id that the caller left at 0.
+func idArg(id int) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}
+
+// stamp sets the times a create assigns, keeping those the caller preset.
+func (tx *Tx) stamp(ts ...*time.Time) {
+	for _, t := range ts {
+		if t.IsZero() {
+			*t = tx.now
+		} else {
+			*t = norm(*t)
+		}
+	}
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// where builds a WHERE clause from optional conditions.
+type where struct {
+	conds []string
+	args  []any
+}
+
+func (w *where) add(cond string, args ...any) {
+	w.conds = append(w.conds, cond)
+	w.args = append(w.args, args...)
+}
+
+func (w *where) String() string {
+	if len(w.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w.conds, " AND ")
+}
+
+// whereIn adds "col IN (...)" for a non-empty list of values.
+func whereIn[S ~string](w *where, col string, vals []S) {
+	if len(vals) == 0 {
+		return
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")
+	args := make([]any, len(vals))
+	for i, v := range vals {
+		args[i] = string(v)
+	}
+	w.add(col+" IN ("+marks+")", args...)
+}
+
+// one maps the result of scanning a single row.
+func one[T any](v *T, err error) (*T, error) {
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return v, nil
+}
+
+// queryAll runs a query and scans every row with scan.
+func queryAll[T any](ctx context.Context, tx *sql.Tx, query string, args []any, scan func(scanner) (*T, error)) ([]*T, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	var out []*T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		out = append(out, v)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// affected reports whether a statement changed a row.
+func affected(res sql.Result) (bool, error) {
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// mustAffect returns ErrNotFound when a statement changed no row.
+func mustAffect(res sql.Result, err error) error {
+	if err != nil {
+		return mapErr(err)
+	}
+	ok, err := affected(res)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return clouddb.ErrNotFound
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"clouddb"
+)
+
+// errorArg stores a task error as JSON, no error as NULL.
+func errorArg(e *clouddb.TaskError) (any, error) {
+	if e == nil {
+		return nil, nil
+	}
+	return jsonArg(e)
+}
+
+// CreateTask inserts a task. The store assigns Seq, the submission order; ID defaults to a
+// random UUID and Status to received. A second in-progress task of one account is a
+// conflict.
+func (tx *Tx) CreateTask(ctx context.Context, t *clouddb.Task) error {
+	tx.stamp(&t.CreatedAt, &t.UpdatedAt)
+	t.LeaseExpiresAt = norm(t.LeaseExpiresAt)
+	if t.ID == "" {
+		t.ID = uuid.NewString()
+	}
+	if t.Status == "" {
+		t.Status = clouddb.TaskReceived
+	}
+	taskErr, err := errorArg(t.Error)
+	if err != nil {
+		return err
+	}
+	res, err := tx.tx.ExecContext(ctx, `INSERT INTO tasks (id, account_id, api_key_name,
+		command_type, status, subscription_id, database_id, cloud_account_id, payload,
+		resource_id, error, lease_owner, lease_expires_at, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.AccountID, t.APIKeyName, t.CommandType, string(t.Status), t.SubscriptionID,
+		t.DatabaseID, t.CloudAccountID, t.Payload, t.ResourceID, taskErr, t.LeaseOwner,
+		timeArg(t.LeaseExpiresAt), timeArg(t.CreatedAt), timeArg(t.UpdatedAt))
+	if err != nil {
+		return mapErr(err)
+	}
+	t.Seq, err = res.LastInsertId()
+	return err
+}
+
+const taskColumns = `seq, id, account_id, api_key_name, command_type, status, subscription_id,
+	database_id, cloud_account_id, payload, resource_id, error, lease_owner, lease_expires_at,
+	created_at, updated_at`
+
+func scanTask(s scanner) (*clouddb.Task, error) {
+	var t clouddb.Task
+	err := s.Scan(&t.Seq, &t.ID, &t.AccountID, &t.APIKeyName, &t.CommandType, &t.Status,
+		&t.SubscriptionID, &t.DatabaseID, &t.CloudAccountID, &t.Payload, &t.ResourceID,
+		jsonCol{&t.Error}, &t.LeaseOwner, timeCol{&t.LeaseExpiresAt}, timeCol{&t.CreatedAt},
+		timeCol{&t.UpdatedAt})
+	return &t, err
+}
+
+// Task finds a task of the account (of any account for accountID 0).
+func (tx *Tx) Task(ctx context.Context, accountID int, id string) (*clouddb.Task, error) {
+	var w where
+	w.add("id = ?", id)
+	if accountID != 0 {
+		w.add("account_id = ?", accountID)
+	}
+	return one(scanTask(tx.tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks`+w.String(), w.args...)))
+}
+
+// Tasks lists tasks updated at or after f.UpdatedSince, most recently updated first and,
+// among equal times, most recently submitted first.
+func (tx *Tx) Tasks(ctx context.Context, f clouddb.TaskFilter) ([]*clouddb.Task, error) {
+	var w where
+	if f.AccountID != 0 {
+		w.add("account_id = ?", f.AccountID)
+	}
+	if !f.UpdatedSince.IsZero() {
+		w.add("updated_at >= ?", timeArg(norm(f.UpdatedSince)))
+	}
+	return queryAll(ctx, tx.tx, `SELECT `+taskColumns+` FROM tasks`+w.String()+
+		` ORDER BY updated_at DESC, seq DESC`, w.args, scanTask)
+}
+
+// FinishTask writes the task's status, resource id and error, provided the task is still
+// in progress under t.LeaseOwner; otherwise it returns ErrConflict and writes nothing.
+// It keeps the lease fields as a record of which worker processed the task.
+func (tx *Tx) FinishTask(ctx context.Context, t *clouddb.Task) error {
+	taskErr, err := errorArg(t.Error)
+	if err != nil {
+		return err
+	}
+	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET status = ?, resource_id = ?, error = ?,
+		updated_at = ?
+		WHERE id = ? AND status = 'processing-in-progress' AND lease_owner = ?`,
+		string(t.Status), t.ResourceID, taskErr, timeArg(tx.now), t.ID, t.LeaseOwner)
+	if err != nil {
+		return mapErr(err)
+	}
+	if ok, err := affected(res); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("%w: task %s is not in progress under lease owner %q", clouddb.ErrConflict, t.ID, t.LeaseOwner)
+	}
+	t.UpdatedAt = tx.now
+	return nil
+}
+
+// claimTask takes, in one statement, the lowest-seq task that is either received while
+// its account has no task in progress, or in progress under a lease that expired (or was
+// never set). The literal statuses match the partial indexes, which SQLite only uses when
+// the query repeats their conditions.
+const claimTask = `UPDATE tasks SET status = 'processing-in-progress', lease_owner = ?,
+	lease_expires_at = ?, updated_at = ?
+	WHERE seq = (
+		SELECT t.seq FROM tasks AS t
+		WHERE t.status IN ('received', 'processing-in-progress')
+		AND (
+			(t.status = 'received' AND NOT EXISTS (
+				SELECT 1 FROM tasks AS p
+				WHERE p.account_id = t.account_id AND p.status = 'processing-in-progress'))
+			OR (t.status = 'processing-in-progress'
+				AND (t.lease_expires_at IS NULL OR t.lease_expires_at < ?)))
+		ORDER BY t.seq LIMIT 1)
+	RETURNING ` + taskColumns
+
+// ClaimTask takes the oldest task that may be processed now and marks it in progress
+// under a lease for owner until now+lease; it returns nil, nil when there is none. The
+// task's UpdatedAt is now. It runs on the writer, so it waits for a running Update.
+func (db *DB) ClaimTask(ctx context.Context, owner string, now time.Time, lease time.Duration) (*clouddb.Task, error) {
+	now = norm(now)
+	t, err := scanTask(db.writer.QueryRowContext(ctx, claimTask,
+		owner, timeArg(norm(now.Add(lease))), timeArg(now), timeArg(now)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return t, nil
+}
+
+// PurgeTasks deletes tasks last updated before the given time, whatever their status.
+func (db *DB) PurgeTasks(ctx context.Context, before time.Time) (int64, error) {
+	res, err := db.writer.ExecContext(ctx, `DELETE FROM tasks WHERE updated_at < ?`, timeArg(norm(before)))
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	return res.RowsAffected()
+}

@@ -1,0 +1,86 @@
+// Package storetest is the conformance suite of clouddb.Store. Every implementation runs
+// the same Run, so that the SQLite and the Postgres stores behave alike and the packages
+// above them can rely on this suite instead of on either store.
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"clouddb"
+)
+
+// OpenFunc returns a fresh, empty store and arranges (with t.Cleanup) for it to be closed.
+type OpenFunc = func(t *testing.T) clouddb.Store
+
+// Run runs the suite against the stores open returns; each subtest opens its own.
+func Run(t *testing.T, open OpenFunc) {
+	t.Run("Account", func(t *testing.T) { testAccount(t, open) })
+	t.Run("CloudAccount", func(t *testing.T) { testCloudAccount(t, open) })
+	t.Run("Subscription", func(t *testing.T) { testSubscription(t, open) })
+	t.Run("Database", func(t *testing.T) { testDatabase(t, open) })
+	t.Run("Tx", func(t *testing.T) { testTx(t, open) })
+	t.Run("Task", func(t *testing.T) { testTask(t, open) })
+	t.Run("ClaimTask", func(t *testing.T) { testClaimTask(t, open) })
+	t.Run("Log", func(t *testing.T) { testLog(t, open) })
+}
+
+// base is a fixed instant with millisecond precision, the precision every store keeps.
+var base = time.Date(2025, 3, 4, 5, 6, 7, 123_000_000, time.UTC)
+
+// bundle is a fresh store with two accounts, A and B, and the internal cloud account.
+type bundle struct {
+	ctx      context.Context
+	store    clouddb.Store
+	a, b     *clouddb.Account
+	internal *clouddb.CloudAccount
+}
+
+func setup(t *testing.T, open OpenFunc) *bundle {
+	t.Helper()
+	bn := &bundle{ctx: t.Context(), store: open(t)}
+	bn.update(t, func(tx clouddb.Tx) error {
+		bn.a = &clouddb.Account{Name: "A", Plan: clouddb.PlanFlexible}
+		require.NoError(t, tx.CreateAccount(bn.ctx, bn.a))
+		bn.b = &clouddb.Account{Name: "B", Plan: clouddb.PlanAnnual}
+		require.NoError(t, tx.CreateAccount(bn.ctx, bn.b))
+		bn.internal = &clouddb.CloudAccount{
+			ID:       clouddb.InternalCloudAccountID,
+			Name:     "Internal",
+			Provider: "AWS",
+			Status:   clouddb.CloudAccountActive,
+		}
+		return tx.CreateCloudAccount(bn.ctx, bn.internal)
+	})
+	return bn
+}
+
+// update runs fn in a write transaction that must succeed.
+func (bn *bundle) update(t *testing.T, fn func(tx clouddb.Tx) error) {
+	t.Helper()
+	require.NoError(t, bn.store.Update(bn.ctx, fn))
+}
+
+// view runs fn in a read transaction that must succeed.
+func (bn *bundle) view(t *testing.T, fn func(tx clouddb.Tx) error) {
+	t.Helper()
+	require.NoError(t, bn.store.View(bn.ctx, fn))
+}
+
+// tryUpdate runs fn in a write transaction and returns its error: a store may not accept
+// more statements in a transaction after one failed (Postgres), so an expected failure
+// gets a transaction of its own.
+func (bn *bundle) tryUpdate(fn func(tx clouddb.Tx) error) error {
+	return bn.store.Update(bn.ctx, fn)
+}
+
+// requireStamped checks a time the store assigned: set, in UTC, and recent.
+func requireStamped(t *testing.T, ts time.Time) {
+	t.Helper()
+	require.False(t, ts.IsZero())
+	require.Equal(t, time.UTC, ts.Location())
+	require.WithinDuration(t, time.Now(), ts, time.Minute)
+}
