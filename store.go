@@ -17,7 +17,8 @@ type Store interface {
 	// or an in-progress task whose lease expired before now. It returns nil, nil when there
 	// is none.
 	ClaimTask(ctx context.Context, owner string, now time.Time, lease time.Duration) (*Task, error)
-	// PurgeTasks deletes tasks last updated before the given time.
+	// PurgeTasks deletes finished tasks last updated before the given time; a task that
+	// has not been processed is never purged.
 	PurgeTasks(ctx context.Context, before time.Time) (int64, error)
 	// Close releases the store.
 	Close() error
@@ -25,8 +26,12 @@ type Store interface {
 
 // Tx is a transaction. Getters return ErrNotFound for a missing row (or one that belongs
 // to another account); creates and updates return ErrConflict when a uniqueness rule is
-// broken. Creates assign the ID (unless set), CreatedAt and UpdatedAt; updates set
-// UpdatedAt. An AccountID of 0 in a filter means every account (internal callers only).
+// broken. Creates assign the ID, CreatedAt and UpdatedAt unless the caller preset them
+// (times are stored in UTC with microsecond precision and written back); updates set
+// UpdatedAt. Generation belongs to the caller: updates store the value they are given
+// (a create turns 0 into 1). An account id of 0, in a getter or a filter, means every
+// account (internal callers only). Do not call Store methods from inside a transaction:
+// the SQLite store has a single writer connection.
 type Tx interface {
 	CreateAccount(ctx context.Context, a *Account) error
 	Account(ctx context.Context, id int) (*Account, error)

@@ -147,7 +147,8 @@ func (db *DB) ClaimTask(ctx context.Context, owner string, now time.Time, lease 
 
 // PurgeTasks deletes tasks last updated before the given time, whatever their status.
 func (db *DB) PurgeTasks(ctx context.Context, before time.Time) (int64, error) {
-	res, err := db.writer.ExecContext(ctx, `DELETE FROM tasks WHERE updated_at < ?`, timeArg(norm(before)))
+	res, err := db.writer.ExecContext(ctx, `DELETE FROM tasks WHERE updated_at < ? AND status IN (?, ?)`,
+		timeArg(norm(before)), clouddb.TaskCompleted, clouddb.TaskFailed)
 	if err != nil {
 		return 0, mapErr(err)
 	}

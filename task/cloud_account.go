@@ -60,16 +60,12 @@ func deleteCloudAccount(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.T
 	if err != nil {
 		return 0, err
 	}
-	subs, err := tx.Subscriptions(ctx, clouddb.SubscriptionFilter{AccountID: t.AccountID})
+	subs, err := tx.Subscriptions(ctx, clouddb.SubscriptionFilter{AccountID: t.AccountID, CloudAccountID: c.ID})
 	if err != nil {
 		return 0, err
 	}
-	for _, s := range subs {
-		for _, cp := range s.CloudProviders {
-			if cp.CloudAccountID == c.ID {
-				return 0, clouddb.Conflict(clouddb.ErrTypeCloudAccountInUse, "cloud account %d is used by subscription %d; delete its subscriptions first", c.ID, s.ID)
-			}
-		}
+	if len(subs) > 0 {
+		return 0, clouddb.Conflict(clouddb.ErrTypeCloudAccountInUse, "cloud account %d is used by subscription %d; delete its subscriptions first", c.ID, subs[0].ID)
 	}
 	c.Status = clouddb.CloudAccountDeleting
 	c.Generation++
