@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"clouddb/cloudapi/client"
+)
+
+// These end-to-end tests run the real service (store, task engine, reconciler, local
+// driver with real redis-server processes, HTTP API) on port 0 with a temporary data dir,
+// and drive it over HTTP with the typed client, as a user's automation would.
+
+func TestMain(m *testing.M) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		fmt.Fprintln(os.Stderr, "redis-server not found: install it (apt-get install -y redis-server) or run `make test`, which does")
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+var portBlock atomic.Int32
+
+// portRange gives each service its own block of database ports, so tests that run in
+// parallel never race for one. The blocks stay below Linux's ephemeral range.
+func portRange() string {
+	n := int(portBlock.Add(1))
+	low := 20000 + (os.Getpid()%40)*300 + n*12
+	return fmt.Sprintf("%d-%d", low, low+11)
+}
+
+// service is a running clouddb.
+type service struct {
+	t      *testing.T
+	m      *Main
+	dir    string
+	cancel context.CancelFunc
+	done   chan error
+	c      *client.Client
+	logs   *syncBuffer
+}
+
+type options struct {
+	delay time.Duration
+	ports string
+}
+
+func startService(t *testing.T, dir string, o options) *service {
+	t.Helper()
+	if o.ports == "" {
+		o.ports = portRange()
+	}
+	logs := &syncBuffer{}
+	m := NewMain(logs, logs)
+	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", DBPorts: o.ports, ProvisioningDelay: o.delay, LogLevel: "info"}
+	require.NoError(t, m.Config.Validate())
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &service{t: t, m: m, dir: dir, cancel: cancel, done: make(chan error, 1), logs: logs}
+	go func() { s.done <- m.Run(ctx) }()
+	select {
+	case <-m.Ready():
+	case err := <-s.done:
+		t.Fatalf("clouddb did not start: %v\n%s", err, logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("clouddb not ready after 30s\n%s", logs.String())
+	}
+	creds := readCredentials(t, dir)
+	s.c = client.New("http://"+m.Addr+"/v1", creds.APIKey, creds.SecretKey, client.WithPollInterval(50*time.Millisecond))
+	t.Cleanup(func() { s.stop() })
+	return s
+}
+
+// stop shuts the service down gracefully, as SIGTERM does.
+func (s *service) stop() {
+	s.t.Helper()
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	s.cancel = nil
+	select {
+	case err := <-s.done:
+		require.NoError(s.t, err)
+	case <-time.After(60 * time.Second):
+		s.t.Fatalf("clouddb did not stop within 60s\n%s", s.logs.String())
+	}
+}
+
+func readCredentials(t *testing.T, dir string) credentials {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "credentials.json"))
+	require.NoError(t, err)
+	fi, err := os.Stat(filepath.Join(dir, "credentials.json"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "credentials.json must be private")
+	var c credentials
+	require.NoError(t, json.Unmarshal(b, &c))
+	return c
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// subscriptionBody is a create body like the README's, with the given creation plan.
+func subscriptionBody(pm int, name string, dbs ...client.CreateSubscriptionDatabase) client.CreateSubscription {
+	return client.CreateSubscription{
+		Name:            client.Ptr(name),
+		PaymentMethodID: client.Ptr(pm),
+		CloudProviders: []client.CreateCloudProvider{{
+			Provider:       client.Ptr("AWS"),
+			CloudAccountID: client.Ptr(1),
+			Regions: []client.CreateRegion{{
+				Region:     client.Ptr("us-east-1"),
+				Networking: &client.CreateNetworking{DeploymentCIDR: client.Ptr("10.0.0.0/24")},
+			}},
+		}},
+		Databases: dbs,
+	}
+}
+
+func planDB(name string, gb float64) client.CreateSubscriptionDatabase {
+	return client.CreateSubscriptionDatabase{Name: client.Ptr(name), DatasetSizeInGB: client.Ptr(gb)}
+}
+
+func (s *service) paymentMethod(ctx context.Context) int {
+	pms, err := s.c.ListPaymentMethods(ctx)
+	require.NoError(s.t, err)
+	require.NotEmpty(s.t, pms)
+	return pms[0].ID
+}
+
+// createSubscription creates a subscription and waits for its task; it returns the id.
+func (s *service) createSubscription(ctx context.Context, body client.CreateSubscription) int {
+	s.t.Helper()
+	task, err := s.c.CreateSubscription(ctx, body)
+	require.NoError(s.t, err)
+	done, err := s.c.WaitForTask(ctx, task.ID)
+	require.NoError(s.t, err)
+	return done.ResourceID()
+}
+
+// activeSubscription creates a subscription with one plan database and waits until it is
+// active; it returns the subscription id and the database.
+func (s *service) activeSubscription(ctx context.Context, name string, gb float64) (int, *client.Database) {
+	s.t.Helper()
+	sub := s.createSubscription(ctx, subscriptionBody(s.paymentMethod(ctx), name, planDB(name+"-db", gb)))
+	_, err := s.c.WaitForSubscriptionStatus(ctx, sub, "active")
+	require.NoError(s.t, err)
+	dbs, err := s.c.AllDatabases(ctx, sub)
+	require.NoError(s.t, err)
+	require.Len(s.t, dbs, 1)
+	return sub, &dbs[0]
+}
+
+// createDatabase creates a database and waits for its task; it returns the id.
+func (s *service) createDatabase(ctx context.Context, sub int, body client.CreateDatabase) int {
+	s.t.Helper()
+	task, err := s.c.CreateDatabase(ctx, sub, body)
+	require.NoError(s.t, err)
+	done, err := s.c.WaitForTask(ctx, task.ID)
+	require.NoError(s.t, err)
+	return done.ResourceID()
+}
+
+// redisOf connects to a database at the endpoint and with the password its GET returns.
+func redisOf(t *testing.T, db *client.Database) *redis.Client {
+	t.Helper()
+	require.NotNil(t, db.Security)
+	r := redis.NewClient(&redis.Options{Addr: db.PublicEndpoint, Password: db.Security.Password, MaxRetries: -1, DialTimeout: 2 * time.Second})
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// portOf is the port of an endpoint "host:port".
+func portOf(t *testing.T, endpoint string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(endpoint)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(p)
+	require.NoError(t, err)
+	return n
+}
+
+// listening reports whether something accepts connections on the port.
+func listening(port int) bool {
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// eventually polls cond every 50ms until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
