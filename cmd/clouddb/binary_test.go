@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"clouddb/cloudapi/client"
+)
+
+// buildBinary builds the clouddb binary once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "clouddb")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// runBinary starts `clouddb serve` as a process and returns it with the API URL it
+// prints.
+func runBinary(t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	urls := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`serving the cloud API at (\S+)`)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				urls <- m[1]
+			}
+		}
+	}()
+	select {
+	case u := <-urls:
+		return cmd, u
+	case <-time.After(30 * time.Second):
+		t.Fatal("clouddb serve printed no address within 30s")
+	}
+	return nil, ""
+}
+
+// TestBinarySIGTERM drives the real binary: the bootstrap key pair comes from the
+// environment, SIGTERM stops it cleanly (exit 0, database servers stopped), and the next
+// start brings the database back with its data and password.
+func TestBinarySIGTERM(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	ports := portRange()
+	env := []string{"CLOUDDB_BOOTSTRAP_API_KEY=ci-key", "CLOUDDB_BOOTSTRAP_SECRET_KEY=ci-secret-0123456789", "CLOUDDB_DATA_DIR=" + dir, "CLOUDDB_DB_PORTS=" + ports}
+	cmd, url := runBinary(t, bin, env, "--listen", "127.0.0.1:0")
+	c := client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
+	ctx := testContext(t)
+
+	pms, err := c.ListPaymentMethods(ctx)
+	require.NoError(t, err)
+	task, err := c.CreateSubscription(ctx, subscriptionBody(pms[0].ID, "bin", planDB("d", 0.1)))
+	require.NoError(t, err)
+	done, err := c.WaitForTask(ctx, task.ID)
+	require.NoError(t, err)
+	subID := done.ResourceID()
+	_, err = c.WaitForSubscriptionStatus(ctx, subID, "active")
+	require.NoError(t, err)
+	task, err = c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("kept"), MemoryLimitInGB: client.Ptr(0.1),
+		Password: client.Ptr("keep-me"), DataPersistence: client.Ptr("aof-every-write")})
+	require.NoError(t, err)
+	done, err = c.WaitForTask(ctx, task.ID)
+	require.NoError(t, err)
+	db, err := c.WaitForDatabaseStatus(ctx, subID, done.ResourceID(), "active")
+	require.NoError(t, err)
+	require.NoError(t, redisOf(t, db).Set(ctx, "answer", "42", 0).Err())
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	waitExit(t, cmd, 30*time.Second)
+	require.False(t, listening(portOf(t, db.PublicEndpoint)), "SIGTERM stops the database servers")
+
+	_, url = runBinary(t, bin, env, "--listen", "127.0.0.1:0")
+	c = client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
+	got, err := c.GetDatabase(ctx, subID, db.ID)
+	require.NoError(t, err)
+	require.Equal(t, db.PublicEndpoint, got.PublicEndpoint)
+	r := redisOf(t, got)
+	eventually(t, 15*time.Second, "database back", func() bool { return r.Ping(ctx).Err() == nil })
+	require.Equal(t, "42", r.Get(ctx, "answer").Val())
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) {
+	t.Helper()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "clouddb exits 0 after SIGTERM")
+	case <-time.After(within):
+		t.Fatalf("clouddb did not exit within %s of SIGTERM", within)
+	}
+}
+
+// TestAdminCommands: accounts and keys made by `clouddb admin` work against the API, and
+// the plan decides access.
+func TestAdminCommands(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := startService(t, dir, options{})
+	ctx := testContext(t)
+
+	admin := func(args ...string) string {
+		t.Helper()
+		var out, errOut strings.Builder
+		require.NoError(t, run(context.Background(), append([]string{"admin"}, append(args, "--data-dir", dir)...), &out, &errOut), errOut.String())
+		return out.String()
+	}
+	keyOf := func(out string) (string, string) {
+		t.Helper()
+		m := regexp.MustCompile(`x-api-key: (\S+)\nx-api-secret-key: (\S+)`).FindStringSubmatch(out)
+		require.NotNil(t, m, out)
+		return m[1], m[2]
+	}
+	idOf := func(out string) int {
+		t.Helper()
+		var id int
+		_, err := fmt.Sscanf(out, "account %d created", &id)
+		require.NoError(t, err, out)
+		return id
+	}
+	base := "http://" + s.m.Addr + "/v1"
+
+	annual := idOf(admin("accounts", "create", "--name", "team-a", "--plan", "annual"))
+	k, sec := keyOf(admin("keys", "create", "--account", fmt.Sprint(annual), "--name", "ci"))
+	ca := client.New(base, k, sec)
+	acct, err := ca.GetAccount(ctx)
+	require.NoError(t, err)
+	require.Equal(t, annual, acct.ID)
+	pms, err := ca.ListPaymentMethods(ctx)
+	require.NoError(t, err)
+	require.Len(t, pms, 1, "a new account gets a payment method")
+	// The internal cloud account is visible to every account.
+	cl, err := ca.GetCloudAccount(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, "active", cl.Status)
+
+	for _, plan := range []string{"fixed", "free"} {
+		id := idOf(admin("accounts", "create", "--name", "p-"+plan, "--plan", plan))
+		k, sec := keyOf(admin("keys", "create", "--account", fmt.Sprint(id)))
+		_, err := client.New(base, k, sec).ListSubscriptions(ctx)
+		require.Equal(t, 403, client.StatusCode(err), "plan %s", plan)
+		require.Contains(t, err.Error(), "flexible and annual")
+	}
+
+	vk, vsec := keyOf(admin("keys", "create", "--account", fmt.Sprint(annual), "--role", "viewer"))
+	viewer := client.New(base, vk, vsec)
+	_, err = viewer.ListSubscriptions(ctx)
+	require.NoError(t, err)
+	_, err = viewer.CreateSubscription(ctx, subscriptionBody(pms[0].ID, "nope", planDB("d", 1)))
+	require.Equal(t, 403, client.StatusCode(err))
+
+	var out, errOut strings.Builder
+	require.Error(t, run(ctx, []string{"admin", "accounts", "create", "--name", "x", "--plan", "gold", "--data-dir", dir}, &out, &errOut))
+	require.Error(t, run(ctx, []string{"admin", "keys", "create", "--account", "999", "--data-dir", dir}, &out, &errOut))
+}
+
+// TestFlags: every flag has a CLOUDDB_* twin, the command line wins, and bad values are
+// refused with a message naming the flag.
+func TestFlags(t *testing.T) {
+	t.Setenv("CLOUDDB_DATA_DIR", "/from/env")
+	t.Setenv("CLOUDDB_PROVISIONING_DELAY", "3s")
+	t.Setenv("CLOUDDB_DB_PORTS", "30000-30010")
+	m := NewMain(os.Stdout, os.Stderr)
+	require.NoError(t, m.ParseFlags([]string{"--db-ports", "40000-40100"}))
+	require.Equal(t, Config{DataDir: "/from/env", Listen: DefaultListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: "40000-40100", ProvisioningDelay: 3 * time.Second, LogLevel: "info"}, m.Config)
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--db-ports", "9-1"}, "--db-ports"},
+		{[]string{"--listen", "nope"}, "--listen"},
+		{[]string{"--advertise-host", "example.com"}, "--advertise-host"},
+		{[]string{"--provisioning-delay", "-1s"}, "--provisioning-delay"},
+		{[]string{"--log-level", "loud"}, "--log-level"},
+	} {
+		err := NewMain(os.Stdout, os.Stderr).ParseFlags(tc.args)
+		require.ErrorContains(t, err, tc.want)
+	}
+}
