@@ -212,10 +212,18 @@ func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
 }
 
 // decodeBody decodes a required JSON object body into v, turning every decoding failure
-// into a 400 that names the field, or a 413 for an oversized body.
+// into a 400 that names the field, or a 413 for an oversized body. Anything but an object
+// is refused: encoding/json would read `null` as an empty object.
 func decodeBody(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return bodyError(err)
+	}
+	if raw[0] != '{' {
+		return clouddb.Invalid(clouddb.ErrTypeMalformedBody, "request body must be a JSON object")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
 		return bodyError(err)
 	}
 	if dec.More() {
