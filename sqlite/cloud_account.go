@@ -18,8 +18,8 @@ func (tx *Tx) CreateCloudAccount(ctx context.Context, c *clouddb.CloudAccount) e
 		status, access_key_id, access_secret_key, console_username, console_password,
 		sign_in_login_url, generation, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		idArg(c.ID), c.AccountID, c.Name, c.Provider, string(c.Status), c.AccessKeyID,
-		c.AccessSecretKey, c.ConsoleUsername, c.ConsolePassword, c.SignInLoginURL, c.Generation,
+		idArg(c.ID), c.AccountID, c.Name, c.Provider, string(c.Status), tx.seal.arg(c.AccessKeyID),
+		tx.seal.arg(c.AccessSecretKey), c.ConsoleUsername, tx.seal.arg(c.ConsolePassword), c.SignInLoginURL, c.Generation,
 		timeArg(c.CreatedAt), timeArg(c.UpdatedAt))
 	if err != nil {
 		return mapErr(err)
@@ -33,10 +33,10 @@ const cloudAccountColumns = `id, account_id, name, provider, status, access_key_
 	access_secret_key, console_username, console_password, sign_in_login_url, generation,
 	created_at, updated_at`
 
-func scanCloudAccount(s scanner) (*clouddb.CloudAccount, error) {
+func (se sealer) scanCloudAccount(s scanner) (*clouddb.CloudAccount, error) {
 	var c clouddb.CloudAccount
-	err := s.Scan(&c.ID, &c.AccountID, &c.Name, &c.Provider, &c.Status, &c.AccessKeyID,
-		&c.AccessSecretKey, &c.ConsoleUsername, &c.ConsolePassword, &c.SignInLoginURL,
+	err := s.Scan(&c.ID, &c.AccountID, &c.Name, &c.Provider, &c.Status, se.col(&c.AccessKeyID),
+		se.col(&c.AccessSecretKey), &c.ConsoleUsername, se.col(&c.ConsolePassword), &c.SignInLoginURL,
 		&c.Generation, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt})
 	return &c, err
 }
@@ -49,7 +49,7 @@ func (tx *Tx) CloudAccount(ctx context.Context, accountID, id int) (*clouddb.Clo
 	if accountID != 0 {
 		w.add("account_id IN (?, 0)", accountID)
 	}
-	return one(scanCloudAccount(tx.tx.QueryRowContext(ctx,
+	return one(tx.seal.scanCloudAccount(tx.tx.QueryRowContext(ctx,
 		`SELECT `+cloudAccountColumns+` FROM cloud_accounts`+w.String(), w.args...)))
 }
 
@@ -61,7 +61,7 @@ func (tx *Tx) CloudAccounts(ctx context.Context, f clouddb.CloudAccountFilter) (
 	}
 	whereIn(&w, "status", f.Statuses)
 	return queryAll(ctx, tx.tx, `SELECT `+cloudAccountColumns+` FROM cloud_accounts`+w.String()+
-		` ORDER BY id`, w.args, scanCloudAccount)
+		` ORDER BY id`, w.args, tx.seal.scanCloudAccount)
 }
 
 // UpdateCloudAccount writes every field but the ids and CreatedAt, Generation included:
@@ -72,8 +72,8 @@ func (tx *Tx) UpdateCloudAccount(ctx context.Context, c *clouddb.CloudAccount) e
 		status = ?, access_key_id = ?, access_secret_key = ?, console_username = ?,
 		console_password = ?, sign_in_login_url = ?, generation = ?, updated_at = ?
 		WHERE id = ?`,
-		c.Name, c.Provider, string(c.Status), c.AccessKeyID, c.AccessSecretKey,
-		c.ConsoleUsername, c.ConsolePassword, c.SignInLoginURL, c.Generation, timeArg(tx.now), c.ID))
+		c.Name, c.Provider, string(c.Status), tx.seal.arg(c.AccessKeyID), tx.seal.arg(c.AccessSecretKey),
+		c.ConsoleUsername, tx.seal.arg(c.ConsolePassword), c.SignInLoginURL, c.Generation, timeArg(tx.now), c.ID))
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func (tx *Tx) CreateDatabase(ctx context.Context, d *clouddb.Database) error {
 		name, status, status_detail, port, password, spec, generation, activated_on, created_at,
 		updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		idArg(d.ID), d.SubscriptionID, d.AccountID, d.Spec.Name, string(d.Status), d.StatusDetail,
-		d.Port, d.Password, spec, d.Generation, timeArg(d.ActivatedOn), timeArg(d.CreatedAt),
+		d.Port, tx.seal.arg(d.Password), spec, d.Generation, timeArg(d.ActivatedOn), timeArg(d.CreatedAt),
 		timeArg(d.UpdatedAt))
 	if err != nil {
 		return mapErr(err)
@@ -44,10 +44,10 @@ func (tx *Tx) CreateDatabase(ctx context.Context, d *clouddb.Database) error {
 const databaseColumns = `id, subscription_id, account_id, status, status_detail, port, password,
 	spec, generation, activated_on, created_at, updated_at`
 
-func scanDatabase(s scanner) (*clouddb.Database, error) {
+func (se sealer) scanDatabase(s scanner) (*clouddb.Database, error) {
 	var d clouddb.Database
 	err := s.Scan(&d.ID, &d.SubscriptionID, &d.AccountID, &d.Status, &d.StatusDetail, &d.Port,
-		&d.Password, jsonCol{&d.Spec}, &d.Generation, timeCol{&d.ActivatedOn},
+		se.col(&d.Password), jsonCol{&d.Spec}, &d.Generation, timeCol{&d.ActivatedOn},
 		timeCol{&d.CreatedAt}, timeCol{&d.UpdatedAt})
 	return &d, err
 }
@@ -60,7 +60,7 @@ func (tx *Tx) Database(ctx context.Context, accountID, id int) (*clouddb.Databas
 	if accountID != 0 {
 		w.add("account_id = ?", accountID)
 	}
-	return one(scanDatabase(tx.tx.QueryRowContext(ctx,
+	return one(tx.seal.scanDatabase(tx.tx.QueryRowContext(ctx,
 		`SELECT `+databaseColumns+` FROM databases`+w.String(), w.args...)))
 }
 
@@ -89,7 +89,7 @@ func (tx *Tx) Databases(ctx context.Context, f clouddb.DatabaseFilter) ([]*cloud
 	}
 	args := append(w.args, limit, max(f.Offset, 0))
 	dbs, err := queryAll(ctx, tx.tx, `SELECT `+databaseColumns+` FROM databases`+w.String()+
-		` ORDER BY id LIMIT ? OFFSET ?`, args, scanDatabase)
+		` ORDER BY id LIMIT ? OFFSET ?`, args, tx.seal.scanDatabase)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -110,7 +110,7 @@ func (tx *Tx) UpdateDatabase(ctx context.Context, d *clouddb.Database) error {
 		status_detail = ?, port = ?, password = ?, spec = ?, generation = ?, activated_on = ?,
 		updated_at = ?
 		WHERE id = ?`,
-		d.Spec.Name, string(d.Status), d.StatusDetail, d.Port, d.Password, spec, d.Generation,
+		d.Spec.Name, string(d.Status), d.StatusDetail, d.Port, tx.seal.arg(d.Password), spec, d.Generation,
 		timeArg(d.ActivatedOn), timeArg(tx.now), d.ID))
 	if err != nil {
 		return err

@@ -42,20 +42,32 @@ type DB struct {
 	path   string
 	writer *sql.DB
 	reader *sql.DB
+	seal   sealer
 }
+
+// Option configures Open.
+type Option func(*DB)
+
+// WithCipher seals the secrets the store holds (database passwords, cloud-account
+// credentials, task payloads) with c before they reach the file. Without it they are
+// stored in plain text, as tests of the store itself may want.
+func WithCipher(c *clouddb.Cipher) Option { return func(db *DB) { db.seal = sealer{c} } }
 
 var _ clouddb.Store = (*DB)(nil)
 
 // Open opens the database file at path, creating it if needed, and applies the
 // migrations that have not been applied yet. path must name a file: an in-memory
 // database would not be shared by the two pools.
-func Open(path string) (*DB, error) {
+func Open(path string, opts ...Option) (*DB, error) {
 	if path == "" || strings.HasPrefix(path, ":memory:") || strings.HasPrefix(path, "file:") || strings.Contains(path, "?") {
 		return nil, fmt.Errorf("sqlite: %q is not a plain file path", path)
 	}
 	timeout := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
 
 	db := &DB{Now: func() time.Time { return time.Now().UTC() }, path: path}
+	for _, o := range opts {
+		o(db)
+	}
 	var err error
 	// journal_mode is persistent in the file, so only the writer sets it. NORMAL
 	// synchronous is durable in WAL mode except for the last commits on power loss.
@@ -166,7 +178,7 @@ func (db *DB) View(ctx context.Context, fn func(clouddb.Tx) error) error {
 	}
 	// Nothing to commit: rolling back just ends the read snapshot.
 	defer sqlTx.Rollback()
-	return fn(&Tx{tx: sqlTx, now: db.now()})
+	return fn(&Tx{tx: sqlTx, now: db.now(), seal: db.seal})
 }
 
 // Update runs fn in a transaction on the writer and commits when fn returns nil. Do not
@@ -178,7 +190,7 @@ func (db *DB) Update(ctx context.Context, fn func(clouddb.Tx) error) error {
 		return mapErr(err)
 	}
 	defer sqlTx.Rollback()
-	if err := fn(&Tx{tx: sqlTx, now: db.now()}); err != nil {
+	if err := fn(&Tx{tx: sqlTx, now: db.now(), seal: db.seal}); err != nil {
 		return err
 	}
 	return mapErr(sqlTx.Commit())
@@ -187,8 +199,9 @@ func (db *DB) Update(ctx context.Context, fn func(clouddb.Tx) error) error {
 // Tx is a transaction of the store. Every write in it carries the same timestamp, taken
 // when it began.
 type Tx struct {
-	tx  *sql.Tx
-	now time.Time
+	tx   *sql.Tx
+	now  time.Time
+	seal sealer
 }
 
 var _ clouddb.Tx = (*Tx)(nil)
@@ -248,6 +261,62 @@ func jsonArg(v any) (string, error) {
 }
 
 // jsonCol scans what jsonArg stored; NULL leaves the destination as it is.
+// sealer seals secret columns on the way in and opens them on the way out; with no
+// cipher it passes them through.
+type sealer struct{ c *clouddb.Cipher }
+
+func (s sealer) arg(v string) string {
+	if s.c == nil {
+		return v
+	}
+	return s.c.Seal(v)
+}
+
+func (s sealer) bytesArg(v []byte) any {
+	if v == nil {
+		return nil
+	}
+	return s.arg(string(v))
+}
+
+// col scans a sealed TEXT column into a string.
+func (s sealer) col(dst *string) sql.Scanner { return sealedCol{s, dst, nil} }
+
+// bytesCol scans a sealed column into a byte slice (nil stays nil).
+func (s sealer) bytesCol(dst *[]byte) sql.Scanner { return sealedCol{s, nil, dst} }
+
+type sealedCol struct {
+	s     sealer
+	str   *string
+	bytes *[]byte
+}
+
+func (c sealedCol) Scan(src any) error {
+	var v string
+	switch x := src.(type) {
+	case nil:
+		return nil
+	case string:
+		v = x
+	case []byte:
+		v = string(x)
+	default:
+		return fmt.Errorf("sqlite: sealed column holds %T", src)
+	}
+	if c.s.c != nil {
+		var err error
+		if v, err = c.s.c.Open(v); err != nil {
+			return err
+		}
+	}
+	if c.str != nil {
+		*c.str = v
+	} else {
+		*c.bytes = []byte(v)
+	}
+	return nil
+}
+
 type jsonCol struct{ dst any }
 
 func (c jsonCol) Scan(src any) error {

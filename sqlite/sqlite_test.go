@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,9 +15,9 @@ import (
 )
 
 // mustOpen opens a store at path and closes it when the test ends.
-func mustOpen(tb testing.TB, path string) *sqlite.DB {
+func mustOpen(tb testing.TB, path string, opts ...sqlite.Option) *sqlite.DB {
 	tb.Helper()
-	db, err := sqlite.Open(path)
+	db, err := sqlite.Open(path, opts...)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { require.NoError(tb, db.Close()) })
 	return db
@@ -26,6 +27,80 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) clouddb.Store {
 		return mustOpen(t, filepath.Join(t.TempDir(), "clouddb.db"))
 	})
+}
+
+// TestStoreSealed runs the conformance suite with secrets sealed: sealing must be
+// invisible to callers.
+func TestStoreSealed(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) clouddb.Store {
+		return mustOpen(t, filepath.Join(t.TempDir(), "clouddb.db"), sqlite.WithCipher(testCipher(t)))
+	})
+}
+
+func testCipher(t *testing.T) *clouddb.Cipher {
+	key, err := clouddb.ParseKey(clouddb.NewKey())
+	require.NoError(t, err)
+	c, err := clouddb.NewCipher(key)
+	require.NoError(t, err)
+	return c
+}
+
+// TestSecretsAreSealedOnDisk writes known secrets, then searches the database file and
+// its WAL for them and finds nothing; reading through the store returns them intact.
+func TestSecretsAreSealedOnDisk(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "clouddb.db")
+	c := testCipher(t)
+	db := mustOpen(t, path, sqlite.WithCipher(c))
+	secrets := []string{"Db-Password-7f3a9c", "AKIA-KEY-ID-5b1e", "aws-secret-key-2c8d", "console-pw-9e4f", "payload-secret-0a6b"}
+	var dbID, caID int
+	var taskID string
+	require.NoError(t, db.Update(ctx, func(tx clouddb.Tx) error {
+		a := &clouddb.Account{Name: "a", Plan: clouddb.PlanFlexible}
+		require.NoError(t, tx.CreateAccount(ctx, a))
+		s := &clouddb.Subscription{AccountID: a.ID, Name: "s", Status: clouddb.SubscriptionActive}
+		require.NoError(t, tx.CreateSubscription(ctx, s))
+		d := &clouddb.Database{AccountID: a.ID, SubscriptionID: s.ID, Port: 10000, Password: secrets[0], Spec: clouddb.DatabaseSpec{Name: "d"}}
+		require.NoError(t, tx.CreateDatabase(ctx, d))
+		ca := &clouddb.CloudAccount{AccountID: a.ID, Name: "c", Provider: "AWS", AccessKeyID: secrets[1], AccessSecretKey: secrets[2], ConsolePassword: secrets[3]}
+		require.NoError(t, tx.CreateCloudAccount(ctx, ca))
+		tk := &clouddb.Task{AccountID: a.ID, CommandType: clouddb.CommandDatabaseCreate, Payload: []byte(`{"password":"` + secrets[4] + `"}`)}
+		require.NoError(t, tx.CreateTask(ctx, tk))
+		dbID, caID, taskID = d.ID, ca.ID, tk.ID
+		return nil
+	}))
+
+	for _, file := range []string{path, path + "-wal"} {
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		for _, s := range secrets {
+			require.NotContains(t, string(b), s, "%s holds a secret in plain text", filepath.Base(file))
+		}
+	}
+
+	require.NoError(t, db.View(ctx, func(tx clouddb.Tx) error {
+		d, err := tx.Database(ctx, 0, dbID)
+		require.NoError(t, err)
+		require.Equal(t, secrets[0], d.Password)
+		ca, err := tx.CloudAccount(ctx, 0, caID)
+		require.NoError(t, err)
+		require.Equal(t, []string{secrets[1], secrets[2], secrets[3]}, []string{ca.AccessKeyID, ca.AccessSecretKey, ca.ConsolePassword})
+		tk, err := tx.Task(ctx, 0, taskID)
+		require.NoError(t, err)
+		require.Contains(t, string(tk.Payload), secrets[4])
+		return nil
+	}))
+
+	// The same file opened with another key cannot read the secrets: it fails loudly
+	// instead of handing out garbage.
+	db.Close()
+	other := mustOpen(t, path, sqlite.WithCipher(testCipher(t)))
+	err := other.View(ctx, func(tx clouddb.Tx) error {
+		_, err := tx.Database(ctx, 0, dbID)
+		return err
+	})
+	require.ErrorIs(t, err, clouddb.ErrSealed)
 }
 
 // rawQuery reads the file with a connection of its own, as another process would.

@@ -41,7 +41,7 @@ func (tx *Tx) CreateTask(ctx context.Context, t *clouddb.Task) error {
 		resource_id, error, lease_owner, lease_expires_at, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.AccountID, t.APIKeyName, t.CommandType, string(t.Status), t.SubscriptionID,
-		t.DatabaseID, t.CloudAccountID, t.Payload, t.ResourceID, taskErr, t.LeaseOwner,
+		t.DatabaseID, t.CloudAccountID, tx.seal.bytesArg(t.Payload), t.ResourceID, taskErr, t.LeaseOwner,
 		timeArg(t.LeaseExpiresAt), timeArg(t.CreatedAt), timeArg(t.UpdatedAt))
 	if err != nil {
 		return mapErr(err)
@@ -54,10 +54,10 @@ const taskColumns = `seq, id, account_id, api_key_name, command_type, status, su
 	database_id, cloud_account_id, payload, resource_id, error, lease_owner, lease_expires_at,
 	created_at, updated_at`
 
-func scanTask(s scanner) (*clouddb.Task, error) {
+func (se sealer) scanTask(s scanner) (*clouddb.Task, error) {
 	var t clouddb.Task
 	err := s.Scan(&t.Seq, &t.ID, &t.AccountID, &t.APIKeyName, &t.CommandType, &t.Status,
-		&t.SubscriptionID, &t.DatabaseID, &t.CloudAccountID, &t.Payload, &t.ResourceID,
+		&t.SubscriptionID, &t.DatabaseID, &t.CloudAccountID, se.bytesCol(&t.Payload), &t.ResourceID,
 		jsonCol{&t.Error}, &t.LeaseOwner, timeCol{&t.LeaseExpiresAt}, timeCol{&t.CreatedAt},
 		timeCol{&t.UpdatedAt})
 	return &t, err
@@ -70,7 +70,7 @@ func (tx *Tx) Task(ctx context.Context, accountID int, id string) (*clouddb.Task
 	if accountID != 0 {
 		w.add("account_id = ?", accountID)
 	}
-	return one(scanTask(tx.tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks`+w.String(), w.args...)))
+	return one(tx.seal.scanTask(tx.tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks`+w.String(), w.args...)))
 }
 
 // Tasks lists tasks updated at or after f.UpdatedSince, most recently updated first and,
@@ -84,7 +84,7 @@ func (tx *Tx) Tasks(ctx context.Context, f clouddb.TaskFilter) ([]*clouddb.Task,
 		w.add("updated_at >= ?", timeArg(norm(f.UpdatedSince)))
 	}
 	return queryAll(ctx, tx.tx, `SELECT `+taskColumns+` FROM tasks`+w.String()+
-		` ORDER BY updated_at DESC, seq DESC`, w.args, scanTask)
+		` ORDER BY updated_at DESC, seq DESC`, w.args, tx.seal.scanTask)
 }
 
 // FinishTask writes the task's status, resource id and error, provided the task is still
@@ -134,7 +134,7 @@ const claimTask = `UPDATE tasks SET status = 'processing-in-progress', lease_own
 // task's UpdatedAt is now. It runs on the writer, so it waits for a running Update.
 func (db *DB) ClaimTask(ctx context.Context, owner string, now time.Time, lease time.Duration) (*clouddb.Task, error) {
 	now = norm(now)
-	t, err := scanTask(db.writer.QueryRowContext(ctx, claimTask,
+	t, err := db.seal.scanTask(db.writer.QueryRowContext(ctx, claimTask,
 		owner, timeArg(norm(now.Add(lease))), timeArg(now), timeArg(now)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil

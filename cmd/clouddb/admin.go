@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"clouddb"
-	"clouddb/sqlite"
 )
 
 // runAdmin runs `clouddb admin …`, which works on the store directly (also while the
@@ -76,7 +74,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func withStore(ctx context.Context, dataDir string, fn func(tx clouddb.Tx) error) error {
-	db, err := sqlite.Open(filepath.Join(dataDir, "clouddb.db"))
+	db, err := openStore(dataDir)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,9 @@ type service struct {
 	cancel context.CancelFunc
 	done   chan error
 	c      *client.Client
-	logs   *syncBuffer
+	// logs is what the service logged (stderr); stdout carries only the welcome text,
+	// which shows the first start's key pair once, by design.
+	logs *syncBuffer
 }
 
 type options struct {
@@ -65,7 +67,7 @@ func startService(t *testing.T, dir string, o options) *service {
 		o.ports = portRange()
 	}
 	logs := &syncBuffer{}
-	m := NewMain(logs, logs)
+	m := NewMain(&syncBuffer{}, logs)
 	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", DBPorts: o.ports, ProvisioningDelay: o.delay, LogLevel: "info"}
 	require.NoError(t, m.Config.Validate())
 	ctx, cancel := context.WithCancel(context.Background())

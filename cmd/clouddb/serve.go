@@ -125,12 +125,9 @@ func (m *Main) Run(ctx context.Context) error {
 	level.UnmarshalText([]byte(c.LogLevel))
 	m.logger = slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
 
-	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
-		return err
-	}
-	db, err := sqlite.Open(filepath.Join(c.DataDir, "clouddb.db"))
+	db, err := openStore(c.DataDir)
 	if err != nil {
-		return fmt.Errorf("open store: %w", err)
+		return err
 	}
 	defer db.Close()
 	m.Store = db

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"clouddb/cloudapi/client"
+)
+
+// TestSecretsAtRest writes known secrets through the API, then searches the SQLite file,
+// its WAL and the service's logs for them and finds nothing; cloud-account secrets appear
+// in no response either.
+func TestSecretsAtRest(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := startService(t, dir, options{})
+	ctx := testContext(t)
+	creds := readCredentials(t, dir)
+
+	const (
+		dbPassword    = "Db-Pass-4d9c1e77"
+		accessKeyID   = "AKIAKNOWNKEY8F2A"
+		accessSecret  = "aws-Secret-77b3e0aa"
+		consolePasswd = "Console-Pass-91fd"
+	)
+	task, err := s.c.CreateCloudAccount(ctx, client.CreateCloudAccount{
+		Name: client.Ptr("aws"), Provider: client.Ptr("AWS"), AccessKeyID: client.Ptr(accessKeyID), AccessSecretKey: client.Ptr(accessSecret),
+		ConsoleUsername: client.Ptr("ops"), ConsolePassword: client.Ptr(consolePasswd), SignInLoginURL: client.Ptr("https://signin.example/console"),
+	})
+	require.NoError(t, err)
+	done, err := s.c.WaitForTask(ctx, task.ID)
+	require.NoError(t, err)
+	caID := done.ResourceID()
+	subID, _ := s.activeSubscription(ctx, "sec", 0.1)
+	dbID := s.createDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("secret"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr(dbPassword)})
+	_, err = s.c.WaitForDatabaseStatus(ctx, subID, dbID, "active")
+	require.NoError(t, err)
+
+	// No response about the cloud account holds its secrets.
+	raw := func(path string) string {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.c.BaseURL()+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("x-api-key", creds.APIKey)
+		req.Header.Set("x-api-secret-key", creds.SecretKey)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+		return string(b)
+	}
+	tasks, err := json.Marshal(must(s.c.ListTasks(ctx)))
+	require.NoError(t, err)
+	for _, body := range []string{raw("/cloud-accounts"), raw("/cloud-accounts/" + strconv.Itoa(caID)), raw("/tasks"), string(tasks), raw("/logs")} {
+		for _, secret := range []string{accessKeyID, accessSecret, consolePasswd} {
+			require.NotContains(t, body, secret)
+		}
+	}
+
+	// Nothing in the state files or the logs.
+	for _, f := range []string{"clouddb.db", "clouddb.db-wal"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		require.NoError(t, err)
+		for _, secret := range []string{dbPassword, accessKeyID, accessSecret, consolePasswd, creds.SecretKey} {
+			require.NotContains(t, string(b), secret, "%s holds a secret in plain text", f)
+		}
+	}
+	logs := s.logs.String()
+	require.NotEmpty(t, logs)
+	for _, secret := range []string{dbPassword, accessKeyID, accessSecret, consolePasswd, creds.SecretKey} {
+		if i := strings.Index(logs, secret); i >= 0 {
+			t.Errorf("the logs hold a secret: …%s…", logs[max(0, i-200):i])
+		}
+	}
+
+	fi, err := os.Stat(filepath.Join(dir, keyFile))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+}
+
+// TestEncryptionKey: a key file others can read is refused; a wrong key cannot read the
+// secrets of an existing data dir; CLOUDDB_ENCRYPTION_KEY is used when set.
+func TestEncryptionKey(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, keyFile), []byte(strings.Repeat("ab", 32)), 0o644))
+	_, err := loadCipher(dir)
+	require.ErrorContains(t, err, "chmod 600")
+
+	t.Setenv("CLOUDDB_ENCRYPTION_KEY", "too-short")
+	_, err = loadCipher(t.TempDir())
+	require.ErrorContains(t, err, "CLOUDDB_ENCRYPTION_KEY")
+
+	t.Setenv("CLOUDDB_ENCRYPTION_KEY", strings.Repeat("cd", 32))
+	empty := t.TempDir()
+	c, err := loadCipher(empty)
+	require.NoError(t, err)
+	require.NotNil(t, c)
+	_, err = os.Stat(filepath.Join(empty, keyFile))
+	require.True(t, os.IsNotExist(err), "with the env key no key file is written")
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
