@@ -16,6 +16,9 @@ type Driver interface {
 	Stop(ctx context.Context, databaseID int) error
 	// Remove stops the server and deletes its data.
 	Remove(ctx context.Context, databaseID int) error
+	// Instances lists the databases the driver holds a server or data for, running or
+	// not, so that the reconciler can remove what no database wants any more.
+	Instances(ctx context.Context) ([]int, error)
 }
 
 // Instance is what the driver needs to run one database.

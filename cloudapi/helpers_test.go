@@ -59,7 +59,8 @@ type env struct {
 // real port probing of one does not depend on another.
 var portBase atomic.Int32
 
-func newEnv(t *testing.T) *env {
+// newEnv starts the API; opts adjust the server before it starts.
+func newEnv(t *testing.T, opts ...func(*cloudapi.Server)) *env {
 	t.Helper()
 	store, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
 	require.NoError(t, err)
@@ -83,6 +84,9 @@ func newEnv(t *testing.T) *env {
 	}()
 
 	api := &cloudapi.Server{Store: store, Tasks: engine, AdvertiseHost: "127.0.0.1", Logger: quiet}
+	for _, o := range opts {
+		o(api)
+	}
 	e.srv = httptest.NewServer(api.Handler())
 	e.base = e.srv.URL + "/v1"
 	t.Cleanup(func() {

@@ -38,8 +38,12 @@ type Server struct {
 	Logger       *slog.Logger
 	Now          func() time.Time
 	MaxBodyBytes int64
+	// RateLimit is how many requests one API key may make per minute; 0 turns the limit
+	// off.
+	RateLimit int
 
-	mux *http.ServeMux
+	mux     *http.ServeMux
+	limiter *rateLimiter
 }
 
 // Handler returns the API's http.Handler.
@@ -55,6 +59,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.RedisVersion == "" {
 		s.RedisVersion = "7.0"
+	}
+	if s.RateLimit > 0 {
+		s.limiter = &rateLimiter{limit: s.RateLimit, now: s.Now, windows: map[int]*keyWindow{}}
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -135,6 +142,9 @@ func (s *Server) route(pattern string, h handler) {
 	}
 	s.mux.HandleFunc(full, func(w http.ResponseWriter, r *http.Request) {
 		c, err := s.authenticate(r)
+		if err == nil {
+			err = s.limitRate(w, c)
+		}
 		if err != nil {
 			writeError(w, r, s.Logger, err)
 			return

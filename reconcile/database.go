@@ -67,6 +67,25 @@ func (r *Reconciler) removeDatabase(ctx context.Context, d *clouddb.Database) er
 	return nil
 }
 
+// removeOrphans removes the servers and data of databases that have no row: left behind
+// when a crash came between a row's deletion and its server's removal, or by a store
+// restored from an older copy.
+func (r *Reconciler) removeOrphans(ctx context.Context, held []int, dbs []*clouddb.Database) {
+	rows := make(map[int]bool, len(dbs))
+	for _, d := range dbs {
+		rows[d.ID] = true
+	}
+	for _, id := range held {
+		if rows[id] {
+			continue
+		}
+		r.spawn(ctx, "db:"+strconv.Itoa(id), func(ctx context.Context) error {
+			r.Logger.Warn("removing a database server that no database wants", "database_id", id)
+			return r.withDriver(ctx, func() error { return r.Driver.Remove(ctx, id) })
+		})
+	}
+}
+
 // superviseDatabase restarts the server of an active database when it is not running:
 // after a restart of clouddb (adoption or restart on the same port) or a crash of the
 // server itself.

@@ -101,7 +101,13 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 		subs []*clouddb.Subscription
 		cas  []*clouddb.CloudAccount
 	)
-	err := r.Store.View(ctx, func(tx clouddb.Tx) error {
+	// What the driver holds is listed before the rows are read: a server made for a row
+	// committed after this point cannot be mistaken for an orphan.
+	held, err := r.Driver.Instances(ctx)
+	if err != nil {
+		return err
+	}
+	err = r.Store.View(ctx, func(tx clouddb.Tx) error {
 		var err error
 		if dbs, _, err = tx.Databases(ctx, clouddb.DatabaseFilter{}); err != nil {
 			return err
@@ -117,6 +123,7 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.removeOrphans(ctx, held, dbs)
 	dbsBySub := map[int][]*clouddb.Database{}
 	for _, d := range dbs {
 		dbsBySub[d.SubscriptionID] = append(dbsBySub[d.SubscriptionID], d)

@@ -185,7 +185,8 @@ func TestFlags(t *testing.T) {
 	t.Setenv("CLOUDDB_DB_PORTS", "30000-30010")
 	m := NewMain(os.Stdout, os.Stderr)
 	require.NoError(t, m.ParseFlags([]string{"--db-ports", "40000-40100"}))
-	require.Equal(t, Config{DataDir: "/from/env", Listen: DefaultListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: "40000-40100", ProvisioningDelay: 3 * time.Second, LogLevel: "info"}, m.Config)
+	require.Equal(t, Config{DataDir: "/from/env", Listen: DefaultListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: "40000-40100",
+		ProvisioningDelay: 3 * time.Second, RateLimit: 400, TaskLease: 30 * time.Second, LogLevel: "info"}, m.Config)
 
 	for _, tc := range []struct {
 		args []string
@@ -196,6 +197,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--advertise-host", "example.com"}, "--advertise-host"},
 		{[]string{"--provisioning-delay", "-1s"}, "--provisioning-delay"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--rate-limit", "-1"}, "--rate-limit"},
+		{[]string{"--task-lease", "1ms"}, "--task-lease"},
 	} {
 		err := NewMain(os.Stdout, os.Stderr).ParseFlags(tc.args)
 		require.ErrorContains(t, err, tc.want)

@@ -57,8 +57,9 @@ type service struct {
 }
 
 type options struct {
-	delay time.Duration
-	ports string
+	delay     time.Duration
+	ports     string
+	rateLimit int // 0: off, so that polling tests are not throttled
 }
 
 func startService(t *testing.T, dir string, o options) *service {
@@ -68,7 +69,8 @@ func startService(t *testing.T, dir string, o options) *service {
 	}
 	logs := &syncBuffer{}
 	m := NewMain(&syncBuffer{}, logs)
-	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", DBPorts: o.ports, ProvisioningDelay: o.delay, LogLevel: "info"}
+	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", DBPorts: o.ports, ProvisioningDelay: o.delay,
+		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info"}
 	require.NoError(t, m.Config.Validate())
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{t: t, m: m, dir: dir, cancel: cancel, done: make(chan error, 1), logs: logs}

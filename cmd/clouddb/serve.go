@@ -33,6 +33,8 @@ type Config struct {
 	AdvertiseHost     string
 	DBPorts           string
 	ProvisioningDelay time.Duration
+	RateLimit         int
+	TaskLease         time.Duration
 	LogLevel          string
 }
 
@@ -64,7 +66,8 @@ type Main struct {
 // NewMain returns a Main with the default configuration.
 func NewMain(stdout, stderr io.Writer) *Main {
 	return &Main{
-		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts, LogLevel: "info"},
+		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts,
+			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, LogLevel: "info"},
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
 	}
 }
@@ -79,6 +82,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.AdvertiseHost, "advertise-host", c.AdvertiseHost, "host the databases bind and that endpoints name")
 	fs.StringVar(&c.DBPorts, "db-ports", c.DBPorts, "range of ports for the databases, LOW-HIGH")
 	fs.DurationVar(&c.ProvisioningDelay, "provisioning-delay", c.ProvisioningDelay, "extra time each provisioning step waits before it completes (to watch pending states)")
+	fs.IntVar(&c.RateLimit, "rate-limit", c.RateLimit, "requests per minute per API key (0 turns the limit off)")
+	fs.DurationVar(&c.TaskLease, "task-lease", c.TaskLease, "how long a task in processing is held by its worker before another takes it over (after a crash)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	if err := envFlags(fs, args); err != nil {
 		return err
@@ -105,6 +110,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ProvisioningDelay < 0 {
 		return errors.New("--provisioning-delay must not be negative")
+	}
+	if c.RateLimit < 0 {
+		return errors.New("--rate-limit must not be negative (0 turns it off)")
+	}
+	if c.TaskLease < 100*time.Millisecond {
+		return errors.New("--task-lease must be at least 100ms")
 	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
@@ -135,7 +146,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
-	drv, err := local.New(local.Config{Dir: filepath.Join(c.DataDir, "databases"), Host: c.AdvertiseHost, Logger: m.logger})
+	// A server that exits wakes the reconciler, which restarts it if its database is
+	// still meant to run.
+	drv, err := local.New(local.Config{Dir: filepath.Join(c.DataDir, "databases"), Host: c.AdvertiseHost, Logger: m.logger,
+		Exited: func(int) { m.Reconciler.Notify() }})
 	if err != nil {
 		return err
 	}
@@ -146,9 +160,10 @@ func (m *Main) Run(ctx context.Context) error {
 		Store:     db,
 		Ports:     &task.Ports{Low: low, High: high, Host: c.AdvertiseHost},
 		Logger:    m.logger,
+		Lease:     c.TaskLease,
 		Processed: func(*clouddb.Task) { m.Reconciler.Notify() },
 	}
-	api := &cloudapi.Server{Store: db, Tasks: m.Engine, AdvertiseHost: c.AdvertiseHost, RedisVersion: redisVersion(), Logger: m.logger}
+	api := &cloudapi.Server{Store: db, Tasks: m.Engine, AdvertiseHost: c.AdvertiseHost, RedisVersion: redisVersion(), Logger: m.logger, RateLimit: c.RateLimit}
 
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {

@@ -57,6 +57,9 @@ type Config struct {
 	StartTimeout time.Duration
 	// Logger receives the driver's logs; it never receives a password.
 	Logger *slog.Logger
+	// Exited, if set, is called when a server this Driver started exits, so that a
+	// supervisor can restart it at once instead of at its next check.
+	Exited func(databaseID int)
 }
 
 // Driver runs one redis-server process per database.
@@ -68,6 +71,7 @@ type Driver struct {
 	startTimeout time.Duration
 	stopTimeout  time.Duration
 	log          *slog.Logger
+	exited       func(int)
 
 	mu       sync.Mutex
 	locks    map[int]chan struct{} // per database id, a one-slot semaphore
@@ -130,6 +134,7 @@ func New(cfg Config) (*Driver, error) {
 		startTimeout: timeout,
 		stopTimeout:  stopTimeout,
 		log:          logger.With("driver", "local"),
+		exited:       cfg.Exited,
 		locks:        make(map[int]chan struct{}),
 		children:     make(map[int]*child),
 	}, nil
@@ -186,7 +191,9 @@ func (d *Driver) livePid(id int) int {
 		if !errors.Is(err, os.ErrNotExist) {
 			d.log.Warn("unreadable pid file; ignoring it", keyDatabase, id, "error", err)
 		}
-		return 0
+		// A server whose pid file is not written yet (clouddb died right after starting
+		// it) is found by its working directory, so it is never started twice.
+		return findByCwd(dir)
 	}
 	if ours(pid, dir) {
 		return pid
@@ -558,6 +565,24 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 	}
 	d.log.Info("removed database directory", keyDatabase, id)
 	return nil
+}
+
+// Instances lists the ids of the database directories under Dir.
+func (d *Driver) Instances(ctx context.Context) ([]int, error) {
+	entries, err := os.ReadDir(d.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []int
+	for _, e := range entries {
+		if id, err := strconv.Atoi(e.Name()); err == nil && id > 0 && e.IsDir() {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
 }
 
 // shutdownNoSave stops the server with SHUTDOWN NOSAVE (its background save, if any, is

@@ -50,6 +50,9 @@ func (d *Driver) spawn(id int, dir string) (int, *child, error) {
 		d.mu.Unlock()
 		d.log.Info("redis-server exited", keyDatabase, id, keyPid, pid, keyExit, exitText(c.err))
 		close(c.done)
+		if d.exited != nil {
+			d.exited(id)
+		}
 	}()
 	return pid, c, nil
 }
@@ -86,6 +89,25 @@ func ours(pid int, dir string) bool {
 		return false
 	}
 	return cwd == dir
+}
+
+// findByCwd returns the pid of a redis-server whose working directory is dir, or 0.
+func findByCwd(dir string) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !ours(pid, dir) {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(cmdline), "redis-server") && !gone(pid) {
+			return pid
+		}
+	}
+	return 0
 }
 
 // alive reports whether a process with this pid exists (a zombie counts until reaped).
