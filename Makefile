@@ -5,7 +5,7 @@ BIN     := bin/clouddb
 # Two cores here: keep test parallelism modest.
 TESTFLAGS ?= -race -p 2 -timeout 20m
 
-.PHONY: all build run test vet deps bench clean
+.PHONY: all build run test vet deps bench soak fuzz clean
 
 all: build
 
@@ -24,6 +24,17 @@ vet:
 
 test: deps vet
 	$(GO) test $(TESTFLAGS) ./...
+
+# A bounded soak (a few minutes): several accounts, mixed requests, random restarts.
+soak: deps
+	$(GO) test -tags soak -run TestSoak -timeout 30m -v ./cmd/clouddb/
+
+# Runs each fuzz target for FUZZTIME (the corpus under testdata/ runs in `make test`).
+FUZZTIME ?= 60s
+fuzz:
+	@for t in $$($(GO) test -list 'Fuzz.*' ./cloudapi/ | grep ^Fuzz); do \
+		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./cloudapi/ || exit 1; \
+	done
 
 bench: deps
 	$(GO) run ./bench -out BENCHMARKS.md
