@@ -73,6 +73,10 @@ var ErrNotFound = errors.New("not found")
 // ErrConflict is what a store returns when a unique constraint is violated.
 var ErrConflict = errors.New("conflict")
 
+// ErrStorageFull is what a store returns when its disk is full: the change was not made.
+var ErrStorageFull = Errorf(http.StatusInsufficientStorage, "INSUFFICIENT_STORAGE",
+	"clouddb's disk is full, so the change was not made: free space on the data directory's disk and try again")
+
 // Error types used across packages.
 const (
 	ErrTypeGeneral               = "GENERAL_ERROR"

@@ -189,6 +189,7 @@ func (db *DB) Update(ctx context.Context, fn func(clouddb.Tx) error) error {
 	if err != nil {
 		return mapErr(err)
 	}
+	// A transaction that failed half-way is rolled back whole: nothing of it is written.
 	defer sqlTx.Rollback()
 	if err := fn(&Tx{tx: sqlTx, now: db.now(), seal: db.seal}); err != nil {
 		return err
@@ -216,8 +217,13 @@ func mapErr(err error) error {
 		return clouddb.ErrNotFound
 	}
 	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
-		return fmt.Errorf("%w: %s", clouddb.ErrConflict, se.Error())
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_CONSTRAINT:
+			return fmt.Errorf("%w: %s", clouddb.ErrConflict, se.Error())
+		case sqlite3.SQLITE_FULL:
+			return clouddb.ErrStorageFull
+		}
 	}
 	return err
 }

@@ -240,3 +240,7 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+func timeoutCtx(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(testContext(t), d)
+}
