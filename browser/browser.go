@@ -1,0 +1,327 @@
+// Package browser serves the local API of the database browser (spec/browser-api.md):
+// connection records for standalone, cluster and sentinel-monitored databases, TLS client
+// certificate/key pairs, and read-only browsing of the keys of a registered connection.
+//
+// The API has no authentication, so it is meant for a loopback listener, and it refuses
+// (403) every request whose Host is not a loopback name or that carries an Origin whose
+// host is not loopback: a web page cannot reach it by DNS rebinding or cross-site requests.
+//
+// Routes (each also answers with a trailing slash):
+//
+//	POST   /api/tls-client-cert         {name, cert, key} → 201 {"certificate": {id, name}}
+//	GET    /api/tls-client-cert         → 200 {"certificates": [{id, name}]}
+//	DELETE /api/tls-client-cert/{id}    → 204; 409 while a connection uses the pair
+//	POST   /api/db[?test=false]         connection record → 201 the stored record
+//	GET    /api/db                      → 200 {"dbs": [record]}
+//	GET    /api/db/{id}                 → 200 record
+//	DELETE /api/db/{id}                 → 204
+//	GET    /api/db/{id}/keys            ?match=&type=&cursor=&count= → 200 {cursor, keys}
+//	GET    /api/db/{id}/keys/{key}      ?cursor=&count= → 200 {name, type, ttl, length, value, cursor, truncated}
+//
+// The key route takes the rest of the path, percent-decoded, as the key name, verbatim:
+// there a trailing slash is part of the key. A key's count is in bytes for a string
+// (default 64 KiB, at most 1 MiB) and in elements otherwise (default 100, at most 1000);
+// its cursor is an offset for strings, lists and sorted sets, a SCAN cursor for hashes
+// and sets, the last entry ID for streams; "0" means the value is complete, and
+// truncated says when it is not. A cluster's key listing walks every primary under one
+// opaque cursor. Names and values that are not UTF-8 show as {"base64": "..."}.
+//
+// Before a connection record is saved, the connection is tested against the real server
+// (unless ?test=false): STANDALONE connects, authenticates and PINGs; CLUSTER connects to
+// the first seed node that answers, checks cluster_state, discovers the nodes and PINGs
+// each; SENTINEL asks the sentinel (with sentinelPassword) for the master serviceName
+// names, then connects to it with authPass. A failure answers 424 and saves nothing, not
+// even an inline new pair; its code names the cause: CONNECTION_UNREACHABLE,
+// CONNECTION_AUTH_FAILED, CONNECTION_TLS_FAILED, NOT_A_CLUSTER, CLUSTER_STATE_NOT_OK,
+// CLUSTER_NODES_UNREACHABLE, NOT_A_SENTINEL, SENTINEL_MASTER_UNKNOWN or CONNECTION_FAILED.
+// Errors are JSON:
+// {"statusCode", "error" (a machine code), "message", "field" (when a field is at fault)}.
+// No response ever holds a password, a certificate body or a private key: secrets show as
+// true where set, and are sealed with the clouddb.Cipher in the store.
+//
+// Choices where the spec says "not shown":
+//   - A request holds exactly the fields of its connectionType; any other field is a 400
+//     naming it (a client sending verifyServerCert or caCert learns that they are not
+//     supported rather than connecting without them).
+//   - The spec has no CA certificate field, so the server's TLS certificate is not
+//     verified; the client certificate is presented when given.
+//   - tls.clientCertificateKeyPair is required when tls.clientAuth is true, and both need
+//     tls.useTls. A pair id that does not exist is a 400 naming the field; a pair name
+//     already taken is a 409; a certificate that is malformed, expired or not yet valid, or
+//     a key that is malformed, encrypted or does not match, is a 400 with its own code.
+//   - Connection names are not unique (any string is valid); certificate names are.
+//   - The list of connections is {"dbs": [...]}, as the tool's v1 answered; deletes
+//     answer 204.
+package browser
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"time"
+
+	"clouddb"
+)
+
+// maxBodyBytes caps request bodies: the largest real body holds a certificate chain and a
+// private key, a few KB.
+const maxBodyBytes = 1 << 20
+
+// Config configures a Server.
+type Config struct {
+	// Path is the browser's own SQLite file, e.g. <data-dir>/browser.db.
+	Path string
+	// Cipher seals passwords, certificates and private keys at rest. Required.
+	Cipher *clouddb.Cipher
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the browser local API.
+type Server struct {
+	store  *store
+	logger *slog.Logger
+	now    func() time.Time
+	mux    *http.ServeMux
+}
+
+// Open opens (creating if needed) the store at cfg.Path and returns the Server.
+func Open(cfg Config) (*Server, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("browser: Config.Path is required")
+	}
+	if cfg.Cipher == nil {
+		return nil, errors.New("browser: Config.Cipher is required: secrets are encrypted at rest")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	st, err := openStore(cfg.Path, cfg.Cipher)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{store: st, logger: cfg.Logger, now: func() time.Time { return time.Now().UTC() }}
+	s.mux = http.NewServeMux()
+	s.registerCertificateRoutes()
+	s.registerConnectionRoutes()
+	s.registerKeyRoutes()
+	return s, nil
+}
+
+// Close closes the store.
+func (s *Server) Close() error { return s.store.close() }
+
+// Handler returns the API's http.Handler.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := checkLocal(r); err != nil {
+		writeError(w, r, s.logger, err)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	if id, key, ok := keyPath(r.URL.EscapedPath()); ok {
+		// Served outside the mux, which would clean "//" and "." segments out of a key.
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, r, s.logger, clouddb.Errorf(http.StatusMethodNotAllowed, clouddb.ErrTypeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
+			return
+		}
+		r.SetPathValue("id", id)
+		r.SetPathValue("key", key)
+		s.serve(w, r, s.getKey)
+		return
+	}
+	if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
+		r.URL.Path = strings.TrimSuffix(p, "/")
+		r.URL.RawPath = strings.TrimSuffix(r.URL.RawPath, "/")
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.unrouted(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// keyPath splits an escaped path of the form /api/db/{id}/keys/{key} into its decoded id
+// and key.
+func keyPath(escaped string) (id, key string, ok bool) {
+	rest, ok := strings.CutPrefix(escaped, "/api/db/")
+	if !ok {
+		return "", "", false
+	}
+	rawID, rawKey, ok := strings.Cut(rest, "/keys/")
+	if !ok || rawID == "" || strings.Contains(rawID, "/") || rawKey == "" {
+		return "", "", false
+	}
+	id, err1 := url.PathUnescape(rawID)
+	key, err2 := url.PathUnescape(rawKey)
+	if err1 != nil || err2 != nil {
+		return "", "", false
+	}
+	return id, key, true
+}
+
+// unrouted answers a request no route takes with the mux's status (404, or 405 with its
+// Allow header) and a JSON body.
+func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
+	rec := httptest.NewRecorder()
+	h, _ := s.mux.Handler(r)
+	h.ServeHTTP(rec, r)
+	if allow := rec.Header().Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if rec.Code == http.StatusMethodNotAllowed {
+		writeError(w, r, s.logger, clouddb.Errorf(rec.Code, clouddb.ErrTypeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
+		return
+	}
+	writeError(w, r, s.logger, clouddb.NotFound(clouddb.ErrTypeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+}
+
+// checkLocal refuses requests that a web page could have sent: a Host that is not a
+// loopback name (DNS rebinding) or an Origin whose host is not loopback (cross-site).
+func checkLocal(r *http.Request) error {
+	if !loopbackHost(r.Host) {
+		return clouddb.Forbidden(errHostNotAllowed, "host %q is not a loopback name: the browser API answers only to localhost, 127.0.0.1 or [::1]", r.Host)
+	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		u, err := url.Parse(origin)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !loopbackHost(u.Host) {
+			return clouddb.Forbidden(errOriginNotAllowed, "origin %q is not allowed: only pages served from a loopback host may call the browser API", origin)
+		}
+	}
+	return nil
+}
+
+// loopbackHost reports whether hostport names the local machine: localhost, a name under
+// .localhost, or a loopback IP address, with or without a port.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// handler is the shape of every endpoint: the status and body of a success, or an error
+// for the single error writer. A nil body with 204 writes nothing.
+type handler func(r *http.Request) (int, any, error)
+
+func (s *Server) route(pattern string, h handler) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, h) })
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, h handler) {
+	status, body, err := h(r)
+	if err != nil {
+		writeError(w, r, s.logger, err)
+		return
+	}
+	if status == http.StatusNoContent {
+		w.WriteHeader(status)
+		return
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"statusCode":500,"error":"GENERAL_ERROR","message":"internal error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// errorBody is the envelope of every error.
+type errorBody struct {
+	StatusCode int    `json:"statusCode"`
+	Error      string `json:"error"`
+	Message    string `json:"message"`
+	Field      string `json:"field,omitempty"`
+}
+
+// writeError is the single error writer: domain errors go out as they are, an oversized
+// body as 413; anything else is logged and answered with a generic 500 that leaks nothing.
+func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	var (
+		fe     *fieldError
+		tooBig *http.MaxBytesError
+		field  string
+	)
+	if errors.As(err, &fe) {
+		field = fe.field
+	}
+	e := clouddb.AsError(err)
+	switch {
+	case e != nil:
+	case errors.As(err, &tooBig):
+		e = clouddb.Errorf(http.StatusRequestEntityTooLarge, "REQUEST_TOO_LARGE", "request body is larger than %d bytes", tooBig.Limit)
+	default:
+		logger.Error("browser: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		e = clouddb.Errorf(http.StatusInternalServerError, clouddb.ErrTypeGeneral, "internal error")
+	}
+	writeJSON(w, e.Status, errorBody{StatusCode: e.Status, Error: e.Type, Message: e.Description, Field: field})
+}
+
+// fieldError is a client error caused by one field of the request; the error body names
+// the field.
+type fieldError struct {
+	err   *clouddb.Error
+	field string
+}
+
+func (e *fieldError) Error() string { return e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+// fieldErr returns a fieldError of the given status and type whose message starts with
+// the field's path.
+func fieldErr(status int, typ, field, format string, args ...any) error {
+	return &fieldError{err: clouddb.Errorf(status, typ, "%s: %s", field, fmt.Sprintf(format, args...)), field: field}
+}
+
+// invalid is a 400 INVALID_FIELD naming the field and the rule it breaks.
+func invalid(field, format string, args ...any) error {
+	return fieldErr(http.StatusBadRequest, clouddb.ErrTypeInvalidField, field, format, args...)
+}
+
+// Error types of the browser API, besides the shared ones in package clouddb.
+const (
+	errHostNotAllowed          = "HOST_NOT_ALLOWED"
+	errOriginNotAllowed        = "ORIGIN_NOT_ALLOWED"
+	errConnectionNotFound      = "CONNECTION_NOT_FOUND"
+	errCertificateNotFound     = "CERTIFICATE_NOT_FOUND"
+	errCertificateInUse        = "CERTIFICATE_IN_USE"
+	errCertificateNameTaken    = "CERTIFICATE_NAME_TAKEN"
+	errCertificateMalformed    = "CERTIFICATE_MALFORMED"
+	errCertificateExpired      = "CERTIFICATE_EXPIRED"
+	errCertificateNotYetValid  = "CERTIFICATE_NOT_YET_VALID"
+	errKeyMalformed            = "PRIVATE_KEY_MALFORMED"
+	errKeyMismatch             = "PRIVATE_KEY_MISMATCH"
+	errKeyNotFound             = "KEY_NOT_FOUND"
+	errInvalidCursor           = "INVALID_CURSOR"
+	errUnreachable             = "CONNECTION_UNREACHABLE"
+	errAuthFailed              = "CONNECTION_AUTH_FAILED"
+	errTLSFailed               = "CONNECTION_TLS_FAILED"
+	errConnectionFailed        = "CONNECTION_FAILED"
+	errNotACluster             = "NOT_A_CLUSTER"
+	errClusterStateNotOK       = "CLUSTER_STATE_NOT_OK"
+	errClusterNodesUnreachable = "CLUSTER_NODES_UNREACHABLE"
+	errNotASentinel            = "NOT_A_SENTINEL"
+	errSentinelMasterUnknown   = "SENTINEL_MASTER_UNKNOWN"
+)

@@ -1,0 +1,473 @@
+package browser
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"clouddb"
+)
+
+//go:embed migration/*.sql
+var migrationFS embed.FS
+
+// busyTimeout is how long a connection waits for another process's lock on the file.
+const busyTimeout = 5 * time.Second
+
+// store keeps certificates and connection records in the browser's own SQLite file, in
+// WAL mode, with one writer connection whose transactions begin IMMEDIATE and a small
+// pool of query-only readers. Secrets are sealed on the way in and opened on the way out.
+type store struct {
+	writer *sql.DB
+	reader *sql.DB
+	cipher *clouddb.Cipher
+	now    func() time.Time
+}
+
+var (
+	// errNameTaken is a unique violation on a certificate name.
+	errNameTaken = errors.New("certificate name taken")
+	// errCertificateGone is a connection that refers to a certificate that does not exist.
+	errCertificateGone = errors.New("certificate does not exist")
+)
+
+func openStore(path string, cipher *clouddb.Cipher) (*store, error) {
+	if strings.HasPrefix(path, ":memory:") || strings.HasPrefix(path, "file:") || strings.Contains(path, "?") {
+		return nil, fmt.Errorf("browser: %q is not a plain file path", path)
+	}
+	// The file holds sealed secrets; keep it private anyway. SQLite gives its -wal and
+	// -shm files the mode of the main file.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("browser: open %s: %w", path, err)
+	}
+	f.Close()
+
+	timeout := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
+	st := &store{cipher: cipher, now: func() time.Time { return time.Now().UTC() }}
+	st.writer, err = sql.Open("sqlite", path+"?_txlock=immediate&"+timeout+
+		"&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	if err != nil {
+		return nil, fmt.Errorf("browser: open %s: %w", path, err)
+	}
+	st.writer.SetMaxOpenConns(1)
+	st.writer.SetMaxIdleConns(1)
+	st.writer.SetConnMaxLifetime(0)
+	st.writer.SetConnMaxIdleTime(0)
+	if err := st.migrate(context.Background()); err != nil {
+		st.writer.Close()
+		return nil, fmt.Errorf("browser: migrate %s: %w", path, err)
+	}
+	// Opened after the writer has switched the file to WAL mode.
+	st.reader, err = sql.Open("sqlite", path+"?"+timeout+"&_pragma=foreign_keys(1)&_pragma=query_only(1)")
+	if err != nil {
+		st.writer.Close()
+		return nil, fmt.Errorf("browser: open %s: %w", path, err)
+	}
+	n := max(2, runtime.GOMAXPROCS(0))
+	st.reader.SetMaxOpenConns(n)
+	st.reader.SetMaxIdleConns(n)
+	st.reader.SetConnMaxLifetime(0)
+	st.reader.SetConnMaxIdleTime(0)
+	if err := st.reader.Ping(); err != nil {
+		st.close()
+		return nil, fmt.Errorf("browser: open %s: %w", path, err)
+	}
+	return st, nil
+}
+
+func (st *store) close() error {
+	var errs []error
+	if st.reader != nil {
+		errs = append(errs, st.reader.Close())
+	}
+	if st.writer != nil {
+		errs = append(errs, st.writer.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// migrate applies the embedded migrations in name order, each in one transaction with
+// the row that records it.
+func (st *store) migrate(ctx context.Context) error {
+	if _, err := st.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (
+		name       TEXT PRIMARY KEY,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return err
+	}
+	names, err := fs.Glob(migrationFS, "migration/*.sql")
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := st.update(ctx, func(tx *sql.Tx) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM migrations WHERE name = ?`, name).Scan(&n); err != nil || n > 0 {
+				return err
+			}
+			buf, err := fs.ReadFile(migrationFS, name)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, string(buf)); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, `INSERT INTO migrations (name, applied_at) VALUES (?, ?)`, name, st.now().UnixMicro())
+			return err
+		}); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// update runs fn in a write transaction and commits when it returns nil.
+func (st *store) update(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := st.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// constraint returns the extended SQLite result code of a constraint violation, or 0.
+func constraint(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
+		return se.Code()
+	}
+	return 0
+}
+
+func (st *store) seal(plain string) string { return st.cipher.Seal(plain) }
+
+func (st *store) open(sealed string) (string, error) {
+	plain, err := st.cipher.Open(sealed)
+	if err != nil {
+		return "", fmt.Errorf("browser: %w", err)
+	}
+	return plain, nil
+}
+
+// certificate is a TLS client certificate/key pair.
+type certificate struct {
+	ID        int
+	Name      string
+	CertPEM   string
+	KeyPEM    string
+	CreatedAt time.Time
+}
+
+// certificates lists the pairs by id, without their bodies.
+func (st *store) certificates(ctx context.Context) ([]certificate, error) {
+	rows, err := st.reader.QueryContext(ctx, `SELECT id, name FROM certificates ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []certificate{}
+	for rows.Next() {
+		var c certificate
+		if err := rows.Scan(&c.ID, &c.Name); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// certificate returns a pair with its opened bodies, or clouddb.ErrNotFound.
+func (st *store) certificate(ctx context.Context, id int) (*certificate, error) {
+	var (
+		c       certificate
+		created int64
+	)
+	err := st.reader.QueryRowContext(ctx, `SELECT id, name, cert, key, created_at FROM certificates WHERE id = ?`, id).
+		Scan(&c.ID, &c.Name, &c.CertPEM, &c.KeyPEM, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, clouddb.ErrNotFound
+	} else if err != nil {
+		return nil, err
+	}
+	c.CreatedAt = time.UnixMicro(created).UTC()
+	if c.CertPEM, err = st.open(c.CertPEM); err != nil {
+		return nil, err
+	}
+	if c.KeyPEM, err = st.open(c.KeyPEM); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// certificateNameTaken reports whether a pair already has the name.
+func (st *store) certificateNameTaken(ctx context.Context, name string) (bool, error) {
+	var n int
+	err := st.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM certificates WHERE name = ?`, name).Scan(&n)
+	return n > 0, err
+}
+
+// createCertificate stores c and sets its ID and CreatedAt; errNameTaken when the name is.
+func (st *store) createCertificate(ctx context.Context, c *certificate) error {
+	return st.update(ctx, func(tx *sql.Tx) error { return st.insertCertificate(ctx, tx, c) })
+}
+
+func (st *store) insertCertificate(ctx context.Context, tx *sql.Tx, c *certificate) error {
+	c.CreatedAt = st.now().Truncate(time.Microsecond)
+	res, err := tx.ExecContext(ctx, `INSERT INTO certificates (name, cert, key, created_at) VALUES (?, ?, ?, ?)`,
+		c.Name, st.seal(c.CertPEM), st.seal(c.KeyPEM), c.CreatedAt.UnixMicro())
+	if constraint(err) == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
+		return errNameTaken
+	} else if err != nil {
+		return err
+	}
+	id, err := res.LastInsertId()
+	c.ID = int(id)
+	return err
+}
+
+// deleteCertificate deletes a pair: clouddb.ErrNotFound when there is none, and a 409
+// naming the connections that still use it.
+func (st *store) deleteCertificate(ctx context.Context, id int) error {
+	return st.update(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM connections WHERE certificate_id = ? ORDER BY id`, id)
+		if err != nil {
+			return err
+		}
+		var users []string
+		for rows.Next() {
+			var cid int
+			if err := rows.Scan(&cid); err != nil {
+				rows.Close()
+				return err
+			}
+			users = append(users, fmt.Sprint(cid))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(users) > 0 {
+			return clouddb.Conflict(errCertificateInUse, "certificate %d is used by connection %s: delete or change those first", id, strings.Join(users, ", "))
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM certificates WHERE id = ?`, id)
+		if err != nil {
+			if constraint(err) != 0 {
+				return clouddb.Conflict(errCertificateInUse, "certificate %d is used by a connection", id)
+			}
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return clouddb.ErrNotFound
+		}
+		return nil
+	})
+}
+
+// endpoint is a host and port.
+type endpoint struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+}
+
+// node is a cluster node found by the connection test.
+type node struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+	// Role is "primary" or "replica".
+	Role string `json:"role"`
+}
+
+// settings are a connection record's non-secret fields, stored as JSON.
+type settings struct {
+	Host         string     `json:"host,omitempty"`
+	Port         int        `json:"port,omitempty"`
+	SeedNodes    []endpoint `json:"seedNodes,omitempty"`
+	SentinelHost string     `json:"sentinelHost,omitempty"`
+	SentinelPort int        `json:"sentinelPort,omitempty"`
+	ServiceName  string     `json:"serviceName,omitempty"`
+	UseTLS       bool       `json:"useTls,omitempty"`
+	ClientAuth   bool       `json:"clientAuth,omitempty"`
+
+	// What the connection test found.
+	Version string    `json:"version,omitempty"`
+	Nodes   []node    `json:"nodes,omitempty"`
+	Master  *endpoint `json:"master,omitempty"`
+}
+
+// connection is a connection record.
+type connection struct {
+	ID   int
+	Name string
+	Type string
+	settings
+	// Secrets in clear: set on a record being created and by connectionWithSecrets.
+	Password         string
+	SentinelPassword string
+	AuthPass         string
+	// Whether each secret is set.
+	HasPassword         bool
+	HasSentinelPassword bool
+	HasAuthPass         bool
+	CertID              int
+	CertName            string
+	CreatedAt           time.Time
+	LastConnection      time.Time
+}
+
+// createConnection stores c, and first newCert when it is not nil (c then refers to it),
+// in one transaction; it sets the IDs and times. errNameTaken when newCert's name is
+// taken, errCertificateGone when c refers to a pair that does not exist.
+func (st *store) createConnection(ctx context.Context, c *connection, newCert *certificate) error {
+	cfg, err := json.Marshal(c.settings)
+	if err != nil {
+		return err
+	}
+	return st.update(ctx, func(tx *sql.Tx) error {
+		if newCert != nil {
+			if err := st.insertCertificate(ctx, tx, newCert); err != nil {
+				return err
+			}
+			c.CertID = newCert.ID
+		}
+		var certID any
+		if c.CertID != 0 {
+			certID = c.CertID
+		}
+		var last any
+		if !c.LastConnection.IsZero() {
+			last = c.LastConnection.UnixMicro()
+		}
+		c.CreatedAt = st.now().Truncate(time.Microsecond)
+		res, err := tx.ExecContext(ctx, `INSERT INTO connections
+			(name, connection_type, config, password, sentinel_password, auth_pass, certificate_id, created_at, last_connection)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.Name, c.Type, string(cfg), st.seal(c.Password), st.seal(c.SentinelPassword), st.seal(c.AuthPass),
+			certID, c.CreatedAt.UnixMicro(), last)
+		if constraint(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY {
+			return errCertificateGone
+		} else if err != nil {
+			return err
+		}
+		id, err := res.LastInsertId()
+		c.ID = int(id)
+		return err
+	})
+}
+
+const connectionColumns = `c.id, c.name, c.connection_type, c.config, c.password <> '', c.sentinel_password <> '',
+	c.auth_pass <> '', COALESCE(c.certificate_id, 0), COALESCE(k.name, ''), c.created_at, c.last_connection`
+
+// scanConnection scans connectionColumns, then the extra columns into extra.
+func scanConnection(row interface{ Scan(...any) error }, extra ...any) (*connection, error) {
+	var (
+		c       connection
+		cfg     string
+		created int64
+		last    sql.NullInt64
+	)
+	dest := append([]any{&c.ID, &c.Name, &c.Type, &cfg, &c.HasPassword, &c.HasSentinelPassword, &c.HasAuthPass,
+		&c.CertID, &c.CertName, &created, &last}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(cfg), &c.settings); err != nil {
+		return nil, fmt.Errorf("browser: connection %d: %w", c.ID, err)
+	}
+	c.CreatedAt = time.UnixMicro(created).UTC()
+	if last.Valid {
+		c.LastConnection = time.UnixMicro(last.Int64).UTC()
+	}
+	return &c, nil
+}
+
+// connections lists the records by id, without their secrets.
+func (st *store) connections(ctx context.Context) ([]*connection, error) {
+	rows, err := st.reader.QueryContext(ctx, `SELECT `+connectionColumns+`
+		FROM connections c LEFT JOIN certificates k ON k.id = c.certificate_id ORDER BY c.id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []*connection{}
+	for rows.Next() {
+		c, err := scanConnection(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// connection returns a record without its secrets, or clouddb.ErrNotFound.
+func (st *store) connection(ctx context.Context, id int) (*connection, error) {
+	c, err := scanConnection(st.reader.QueryRowContext(ctx, `SELECT `+connectionColumns+`
+		FROM connections c LEFT JOIN certificates k ON k.id = c.certificate_id WHERE c.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, clouddb.ErrNotFound
+	}
+	return c, err
+}
+
+// connectionWithSecrets returns a record with its secrets opened, and its certificate
+// pair when it has one; clouddb.ErrNotFound when there is no such record.
+func (st *store) connectionWithSecrets(ctx context.Context, id int) (*connection, *certificate, error) {
+	var pw, spw, ap, certPEM, keyPEM string
+	c, err := scanConnection(st.reader.QueryRowContext(ctx, `SELECT `+connectionColumns+`,
+		c.password, c.sentinel_password, c.auth_pass, COALESCE(k.cert, ''), COALESCE(k.key, '')
+		FROM connections c LEFT JOIN certificates k ON k.id = c.certificate_id WHERE c.id = ?`, id),
+		&pw, &spw, &ap, &certPEM, &keyPEM)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, clouddb.ErrNotFound
+	} else if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range []struct {
+		dst    *string
+		sealed string
+	}{{&c.Password, pw}, {&c.SentinelPassword, spw}, {&c.AuthPass, ap}, {&certPEM, certPEM}, {&keyPEM, keyPEM}} {
+		if *f.dst, err = st.open(f.sealed); err != nil {
+			return nil, nil, err
+		}
+	}
+	if c.CertID == 0 {
+		return c, nil, nil
+	}
+	return c, &certificate{ID: c.CertID, Name: c.CertName, CertPEM: certPEM, KeyPEM: keyPEM}, nil
+}
+
+// deleteConnection deletes a record, or returns clouddb.ErrNotFound.
+func (st *store) deleteConnection(ctx context.Context, id int) error {
+	return st.update(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM connections WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return clouddb.ErrNotFound
+		}
+		return nil
+	})
+}
