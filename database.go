@@ -40,11 +40,42 @@ type Database struct {
 	Spec     DatabaseSpec
 	// Generation counts changes to Spec or Password; the reconciler applies a generation and
 	// settles the status only if no newer change arrived meanwhile.
-	Generation  int
+	Generation int
+	// State is what data operations left: the latest backup and import.
+	State       DatabaseState
 	ActivatedOn time.Time
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }
+
+// DatabaseState is the outcome of a database's data operations.
+type DatabaseState struct {
+	Backup *OperationStatus `json:"backup,omitempty"`
+	Import *OperationStatus `json:"import,omitempty"`
+}
+
+// OperationStatus is the status of a database's latest backup or import, as the API's
+// backup and import status tasks report it.
+type OperationStatus struct {
+	// Status is in-progress, success or failed for a backup; importing, success or failed
+	// for an import.
+	Status string `json:"status"`
+	// Time is when the operation last ended (or started, while in progress).
+	Time time.Time `json:"time"`
+	// FailureReason is a short code such as file-corrupted; empty on success.
+	FailureReason       string `json:"failureReason,omitempty"`
+	FailureReasonParams []Tag  `json:"failureReasonParams,omitempty"`
+	// Location is where a backup was written.
+	Location string `json:"location,omitempty"`
+}
+
+// Operation status values.
+const (
+	OperationInProgress = "in-progress"
+	OperationImporting  = "importing"
+	OperationSuccess    = "success"
+	OperationFailed     = "failed"
+)
 
 // SizeGB is the memory the database is sized for: memoryLimitInGb when given, else
 // datasetSizeInGb.

@@ -17,6 +17,10 @@ type Store interface {
 	// or an in-progress task whose lease expired before now. It returns nil, nil when there
 	// is none.
 	ClaimTask(ctx context.Context, owner string, now time.Time, lease time.Duration) (*Task, error)
+	// ExtendLease moves the lease of an in-progress task held by owner to until; it
+	// returns ErrConflict when the task is no longer in progress under owner. Long work (a
+	// backup, an import) keeps its task this way.
+	ExtendLease(ctx context.Context, id, owner string, until time.Time) error
 	// PurgeTasks deletes finished tasks last updated before the given time; a task that
 	// has not been processed is never purged.
 	PurgeTasks(ctx context.Context, before time.Time) (int64, error)
@@ -72,6 +76,9 @@ type Tx interface {
 	// SetDatabaseStatus sets status and detail if the generation still matches; moving to
 	// active also sets ActivatedOn the first time. It reports whether it did.
 	SetDatabaseStatus(ctx context.Context, id, generation int, s DatabaseStatus, detail string) (bool, error)
+	// SetDatabaseState records the outcome of data operations on a database (its latest
+	// backup and import) without touching its configuration or status.
+	SetDatabaseState(ctx context.Context, id int, s DatabaseState) error
 	// UsedPorts lists the ports held by databases, including those being deleted.
 	UsedPorts(ctx context.Context) ([]int, error)
 
@@ -79,7 +86,7 @@ type Tx interface {
 	Task(ctx context.Context, accountID int, id string) (*Task, error)
 	// Tasks lists tasks, most recently updated first.
 	Tasks(ctx context.Context, f TaskFilter) ([]*Task, error)
-	// FinishTask writes the task's final status, resource id and error, provided the task
+	// FinishTask writes the task's final status, resource id, resource and error, provided the task
 	// is still in progress under t.LeaseOwner; otherwise it returns ErrConflict (the lease
 	// was lost and another worker owns the task).
 	FinishTask(ctx context.Context, t *Task) error

@@ -36,15 +36,19 @@ const TaskHistory = 10 * 24 * time.Hour
 
 // Command types: the request-schema name with a lower-case first letter.
 const (
-	CommandSubscriptionCreate = "subscriptionCreateRequest"
-	CommandSubscriptionUpdate = "subscriptionUpdateRequest"
-	CommandSubscriptionDelete = "subscriptionDeleteRequest"
-	CommandDatabaseCreate     = "databaseCreateRequest"
-	CommandDatabaseUpdate     = "databaseUpdateRequest"
-	CommandDatabaseDelete     = "databaseDeleteRequest"
-	CommandCloudAccountCreate = "cloudAccountCreateRequest"
-	CommandCloudAccountUpdate = "cloudAccountUpdateRequest"
-	CommandCloudAccountDelete = "cloudAccountDeleteRequest"
+	CommandSubscriptionCreate   = "subscriptionCreateRequest"
+	CommandSubscriptionUpdate   = "subscriptionUpdateRequest"
+	CommandSubscriptionDelete   = "subscriptionDeleteRequest"
+	CommandDatabaseCreate       = "databaseCreateRequest"
+	CommandDatabaseUpdate       = "databaseUpdateRequest"
+	CommandDatabaseDelete       = "databaseDeleteRequest"
+	CommandCloudAccountCreate   = "cloudAccountCreateRequest"
+	CommandCloudAccountUpdate   = "cloudAccountUpdateRequest"
+	CommandCloudAccountDelete   = "cloudAccountDeleteRequest"
+	CommandDatabaseBackup       = "databaseBackupRequest"
+	CommandDatabaseImport       = "databaseImportRequest"
+	CommandDatabaseBackupStatus = "databaseBackupStatusRequest"
+	CommandDatabaseImportStatus = "databaseImportStatusRequest"
 )
 
 // Task is an asynchronous request. Its processing phase runs in the task engine, one task
@@ -63,6 +67,9 @@ type Task struct {
 	Payload []byte
 	// ResourceID is the id of the resource the task created or changed (0 until completed).
 	ResourceID int
+	// Resource is the JSON answer of a task that reports on something (the status of a
+	// database's latest backup or import), set when it completes; nil otherwise.
+	Resource []byte
 	// Error is set only in the final processing-error state.
 	Error *TaskError
 	// Seq orders tasks by submission; the store assigns it.

@@ -20,7 +20,9 @@ func (s *Server) registerDatabaseRoutes() {
 	s.route("DELETE "+db, s.deleteDatabase)
 	s.route("GET "+db+"/tags", s.getDatabaseTags)
 	s.route("PUT "+db+"/tags", s.putDatabaseTags)
-	for _, p := range []string{"POST " + db + "/backup", "GET " + db + "/backup", "POST " + db + "/import", "GET " + db + "/import"} {
+	s.route("GET "+db+"/backup", s.statusTask(clouddb.CommandDatabaseBackupStatus))
+	s.route("GET "+db+"/import", s.statusTask(clouddb.CommandDatabaseImportStatus))
+	for _, p := range []string{"POST " + db + "/backup", "POST " + db + "/import"} {
 		s.route(p, s.notYet)
 	}
 }
@@ -75,6 +77,18 @@ func (s *Server) notYet(r *http.Request, c *caller) (int, any, error) {
 	}
 	return 0, nil, clouddb.Errorf(http.StatusNotImplemented, clouddb.ErrTypeNotImplemented,
 		"backups and imports are not available yet: clouddb does not move data in this version")
+}
+
+// statusTask answers GET …/backup and GET …/import: like the real API, with a task whose
+// response.resource reports the latest backup or import.
+func (s *Server) statusTask(command string) handler {
+	return func(r *http.Request, c *caller) (int, any, error) {
+		sub, d, err := s.withDatabase(r, c)
+		if err != nil {
+			return 0, nil, err
+		}
+		return s.enqueue(r, c, http.StatusOK, &clouddb.Task{CommandType: command, SubscriptionID: sub.ID, DatabaseID: d.ID}, nil)
+	}
 }
 
 type databaseView struct {

@@ -28,6 +28,7 @@ type taskView struct {
 
 type taskResponseView struct {
 	ResourceID int                `json:"resourceId,omitempty"`
+	Resource   json.RawMessage    `json:"resource,omitempty"`
 	Error      *clouddb.TaskError `json:"error,omitempty"`
 }
 
@@ -68,6 +69,7 @@ func newTaskView(r *http.Request, t *clouddb.Task) *taskView {
 	v.Response = &taskResponseView{Error: t.Error}
 	if t.Status == clouddb.TaskCompleted {
 		v.Response.ResourceID = t.ResourceID
+		v.Response.Resource = t.Resource
 		if href, title := resourceLink(base, t); href != "" {
 			v.Links["resource"] = &linkView{Href: href, Title: title, Type: http.MethodGet}
 		}
@@ -83,7 +85,8 @@ func resourceLink(base string, t *clouddb.Task) (string, string) {
 	switch t.CommandType {
 	case clouddb.CommandSubscriptionCreate, clouddb.CommandSubscriptionUpdate, clouddb.CommandSubscriptionDelete:
 		return fmt.Sprintf("%s/subscriptions/%d", base, t.ResourceID), "getSubscriptionInformation"
-	case clouddb.CommandDatabaseCreate, clouddb.CommandDatabaseUpdate, clouddb.CommandDatabaseDelete:
+	case clouddb.CommandDatabaseCreate, clouddb.CommandDatabaseUpdate, clouddb.CommandDatabaseDelete,
+		clouddb.CommandDatabaseBackup, clouddb.CommandDatabaseImport, clouddb.CommandDatabaseBackupStatus, clouddb.CommandDatabaseImportStatus:
 		return fmt.Sprintf("%s/subscriptions/%d/databases/%d", base, t.SubscriptionID, t.ResourceID), "getDatabaseInformation"
 	case clouddb.CommandCloudAccountCreate, clouddb.CommandCloudAccountUpdate, clouddb.CommandCloudAccountDelete:
 		return fmt.Sprintf("%s/cloud-accounts/%d", base, t.ResourceID), "getCloudAccountInformation"

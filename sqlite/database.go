@@ -27,11 +27,15 @@ func (tx *Tx) CreateDatabase(ctx context.Context, d *clouddb.Database) error {
 	if err != nil {
 		return err
 	}
+	state, err := stateArg(d.State)
+	if err != nil {
+		return err
+	}
 	res, err := tx.tx.ExecContext(ctx, `INSERT INTO databases (id, subscription_id, account_id,
-		name, status, status_detail, port, password, spec, generation, activated_on, created_at,
-		updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		name, status, status_detail, port, password, spec, state, generation, activated_on, created_at,
+		updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		idArg(d.ID), d.SubscriptionID, d.AccountID, d.Spec.Name, string(d.Status), d.StatusDetail,
-		d.Port, tx.seal.arg(d.Password), spec, d.Generation, timeArg(d.ActivatedOn), timeArg(d.CreatedAt),
+		d.Port, tx.seal.arg(d.Password), spec, state, d.Generation, timeArg(d.ActivatedOn), timeArg(d.CreatedAt),
 		timeArg(d.UpdatedAt))
 	if err != nil {
 		return mapErr(err)
@@ -42,12 +46,12 @@ func (tx *Tx) CreateDatabase(ctx context.Context, d *clouddb.Database) error {
 }
 
 const databaseColumns = `id, subscription_id, account_id, status, status_detail, port, password,
-	spec, generation, activated_on, created_at, updated_at`
+	spec, state, generation, activated_on, created_at, updated_at`
 
 func (se sealer) scanDatabase(s scanner) (*clouddb.Database, error) {
 	var d clouddb.Database
 	err := s.Scan(&d.ID, &d.SubscriptionID, &d.AccountID, &d.Status, &d.StatusDetail, &d.Port,
-		se.col(&d.Password), jsonCol{&d.Spec}, &d.Generation, timeCol{&d.ActivatedOn},
+		se.col(&d.Password), jsonCol{&d.Spec}, jsonCol{&d.State}, &d.Generation, timeCol{&d.ActivatedOn},
 		timeCol{&d.CreatedAt}, timeCol{&d.UpdatedAt})
 	return &d, err
 }
@@ -106,17 +110,41 @@ func (tx *Tx) UpdateDatabase(ctx context.Context, d *clouddb.Database) error {
 	if err != nil {
 		return err
 	}
+	state, err := stateArg(d.State)
+	if err != nil {
+		return err
+	}
 	err = mustAffect(tx.tx.ExecContext(ctx, `UPDATE databases SET name = ?, status = ?,
-		status_detail = ?, port = ?, password = ?, spec = ?, generation = ?, activated_on = ?,
-		updated_at = ?
+		status_detail = ?, port = ?, password = ?, spec = ?, state = ?, generation = ?,
+		activated_on = ?, updated_at = ?
 		WHERE id = ?`,
-		d.Spec.Name, string(d.Status), d.StatusDetail, d.Port, tx.seal.arg(d.Password), spec, d.Generation,
+		d.Spec.Name, string(d.Status), d.StatusDetail, d.Port, tx.seal.arg(d.Password), spec, state, d.Generation,
 		timeArg(d.ActivatedOn), timeArg(tx.now), d.ID))
 	if err != nil {
 		return err
 	}
 	d.UpdatedAt = tx.now
 	return nil
+}
+
+// stateArg is the stored form of a database's data-operation state.
+func stateArg(s clouddb.DatabaseState) (string, error) {
+	for _, op := range []*clouddb.OperationStatus{s.Backup, s.Import} {
+		if op != nil {
+			op.Time = norm(op.Time)
+		}
+	}
+	return jsonArg(s)
+}
+
+// SetDatabaseState records the outcome of data operations; it touches nothing else, not
+// even UpdatedAt (the configuration did not change).
+func (tx *Tx) SetDatabaseState(ctx context.Context, id int, s clouddb.DatabaseState) error {
+	state, err := stateArg(s)
+	if err != nil {
+		return err
+	}
+	return mustAffect(tx.tx.ExecContext(ctx, `UPDATE databases SET state = ? WHERE id = ?`, state, id))
 }
 
 // DeleteDatabase deletes a database row, which frees its port.

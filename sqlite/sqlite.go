@@ -323,6 +323,31 @@ func (c sealedCol) Scan(src any) error {
 	return nil
 }
 
+// rawCol scans a nullable JSON column into raw bytes (NULL stays nil).
+type rawCol struct{ dst *[]byte }
+
+func (c rawCol) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*c.dst = nil
+	case string:
+		*c.dst = []byte(v)
+	case []byte:
+		*c.dst = append([]byte(nil), v...)
+	default:
+		return fmt.Errorf("sqlite: JSON column holds %T", src)
+	}
+	return nil
+}
+
+// bytesOrNull stores a nil slice as NULL and anything else as text.
+func bytesOrNull(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}
+
 type jsonCol struct{ dst any }
 
 func (c jsonCol) Scan(src any) error {

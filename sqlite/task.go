@@ -51,14 +51,14 @@ func (tx *Tx) CreateTask(ctx context.Context, t *clouddb.Task) error {
 }
 
 const taskColumns = `seq, id, account_id, api_key_name, command_type, status, subscription_id,
-	database_id, cloud_account_id, payload, resource_id, error, lease_owner, lease_expires_at,
-	created_at, updated_at`
+	database_id, cloud_account_id, payload, resource_id, resource, error, lease_owner,
+	lease_expires_at, created_at, updated_at`
 
 func (se sealer) scanTask(s scanner) (*clouddb.Task, error) {
 	var t clouddb.Task
 	err := s.Scan(&t.Seq, &t.ID, &t.AccountID, &t.APIKeyName, &t.CommandType, &t.Status,
 		&t.SubscriptionID, &t.DatabaseID, &t.CloudAccountID, se.bytesCol(&t.Payload), &t.ResourceID,
-		jsonCol{&t.Error}, &t.LeaseOwner, timeCol{&t.LeaseExpiresAt}, timeCol{&t.CreatedAt},
+		rawCol{&t.Resource}, jsonCol{&t.Error}, &t.LeaseOwner, timeCol{&t.LeaseExpiresAt}, timeCol{&t.CreatedAt},
 		timeCol{&t.UpdatedAt})
 	return &t, err
 }
@@ -95,10 +95,10 @@ func (tx *Tx) FinishTask(ctx context.Context, t *clouddb.Task) error {
 	if err != nil {
 		return err
 	}
-	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET status = ?, resource_id = ?, error = ?,
-		updated_at = ?
+	res, err := tx.tx.ExecContext(ctx, `UPDATE tasks SET status = ?, resource_id = ?, resource = ?,
+		error = ?, updated_at = ?
 		WHERE id = ? AND status = 'processing-in-progress' AND lease_owner = ?`,
-		string(t.Status), t.ResourceID, taskErr, timeArg(tx.now), t.ID, t.LeaseOwner)
+		string(t.Status), t.ResourceID, bytesOrNull(t.Resource), taskErr, timeArg(tx.now), t.ID, t.LeaseOwner)
 	if err != nil {
 		return mapErr(err)
 	}
@@ -108,6 +108,22 @@ func (tx *Tx) FinishTask(ctx context.Context, t *clouddb.Task) error {
 		return fmt.Errorf("%w: task %s is not in progress under lease owner %q", clouddb.ErrConflict, t.ID, t.LeaseOwner)
 	}
 	t.UpdatedAt = tx.now
+	return nil
+}
+
+// ExtendLease moves the lease of a task in progress under owner to until.
+func (db *DB) ExtendLease(ctx context.Context, id, owner string, until time.Time) error {
+	res, err := db.writer.ExecContext(ctx, `UPDATE tasks SET lease_expires_at = ?
+		WHERE id = ? AND status = 'processing-in-progress' AND lease_owner = ?`,
+		timeArg(norm(until)), id, owner)
+	if err != nil {
+		return mapErr(err)
+	}
+	if ok, err := affected(res); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("%w: task %s is not in progress under lease owner %q", clouddb.ErrConflict, id, owner)
+	}
 	return nil
 }
 

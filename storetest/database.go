@@ -222,6 +222,27 @@ func testDatabase(t *testing.T, open OpenFunc) {
 		require.ErrorIs(t, bn.tryUpdate(func(tx clouddb.Tx) error { return tx.UpdateDatabase(bn.ctx, &missing) }), clouddb.ErrNotFound)
 	})
 
+	t.Run("State", func(t *testing.T) {
+		t.Parallel()
+		bn, a1, _, _ := setupSubs(t)
+		d := newDatabase(a1, "db1", 10001)
+		require.NoError(t, create(bn, d))
+		require.Equal(t, clouddb.DatabaseState{}, get(t, bn, d.ID).State)
+
+		at := time.Date(2026, 5, 1, 12, 0, 0, 123456000, time.UTC)
+		st := clouddb.DatabaseState{
+			Backup: &clouddb.OperationStatus{Status: clouddb.OperationSuccess, Time: at, Location: "/backups/db1.rdb"},
+			Import: &clouddb.OperationStatus{Status: clouddb.OperationFailed, Time: at, FailureReason: "file-corrupted",
+				FailureReasonParams: []clouddb.Tag{{Key: "uri", Value: "http://x/y.rdb"}}},
+		}
+		bn.update(t, func(tx clouddb.Tx) error { return tx.SetDatabaseState(bn.ctx, d.ID, st) })
+		got := get(t, bn, d.ID)
+		require.Equal(t, st, got.State)
+		require.Equal(t, d.UpdatedAt, got.UpdatedAt, "data operations are not configuration changes")
+		require.Equal(t, d.Generation, got.Generation)
+		require.ErrorIs(t, bn.tryUpdate(func(tx clouddb.Tx) error { return tx.SetDatabaseState(bn.ctx, d.ID+1000, st) }), clouddb.ErrNotFound)
+	})
+
 	t.Run("SetStatus", func(t *testing.T) {
 		t.Parallel()
 		bn, a1, _, _ := setupSubs(t)

@@ -291,13 +291,31 @@ func testClaimTask(t *testing.T, open OpenFunc) {
 		c := requireClaimed(t, bn, a1, "w1", now)
 		c.Status = clouddb.TaskCompleted
 		c.ResourceID = 1
+		c.Resource = []byte(`{"status":"success"}`)
 		require.NoError(t, bn.finish(c))
 		done := bn.getTask(t, a1.ID)
+		require.JSONEq(t, `{"status":"success"}`, string(done.Resource), "a task's resource is kept")
 
 		c.Status = clouddb.TaskFailed
 		c.ResourceID = 2
 		require.ErrorIs(t, bn.finish(c), clouddb.ErrConflict, "a finished task cannot be finished again")
 		require.Equal(t, done, bn.getTask(t, a1.ID))
+	})
+
+	t.Run("ExtendLease", func(t *testing.T) {
+		t.Parallel()
+		bn := setup(t, open)
+		a1 := newTask(bn.a.ID)
+		bn.createTasks(t, a1)
+		require.ErrorIs(t, bn.store.ExtendLease(bn.ctx, a1.ID, "w1", now.Add(time.Hour)), clouddb.ErrConflict, "not claimed yet")
+
+		requireClaimed(t, bn, a1, "w1", now)
+		require.ErrorIs(t, bn.store.ExtendLease(bn.ctx, a1.ID, "w2", now.Add(time.Hour)), clouddb.ErrConflict, "another owner")
+		require.NoError(t, bn.store.ExtendLease(bn.ctx, a1.ID, "w1", now.Add(time.Hour)))
+		require.Equal(t, now.Add(time.Hour), bn.getTask(t, a1.ID).LeaseExpiresAt)
+		require.Nil(t, claim(t, bn, "w2", now.Add(30*time.Minute)), "an extended lease is not taken over")
+		requireClaimed(t, bn, a1, "w2", now.Add(2*time.Hour))
+		require.ErrorIs(t, bn.store.ExtendLease(bn.ctx, a1.ID, "w1", now.Add(3*time.Hour)), clouddb.ErrConflict, "the lease was taken over")
 	})
 
 	t.Run("OneInProgressPerAccount", func(t *testing.T) {

@@ -6,6 +6,7 @@ package task
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -158,27 +159,26 @@ func (e *Engine) ProcessNext(ctx context.Context) (bool, error) {
 }
 
 func (e *Engine) process(ctx context.Context, t *clouddb.Task) error {
-	h, ok := handlers[t.CommandType]
 	var herr error
-	if !ok {
-		herr = fmt.Errorf("no handler for command type %q", t.CommandType)
-	} else {
+	if j, ok := jobs[t.CommandType]; ok {
+		herr = e.runJob(ctx, j, t)
+	} else if h, ok := handlers[t.CommandType]; ok {
 		// The handler's writes and the task's completion commit together.
 		herr = e.Store.Update(ctx, func(tx clouddb.Tx) error {
-			id, err := h(ctx, &env{Engine: e, tx: tx, task: t}, tx, t)
+			v := &env{Engine: e, tx: tx, task: t}
+			id, err := h(ctx, v, tx, t)
 			if err != nil {
 				return err
 			}
-			t.Status = clouddb.TaskCompleted
-			t.ResourceID = id
-			t.Error = nil
-			return tx.FinishTask(ctx, t)
+			return e.complete(ctx, tx, t, id, v.resource)
 		})
+	} else {
+		herr = fmt.Errorf("no handler for command type %q", t.CommandType)
 	}
 	switch {
 	case herr == nil:
-	case errors.Is(herr, clouddb.ErrConflict) && t.Status == clouddb.TaskCompleted:
-		// The lease was lost to another worker, which will process the task itself.
+	case errors.Is(herr, errLeaseLost):
+		// Another worker took the task over and processes it itself.
 		e.Logger.Warn("task lease lost", "task", t.ID)
 		return nil
 	default:
@@ -201,28 +201,134 @@ func (e *Engine) process(ctx context.Context, t *clouddb.Task) error {
 	return nil
 }
 
+// complete ends t as processing-completed with its resource id and resource.
+func (e *Engine) complete(ctx context.Context, tx clouddb.Tx, t *clouddb.Task, id int, resource any) error {
+	t.Status = clouddb.TaskCompleted
+	t.ResourceID = id
+	t.Error = nil
+	t.Resource = nil
+	if resource != nil {
+		b, err := json.Marshal(resource)
+		if err != nil {
+			return err
+		}
+		t.Resource = b
+	}
+	return finish(ctx, tx, t)
+}
+
+// errLeaseLost means another worker took the task over (its lease expired): this worker
+// must leave it alone.
+var errLeaseLost = errors.New("task lease lost")
+
+// finish writes t's end; a conflict there means the lease was lost.
+func finish(ctx context.Context, tx clouddb.Tx, t *clouddb.Task) error {
+	if err := tx.FinishTask(ctx, t); errors.Is(err, clouddb.ErrConflict) {
+		return errLeaseLost
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// job is a command whose work takes long (a backup, an import): it reads what it needs,
+// works outside any transaction while the engine keeps its lease alive, and returns an
+// outcome that is committed together with the task's end. An error returned directly
+// fails the task before any work was done.
+type job func(ctx context.Context, e *Engine, t *clouddb.Task) (*outcome, error)
+
+// outcome is how a job ended.
+type outcome struct {
+	resourceID int
+	resource   any
+	// err, when set, fails the task with it (a *clouddb.Error names the cause).
+	err error
+	// record writes what the work left (e.g. the database's backup status); it commits
+	// with the task's end, success or failure.
+	record func(ctx context.Context, tx clouddb.Tx) error
+}
+
+// runJob runs j while renewing t's lease; if the lease is lost, the work is cancelled
+// and the task left to the worker that took it over.
+func (e *Engine) runJob(ctx context.Context, j job, t *clouddb.Task) error {
+	workCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lost := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(e.Lease / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if err := e.Store.ExtendLease(ctx, t.ID, t.LeaseOwner, e.Now().Add(e.Lease)); errors.Is(err, clouddb.ErrConflict) {
+					close(lost)
+					cancel()
+					return
+				} else if err != nil {
+					e.Logger.Warn("renew task lease", "task", t.ID, "err", err)
+				}
+			}
+		}
+	}()
+	out, err := j(workCtx, e, t)
+	close(stop)
+	select {
+	case <-lost:
+		return errLeaseLost
+	default:
+	}
+	if err != nil {
+		return err
+	}
+	return e.Store.Update(ctx, func(tx clouddb.Tx) error {
+		if out.record != nil {
+			if err := out.record(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if out.err != nil {
+			t.Status = clouddb.TaskFailed
+			t.ResourceID = 0
+			t.Resource = nil
+			t.Error = clouddb.NewTaskError(out.err)
+			return finish(ctx, tx, t)
+		}
+		return e.complete(ctx, tx, t, out.resourceID, out.resource)
+	})
+}
+
 // handler runs the processing phase of one command type inside the task's transaction. It
 // returns the id of the resource it created or changed, or an error: a *clouddb.Error
 // fails the task with that cause; anything else fails it as GENERAL_ERROR.
 type handler func(ctx context.Context, env *env, tx clouddb.Tx, t *clouddb.Task) (int, error)
 
 var handlers = map[string]handler{
-	clouddb.CommandSubscriptionCreate: createSubscription,
-	clouddb.CommandSubscriptionUpdate: updateSubscription,
-	clouddb.CommandSubscriptionDelete: deleteSubscription,
-	clouddb.CommandDatabaseCreate:     createDatabase,
-	clouddb.CommandDatabaseUpdate:     updateDatabase,
-	clouddb.CommandDatabaseDelete:     deleteDatabase,
-	clouddb.CommandCloudAccountCreate: createCloudAccount,
-	clouddb.CommandCloudAccountUpdate: updateCloudAccount,
-	clouddb.CommandCloudAccountDelete: deleteCloudAccount,
+	clouddb.CommandSubscriptionCreate:   createSubscription,
+	clouddb.CommandSubscriptionUpdate:   updateSubscription,
+	clouddb.CommandSubscriptionDelete:   deleteSubscription,
+	clouddb.CommandDatabaseCreate:       createDatabase,
+	clouddb.CommandDatabaseUpdate:       updateDatabase,
+	clouddb.CommandDatabaseDelete:       deleteDatabase,
+	clouddb.CommandCloudAccountCreate:   createCloudAccount,
+	clouddb.CommandCloudAccountUpdate:   updateCloudAccount,
+	clouddb.CommandCloudAccountDelete:   deleteCloudAccount,
+	clouddb.CommandDatabaseBackupStatus: backupStatus,
+	clouddb.CommandDatabaseImportStatus: importStatus,
 }
+
+// jobs are the command types whose work takes long.
+var jobs = map[string]job{}
 
 // env is what a handler may use besides the transaction.
 type env struct {
 	*Engine
 	tx   clouddb.Tx
 	task *clouddb.Task
+	// resource, when a handler sets it, becomes the task's response.resource.
+	resource any
 }
 
 // log writes a system log entry for a change made through the API.
