@@ -32,7 +32,8 @@ func buildBinary(t *testing.T) string {
 func runBinary(t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
+	// Tests run side by side: the browser API takes any free port unless told otherwise.
+	cmd.Env = append(append(os.Environ(), "CLOUDDB_BROWSER_LISTEN=127.0.0.1:0"), env...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = os.Stderr
@@ -185,7 +186,7 @@ func TestFlags(t *testing.T) {
 	t.Setenv("CLOUDDB_DB_PORTS", "30000-30010")
 	m := NewMain(os.Stdout, os.Stderr)
 	require.NoError(t, m.ParseFlags([]string{"--db-ports", "40000-40100"}))
-	require.Equal(t, Config{DataDir: "/from/env", Listen: DefaultListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: "40000-40100",
+	require.Equal(t, Config{DataDir: "/from/env", Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: "40000-40100",
 		ProvisioningDelay: 3 * time.Second, RateLimit: 400, TaskLease: 30 * time.Second, LogLevel: "info"}, m.Config)
 
 	for _, tc := range []struct {
@@ -198,6 +199,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--provisioning-delay", "-1s"}, "--provisioning-delay"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--rate-limit", "-1"}, "--rate-limit"},
+		{[]string{"--browser-listen", "0.0.0.0:5540"}, "loopback only"},
 		{[]string{"--task-lease", "1ms"}, "--task-lease"},
 	} {
 		err := NewMain(os.Stdout, os.Stderr).ParseFlags(tc.args)

@@ -61,16 +61,23 @@ func loadCipher(dataDir string) (*clouddb.Cipher, error) {
 
 // openStore opens the state in the data dir with its secrets sealed.
 func openStore(dataDir string) (*sqlite.DB, error) {
+	db, _, err := openState(dataDir)
+	return db, err
+}
+
+// openState opens the state in the data dir and returns the cipher that seals its
+// secrets, for the other stores of the service (the browser API's).
+func openState(dataDir string) (*sqlite.DB, *clouddb.Cipher, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err := loadCipher(dataDir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	db, err := sqlite.Open(filepath.Join(dataDir, "clouddb.db"), sqlite.WithCipher(c))
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, nil, fmt.Errorf("open store: %w", err)
 	}
-	return db, nil
+	return db, c, nil
 }

@@ -69,7 +69,7 @@ func startService(t *testing.T, dir string, o options) *service {
 	}
 	logs := &syncBuffer{}
 	m := NewMain(&syncBuffer{}, logs)
-	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", DBPorts: o.ports, ProvisioningDelay: o.delay,
+	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", BrowserListen: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", DBPorts: o.ports, ProvisioningDelay: o.delay,
 		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info"}
 	require.NoError(t, m.Config.Validate())
 	ctx, cancel := context.WithCancel(context.Background())

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"clouddb"
+	"clouddb/browser"
 	"clouddb/cloudapi"
 	"clouddb/driver/local"
 	"clouddb/reconcile"
@@ -30,6 +31,7 @@ import (
 type Config struct {
 	DataDir           string
 	Listen            string
+	BrowserListen     string
 	AdvertiseHost     string
 	DBPorts           string
 	ProvisioningDelay time.Duration
@@ -42,6 +44,7 @@ type Config struct {
 const (
 	DefaultDataDir       = "./clouddb-data"
 	DefaultListen        = "127.0.0.1:8080"
+	DefaultBrowserListen = "127.0.0.1:5540"
 	DefaultAdvertiseHost = "127.0.0.1"
 	DefaultDBPorts       = "10000-19999"
 )
@@ -56,6 +59,8 @@ type Main struct {
 	Reconciler *reconcile.Reconciler
 	// Addr is the address the API listens on once Run has started it.
 	Addr string
+	// BrowserAddr is the address of the browser local API, or "" when it is off.
+	BrowserAddr string
 
 	stdout, stderr io.Writer
 	logger         *slog.Logger
@@ -66,7 +71,7 @@ type Main struct {
 // NewMain returns a Main with the default configuration.
 func NewMain(stdout, stderr io.Writer) *Main {
 	return &Main{
-		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts,
+		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts,
 			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, LogLevel: "info"},
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
 	}
@@ -79,6 +84,7 @@ func (m *Main) ParseFlags(args []string) error {
 	c := &m.Config
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the state (clouddb.db) and of the databases' data")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the cloud API")
+	fs.StringVar(&c.BrowserListen, "browser-listen", c.BrowserListen, "address of the browser local API (it has no authentication: keep it on loopback); empty turns it off")
 	fs.StringVar(&c.AdvertiseHost, "advertise-host", c.AdvertiseHost, "host the databases bind and that endpoints name")
 	fs.StringVar(&c.DBPorts, "db-ports", c.DBPorts, "range of ports for the databases, LOW-HIGH")
 	fs.DurationVar(&c.ProvisioningDelay, "provisioning-delay", c.ProvisioningDelay, "extra time each provisioning step waits before it completes (to watch pending states)")
@@ -101,6 +107,15 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q: want HOST:PORT", c.Listen)
+	}
+	if c.BrowserListen != "" {
+		host, _, err := net.SplitHostPort(c.BrowserListen)
+		if err != nil {
+			return fmt.Errorf("--browser-listen %q: want HOST:PORT", c.BrowserListen)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("--browser-listen %q: the browser API has no authentication and listens on loopback only", c.BrowserListen)
+		}
 	}
 	if net.ParseIP(c.AdvertiseHost) == nil {
 		return fmt.Errorf("--advertise-host %q: want an IP address the databases can bind", c.AdvertiseHost)
@@ -136,7 +151,7 @@ func (m *Main) Run(ctx context.Context) error {
 	level.UnmarshalText([]byte(c.LogLevel))
 	m.logger = slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
 
-	db, err := openStore(c.DataDir)
+	db, cipher, err := openState(c.DataDir)
 	if err != nil {
 		return err
 	}
@@ -171,12 +186,30 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.Addr = ln.Addr().String()
 	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	servers := []*http.Server{srv}
+	serveErr := make(chan error, 2)
+	if c.BrowserListen != "" {
+		b, err := browser.Open(browser.Config{Path: filepath.Join(c.DataDir, "browser.db"), Cipher: cipher, Logger: m.logger})
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("browser API: %w", err)
+		}
+		defer b.Close()
+		bln, err := net.Listen("tcp", c.BrowserListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("browser API: %w", err)
+		}
+		m.BrowserAddr = bln.Addr().String()
+		bsrv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, bsrv)
+		go func() { serveErr <- bsrv.Serve(bln) }()
+	}
 
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { m.Engine.Run(workCtx) })
 	wg.Go(func() { m.Reconciler.Run(workCtx) })
-	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	m.printWelcome(creds)
@@ -190,7 +223,9 @@ func (m *Main) Run(ctx context.Context) error {
 	m.logger.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	srv.Shutdown(sctx)
+	for _, s := range servers {
+		s.Shutdown(sctx)
+	}
 	stopWork()
 	wg.Wait()
 	if serr := m.Reconciler.Shutdown(sctx); serr != nil {
@@ -205,6 +240,9 @@ func (m *Main) Run(ctx context.Context) error {
 func (m *Main) printWelcome(creds *credentials) {
 	url := "http://" + m.Addr + "/v1"
 	fmt.Fprintf(m.stdout, "clouddb is serving the cloud API at %s\n", url)
+	if m.BrowserAddr != "" {
+		fmt.Fprintf(m.stdout, "and the browser local API at http://%s/api/\n", m.BrowserAddr)
+	}
 	if creds != nil {
 		fmt.Fprintf(m.stdout, "\nA default account was created. Its API key (shown once, also in %s):\n  x-api-key:        %s\n  x-api-secret-key: %s\n",
 			filepath.Join(m.Config.DataDir, "credentials.json"), creds.APIKey, creds.SecretKey)
