@@ -37,7 +37,10 @@ type Database struct {
 	Port int
 	// Password is the database's password (the spec's security.password).
 	Password string
-	Spec     DatabaseSpec
+	// ReplicaOf lists the sources the database replicates from, as given (see
+	// ReplicaSource); while it has any, the database refuses client writes.
+	ReplicaOf []string
+	Spec      DatabaseSpec
 	// Generation counts changes to Spec or Password; the reconciler applies a generation and
 	// settles the status only if no newer change arrived meanwhile.
 	Generation int
@@ -125,9 +128,10 @@ type DatabaseSpec struct {
 	// Quantity is only meaningful in a subscription's creation plan: that many databases
 	// are made, the first named Name and the others Name-2, Name-3, ...
 	Quantity int `json:"quantity,omitempty"`
-	// Password is only carried in a create command; a stored database keeps it in
-	// Database.Password.
-	Password string `json:"password,omitempty"`
+	// Password and ReplicaOf are only carried in a create command; a stored database
+	// keeps them in Database.Password and Database.ReplicaOf, which are sealed at rest.
+	Password  string   `json:"password,omitempty"`
+	ReplicaOf []string `json:"replicaOf,omitempty"`
 }
 
 // Throughput is the throughputMeasurement object.
@@ -182,6 +186,9 @@ type DatabaseUpdate struct {
 	AutoMinorVersionUpgrade             *bool         `json:"autoMinorVersionUpgrade,omitempty"`
 	RegexRules                          *[]string     `json:"regexRules,omitempty"`
 	Password                            *string       `json:"password,omitempty"`
+	// ReplicaOf is the complete desired list of sources; nil (or JSON null) means no
+	// change, an empty list removes every source.
+	ReplicaOf *[]string `json:"replicaOf,omitempty"`
 }
 
 // Enumerations of database fields.
@@ -249,6 +256,9 @@ func (s *DatabaseSpec) validate(needPassword bool) error {
 		if err := ValidatePassword(s.Password); err != nil {
 			return err
 		}
+	}
+	if _, err := ValidateReplicaOf(s.ReplicaOf); err != nil {
+		return err
 	}
 	if s.Port != 0 && (s.Port < 1 || s.Port > 65535) {
 		return Invalid(ErrTypeInvalidField, "database: port must be between 1 and 65535")
@@ -433,5 +443,11 @@ func (u *DatabaseUpdate) Apply(d *Database) error {
 		s.RegexRules = *u.RegexRules
 	}
 	setS(&d.Password, u.Password)
+	if u.ReplicaOf != nil {
+		if _, err := ValidateReplicaOf(*u.ReplicaOf); err != nil {
+			return err
+		}
+		d.ReplicaOf = *u.ReplicaOf
+	}
 	return s.validateCommon()
 }

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 
 	"clouddb"
 )
@@ -11,7 +12,35 @@ import (
 // cannot leak in plain text past whatever protects that field.
 func specArg(d *clouddb.Database) (string, error) {
 	d.Spec.Password = ""
+	d.Spec.ReplicaOf = nil
 	return jsonArg(d.Spec)
+}
+
+// replicaOfArg is the stored form of a database's sources: sealed JSON, as the URIs may
+// carry credentials; no sources is the empty string.
+func (tx *Tx) replicaOfArg(d *clouddb.Database) (string, error) {
+	if len(d.ReplicaOf) == 0 {
+		return "", nil
+	}
+	j, err := jsonArg(d.ReplicaOf)
+	if err != nil {
+		return "", err
+	}
+	return tx.seal.arg(j), nil
+}
+
+// replicaOfCol scans the sealed sources back.
+type replicaOfCol struct {
+	se  sealer
+	dst *[]string
+}
+
+func (c replicaOfCol) Scan(src any) error {
+	var s string
+	if err := c.se.col(&s).Scan(src); err != nil || s == "" {
+		return err
+	}
+	return json.Unmarshal([]byte(s), c.dst)
 }
 
 // CreateDatabase inserts a database; an unset Generation becomes 1. The name (Spec.Name)
@@ -31,11 +60,15 @@ func (tx *Tx) CreateDatabase(ctx context.Context, d *clouddb.Database) error {
 	if err != nil {
 		return err
 	}
+	replicaOf, err := tx.replicaOfArg(d)
+	if err != nil {
+		return err
+	}
 	res, err := tx.tx.ExecContext(ctx, `INSERT INTO databases (id, subscription_id, account_id,
-		name, status, status_detail, port, password, spec, state, generation, activated_on, created_at,
-		updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		name, status, status_detail, port, password, replica_of, spec, state, generation, activated_on, created_at,
+		updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		idArg(d.ID), d.SubscriptionID, d.AccountID, d.Spec.Name, string(d.Status), d.StatusDetail,
-		d.Port, tx.seal.arg(d.Password), spec, state, d.Generation, timeArg(d.ActivatedOn), timeArg(d.CreatedAt),
+		d.Port, tx.seal.arg(d.Password), replicaOf, spec, state, d.Generation, timeArg(d.ActivatedOn), timeArg(d.CreatedAt),
 		timeArg(d.UpdatedAt))
 	if err != nil {
 		return mapErr(err)
@@ -46,12 +79,12 @@ func (tx *Tx) CreateDatabase(ctx context.Context, d *clouddb.Database) error {
 }
 
 const databaseColumns = `id, subscription_id, account_id, status, status_detail, port, password,
-	spec, state, generation, activated_on, created_at, updated_at`
+	replica_of, spec, state, generation, activated_on, created_at, updated_at`
 
 func (se sealer) scanDatabase(s scanner) (*clouddb.Database, error) {
 	var d clouddb.Database
 	err := s.Scan(&d.ID, &d.SubscriptionID, &d.AccountID, &d.Status, &d.StatusDetail, &d.Port,
-		se.col(&d.Password), jsonCol{&d.Spec}, jsonCol{&d.State}, &d.Generation, timeCol{&d.ActivatedOn},
+		se.col(&d.Password), replicaOfCol{se, &d.ReplicaOf}, jsonCol{&d.Spec}, jsonCol{&d.State}, &d.Generation, timeCol{&d.ActivatedOn},
 		timeCol{&d.CreatedAt}, timeCol{&d.UpdatedAt})
 	return &d, err
 }
@@ -114,11 +147,15 @@ func (tx *Tx) UpdateDatabase(ctx context.Context, d *clouddb.Database) error {
 	if err != nil {
 		return err
 	}
+	replicaOf, err := tx.replicaOfArg(d)
+	if err != nil {
+		return err
+	}
 	err = mustAffect(tx.tx.ExecContext(ctx, `UPDATE databases SET name = ?, status = ?,
-		status_detail = ?, port = ?, password = ?, spec = ?, state = ?, generation = ?,
+		status_detail = ?, port = ?, password = ?, replica_of = ?, spec = ?, state = ?, generation = ?,
 		activated_on = ?, updated_at = ?
 		WHERE id = ?`,
-		d.Spec.Name, string(d.Status), d.StatusDetail, d.Port, tx.seal.arg(d.Password), spec, state, d.Generation,
+		d.Spec.Name, string(d.Status), d.StatusDetail, d.Port, tx.seal.arg(d.Password), replicaOf, spec, state, d.Generation,
 		timeArg(d.ActivatedOn), timeArg(tx.now), d.ID))
 	if err != nil {
 		return err

@@ -53,7 +53,7 @@ func TestSecretsAreSealedOnDisk(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "clouddb.db")
 	c := testCipher(t)
 	db := mustOpen(t, path, sqlite.WithCipher(c))
-	secrets := []string{"Db-Password-7f3a9c", "AKIA-KEY-ID-5b1e", "aws-secret-key-2c8d", "console-pw-9e4f", "payload-secret-0a6b"}
+	secrets := []string{"Db-Password-7f3a9c", "AKIA-KEY-ID-5b1e", "aws-secret-key-2c8d", "console-pw-9e4f", "payload-secret-0a6b", "source-pw-3d7e"}
 	var dbID, caID int
 	var taskID string
 	require.NoError(t, db.Update(ctx, func(tx clouddb.Tx) error {
@@ -61,7 +61,8 @@ func TestSecretsAreSealedOnDisk(t *testing.T) {
 		require.NoError(t, tx.CreateAccount(ctx, a))
 		s := &clouddb.Subscription{AccountID: a.ID, Name: "s", Status: clouddb.SubscriptionActive}
 		require.NoError(t, tx.CreateSubscription(ctx, s))
-		d := &clouddb.Database{AccountID: a.ID, SubscriptionID: s.ID, Port: 10000, Password: secrets[0], Spec: clouddb.DatabaseSpec{Name: "d"}}
+		d := &clouddb.Database{AccountID: a.ID, SubscriptionID: s.ID, Port: 10000, Password: secrets[0], Spec: clouddb.DatabaseSpec{Name: "d"},
+			ReplicaOf: []string{"redis://user:" + secrets[5] + "@10.1.2.3:6379"}}
 		require.NoError(t, tx.CreateDatabase(ctx, d))
 		ca := &clouddb.CloudAccount{AccountID: a.ID, Name: "c", Provider: "AWS", AccessKeyID: secrets[1], AccessSecretKey: secrets[2], ConsolePassword: secrets[3]}
 		require.NoError(t, tx.CreateCloudAccount(ctx, ca))
@@ -83,6 +84,7 @@ func TestSecretsAreSealedOnDisk(t *testing.T) {
 		d, err := tx.Database(ctx, 0, dbID)
 		require.NoError(t, err)
 		require.Equal(t, secrets[0], d.Password)
+		require.Equal(t, []string{"redis://user:" + secrets[5] + "@10.1.2.3:6379"}, d.ReplicaOf)
 		ca, err := tx.CloudAccount(ctx, 0, caID)
 		require.NoError(t, err)
 		require.Equal(t, []string{secrets[1], secrets[2], secrets[3]}, []string{ca.AccessKeyID, ca.AccessSecretKey, ca.ConsolePassword})

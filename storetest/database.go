@@ -212,10 +212,15 @@ func testDatabase(t *testing.T, open OpenFunc) {
 		upd.Password = "new-password"
 		upd.Status = clouddb.DatabaseChangePending
 		upd.StatusDetail = "resizing"
+		upd.ReplicaOf = []string{"redis://:pw@10.0.0.1:6379", "127.0.0.1:10002"}
 		upd.Generation = 5 // the caller owns the generation
 		bn.update(t, func(tx clouddb.Tx) error { return tx.UpdateDatabase(bn.ctx, &upd) })
 		require.Equal(t, d.CreatedAt, upd.CreatedAt)
 		require.Equal(t, &upd, get(t, bn, d.ID))
+
+		upd.ReplicaOf = nil
+		bn.update(t, func(tx clouddb.Tx) error { return tx.UpdateDatabase(bn.ctx, &upd) })
+		require.Nil(t, get(t, bn, d.ID).ReplicaOf, "an empty list clears the sources")
 
 		missing := *d
 		missing.ID += 1000
