@@ -165,6 +165,9 @@ func (s *SubscriptionSpec) Validate() error {
 			e.Description = "subscription: databases[" + strconv.Itoa(i) + "]: " + e.Description
 			return e
 		}
+		if len(d.ReplicaOf) > 0 {
+			return Invalid(ErrTypeInvalidField, "subscription: databases[%d].replicaOf is not part of a creation plan: set it with a database update", i)
+		}
 		if d.Quantity < 0 || d.Quantity > 100 {
 			return Invalid(ErrTypeInvalidField, "subscription: databases[%d].quantity must be between 1 and 100", i)
 		}

@@ -29,6 +29,41 @@ func checkName(ctx context.Context, tx clouddb.Tx, subID, selfID int, name strin
 	return nil
 }
 
+// checkReplicaOf checks a database's sources against the account: a bare host:port must
+// name another live database of the same account (by its port), whose password clouddb
+// supplies.
+func checkReplicaOf(ctx context.Context, tx clouddb.Tx, accountID, selfID int, uris []string) error {
+	srcs, err := clouddb.ValidateReplicaOf(uris)
+	if err != nil {
+		return err
+	}
+	var dbs []*clouddb.Database
+	for i, s := range srcs {
+		if !s.SameAccount {
+			continue
+		}
+		if dbs == nil {
+			if dbs, _, err = tx.Databases(ctx, clouddb.DatabaseFilter{AccountID: accountID, ExcludeDeleting: true}); err != nil {
+				return err
+			}
+		}
+		found := false
+		for _, d := range dbs {
+			if d.Port == s.Port {
+				if d.ID == selfID {
+					return clouddb.Invalid(clouddb.ErrTypeInvalidField, "database: replicaOf[%d] %q is the database itself", i, s.URI)
+				}
+				found = true
+			}
+		}
+		if !found {
+			return clouddb.NotFound(clouddb.ErrTypeDatabaseNotFound,
+				"database: replicaOf[%d] %q names no database of this account; give another server as redis://user:password@host:port", i, s.URI)
+		}
+	}
+	return nil
+}
+
 // reserveCapacity resizes the subscription when its databases would need more than its
 // capacity once one database changes from oldGB to newGB: the subscription goes pending
 // until the resize is provisioned.
@@ -53,7 +88,7 @@ func reserveCapacity(ctx context.Context, tx clouddb.Tx, sub *clouddb.Subscripti
 }
 
 // insertDatabase stores a new database in the pending state on a fresh port.
-func insertDatabase(ctx context.Context, v *env, tx clouddb.Tx, sub *clouddb.Subscription, spec clouddb.DatabaseSpec, password string) (*clouddb.Database, error) {
+func insertDatabase(ctx context.Context, v *env, tx clouddb.Tx, sub *clouddb.Subscription, spec clouddb.DatabaseSpec, password string, replicaOf []string) (*clouddb.Database, error) {
 	port, err := v.Ports.Allocate(ctx, tx, spec.Port)
 	if err != nil {
 		return nil, err
@@ -64,6 +99,7 @@ func insertDatabase(ctx context.Context, v *env, tx clouddb.Tx, sub *clouddb.Sub
 		Status:         clouddb.DatabasePending,
 		Port:           port,
 		Password:       password,
+		ReplicaOf:      replicaOf,
 		Spec:           spec,
 		Generation:     1,
 	}
@@ -93,13 +129,18 @@ func createDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err := checkName(ctx, tx, sub.ID, 0, spec.Name); err != nil {
 		return 0, err
 	}
+	if err := checkReplicaOf(ctx, tx, t.AccountID, 0, spec.ReplicaOf); err != nil {
+		return 0, err
+	}
 	if err := reserveCapacity(ctx, tx, sub, 0, spec.SizeGB()); err != nil {
 		return 0, err
 	}
 	password := spec.Password
 	spec.Password = ""
 	spec.Quantity = 0
-	d, err := insertDatabase(ctx, v, tx, sub, spec, password)
+	replicaOf := spec.ReplicaOf
+	spec.ReplicaOf = nil
+	d, err := insertDatabase(ctx, v, tx, sub, spec, password, replicaOf)
 	if err != nil {
 		return 0, err
 	}
@@ -128,6 +169,11 @@ func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	oldGB := d.Spec.SizeGB()
 	if err := u.Apply(d); err != nil {
 		return 0, err
+	}
+	if u.ReplicaOf != nil {
+		if err := checkReplicaOf(ctx, tx, t.AccountID, d.ID, d.ReplicaOf); err != nil {
+			return 0, err
+		}
 	}
 	if u.Name != nil {
 		if err := checkName(ctx, tx, sub.ID, d.ID, d.Spec.Name); err != nil {

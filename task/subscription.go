@@ -129,7 +129,7 @@ func createSubscription(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.T
 				password = generatePassword()
 			}
 			ds.Password = ""
-			if _, err := insertDatabase(ctx, v, tx, sub, ds, password); err != nil {
+			if _, err := insertDatabase(ctx, v, tx, sub, ds, password, nil); err != nil {
 				return 0, err
 			}
 		}
