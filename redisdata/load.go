@@ -1,0 +1,341 @@
+package redisdata
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// LoadConfig says how LoadRDB starts its throwaway servers.
+type LoadConfig struct {
+	// Binary is the redis-server to run; empty means "redis-server" on PATH.
+	Binary string
+	// TempDir is where the server's own temporary directory is made; empty means
+	// os.TempDir().
+	TempDir string
+	// Databases is the number of logical databases the server has; an RDB that uses a
+	// higher index fails to load. Zero means 256, well above Redis's default of 16, so
+	// files from servers configured with more still load.
+	Databases int
+	// StartTimeout bounds the wait for the server to start and finish loading the file
+	// (ctx may end it sooner). Zero means 5 minutes: loading runs at disk and CPU speed,
+	// roughly a few hundred MB per second.
+	StartTimeout time.Duration
+	// NoSanitize turns off the deep integrity check of every value while loading
+	// (sanitize-dump-payload). The check is on by default because the files come from
+	// users, and a malformed compact encoding that passes the checksum can otherwise
+	// crash the server later, in the middle of a copy; it costs some loading speed.
+	NoSanitize bool
+}
+
+func (c LoadConfig) binary() string {
+	if c.Binary == "" {
+		return "redis-server"
+	}
+	return c.Binary
+}
+
+// TempServer is a throwaway redis-server holding the data of one RDB file, reachable on a
+// loopback port with a random password. Close kills it and removes its files.
+type TempServer struct {
+	addr     string
+	password string
+	dir      string
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when the process is reaped
+	client   *redis.Client
+	once     sync.Once
+}
+
+// Addr returns the server's loopback host:port.
+func (s *TempServer) Addr() string { return s.addr }
+
+// Endpoint returns how to connect to the server (with its password), for CopyKeys.
+func (s *TempServer) Endpoint() Endpoint { return Endpoint{Addr: s.addr, Password: s.password} }
+
+// UsedMemory returns the server's used_memory (INFO memory) in bytes: what the data
+// takes once loaded (plus an empty server's own megabyte or so), for callers to compare
+// with a database's memory limit before they copy it there.
+func (s *TempServer) UsedMemory(ctx context.Context) (int64, error) {
+	info, err := s.client.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("INFO memory: no used_memory: %w", err)
+	}
+	return n, nil
+}
+
+// Keys returns the number of keys in all logical databases (INFO keyspace).
+func (s *TempServer) Keys(ctx context.Context) (int64, error) {
+	info, err := s.client.Info(ctx, "keyspace").Result()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, k := range keyspace(info) {
+		n += k
+	}
+	return n, nil
+}
+
+// Close kills the server and removes its temporary directory. It waits (briefly) for the
+// process to be gone, so that the memory it held is free when Close returns. Calling it
+// again does nothing.
+func (s *TempServer) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.client.Close()
+		s.cmd.Process.Kill()
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+			err = fmt.Errorf("redis-server pid %d did not exit after SIGKILL", s.cmd.Process.Pid)
+		}
+		if rerr := os.RemoveAll(s.dir); err == nil {
+			err = rerr
+		}
+	})
+	return err
+}
+
+// LoadRDB starts a throwaway redis-server on the RDB file at path and returns it once the
+// file is loaded, so that callers can check a backup or import before it touches a
+// database (size, key count, integrity) and then copy it with CopyKeys.
+//
+// The server runs in its own temporary directory (0700) where the file is symlinked as
+// its dbfilename, so nothing is copied and the original is never written; persistence is
+// off; it listens on a free loopback port with a random password (given in a 0600 config
+// file, not on the command line); on Linux it dies with this process. A file that the
+// server refuses (truncated, bad checksum, not an RDB file, unsupported version) gives an
+// error wrapping ErrCorrupt with the server's reason.
+func LoadRDB(ctx context.Context, cfg LoadConfig, path string) (*TempServer, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("RDB file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("RDB file %s is not a regular file", path)
+	}
+	timeout := cfg.StartTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// A port found free may be taken before the server binds it; try again on another.
+	for attempt := 0; ; attempt++ {
+		s, err := startTemp(ctx, cfg, abs)
+		if errors.Is(err, errPortTaken) && attempt < 5 {
+			continue
+		}
+		return s, err
+	}
+}
+
+var errPortTaken = errors.New("port taken")
+
+func startTemp(ctx context.Context, cfg LoadConfig, rdb string) (*TempServer, error) {
+	dir, err := os.MkdirTemp(cfg.TempDir, "redisdata-")
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*TempServer, error) {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := os.Symlink(rdb, filepath.Join(dir, "dump.rdb")); err != nil {
+		return fail(err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return fail(err)
+	}
+	pw := make([]byte, 24)
+	if _, err := rand.Read(pw); err != nil {
+		return fail(err)
+	}
+	password := hex.EncodeToString(pw)
+	dbs := cfg.Databases
+	if dbs <= 0 {
+		dbs = 256
+	}
+	sanitize := "yes"
+	if cfg.NoSanitize {
+		sanitize = "no"
+	}
+	conf := strings.Join([]string{
+		"port " + strconv.Itoa(port),
+		"bind 127.0.0.1",
+		"protected-mode yes",
+		"requirepass " + password,
+		"daemonize no",
+		`logfile ""`,
+		"dir " + strconv.Quote(dir),
+		"dbfilename dump.rdb",
+		`save ""`,
+		"appendonly no",
+		"databases " + strconv.Itoa(dbs),
+		"sanitize-dump-payload " + sanitize,
+		"always-show-logo no",
+		"",
+	}, "\n")
+	confPath := filepath.Join(dir, "redis.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		return fail(err)
+	}
+	logPath := filepath.Join(dir, "redis.log")
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	cmd := exec.Command(cfg.binary(), confPath)
+	cmd.Dir = dir
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = dieWithParent()
+	err = cmd.Start()
+	logf.Close()
+	if err != nil {
+		return fail(fmt.Errorf("start %s: %w", cfg.binary(), err))
+	}
+	s := &TempServer{
+		addr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		password: password,
+		dir:      dir,
+		cmd:      cmd,
+		done:     make(chan struct{}),
+	}
+	go func() {
+		cmd.Wait()
+		close(s.done)
+	}()
+	s.client = client(s.Endpoint(), 0, 2)
+	if err := s.waitLoaded(ctx, logPath); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitLoaded polls PING until the server answers PONG: it answers -LOADING while it reads
+// the file, and exits if it cannot, in which case its log says why.
+func (s *TempServer) waitLoaded(ctx context.Context, logPath string) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		select {
+		case <-s.done:
+			return exitError(logPath, s.cmd.ProcessState)
+		default:
+		}
+		err := rawPing(ctx, s.Endpoint())
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-s.done:
+			return exitError(logPath, s.cmd.ProcessState)
+		case <-ctx.Done():
+			return fmt.Errorf("redis-server had not loaded the RDB file: %w (last answer: %v)", ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+// rawPing is one authenticated PING on a fresh connection, without go-redis, whose pool
+// would retry and log while the server is not listening yet.
+func rawPing(ctx context.Context, e Endpoint) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	l, err := openLink(ctx, e, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	_, err = l.call("PING")
+	return err
+}
+
+// loadFailures are the log lines by which redis-server says it could not load its RDB
+// file, most telling first.
+var loadFailures = []string{
+	"Internal error in RDB",
+	"Wrong signature",
+	"Wrong RDB checksum",
+	"Can't handle RDB format version",
+	"configured to handle more than",
+	"Short read",
+	"Bad file format",
+	"Fatal error loading",
+	"RDB ERROR DETECTED",
+	"rdb file reading failure",
+}
+
+// exitError explains why the server exited before it was ready.
+func exitError(logPath string, st *os.ProcessState) error {
+	b, _ := os.ReadFile(logPath)
+	log := string(b)
+	if strings.Contains(log, "Address already in use") {
+		return errPortTaken
+	}
+	lines := strings.Split(log, "\n")
+	for _, marker := range loadFailures {
+		for _, line := range lines {
+			if strings.Contains(line, marker) {
+				return fmt.Errorf("%w: redis-server: %s", ErrCorrupt, logMessage(line))
+			}
+		}
+	}
+	var tail []string
+	for i := len(lines) - 1; i >= 0 && len(tail) < 3; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			tail = append([]string{logMessage(l)}, tail...)
+		}
+	}
+	return fmt.Errorf("redis-server exited (%v) before it was ready: %s", st, strings.Join(tail, " / "))
+}
+
+// logMessage strips the "pid:role date time level" prefix of a redis log line.
+func logMessage(line string) string {
+	line = strings.TrimSpace(line)
+	for _, sep := range []string{" # ", " * ", " - ", " . "} {
+		if i := strings.Index(line, sep); i >= 0 && i < 40 {
+			return line[i+len(sep):]
+		}
+	}
+	if i := strings.Index(line, "-> "); i >= 0 {
+		return line[i+3:]
+	}
+	return line
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
