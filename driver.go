@@ -1,6 +1,10 @@
 package clouddb
 
-import "context"
+import (
+	"context"
+	"errors"
+	"io"
+)
 
 // Driver runs the data plane: one server per database. Every method is idempotent, so the
 // reconciler may call it again after a crash or a duplicate wake-up.
@@ -19,7 +23,31 @@ type Driver interface {
 	// Instances lists the databases the driver holds a server or data for, running or
 	// not, so that the reconciler can remove what no database wants any more.
 	Instances(ctx context.Context) ([]int, error)
+
+	// Snapshot writes a consistent RDB snapshot of the server's live data to w.
+	Snapshot(ctx context.Context, in Instance, w io.Writer) (int64, error)
+	// Load replaces the server's data with that of the RDB files, the parts of one
+	// backup. Every file is checked first (ErrDataCorrupt, ErrDataTooLarge): on such a
+	// failure the data is left as it was.
+	Load(ctx context.Context, in Instance, files []string) error
+	// CopyFrom replaces the server's data with every key of a live Redis server.
+	CopyFrom(ctx context.Context, in Instance, src RedisEndpoint) error
 }
+
+// RedisEndpoint says how to reach and authenticate to a Redis server outside clouddb's
+// control (an import or replication source).
+type RedisEndpoint struct {
+	Addr     string
+	Username string
+	Password string
+	TLS      bool
+}
+
+// Errors of data operations, which callers report as failure reasons.
+var (
+	ErrDataCorrupt  = errors.New("the data is corrupt or not an RDB file")
+	ErrDataTooLarge = errors.New("the data is larger than the database's memory limit")
+)
 
 // Instance is what the driver needs to run one database.
 type Instance struct {
@@ -29,6 +57,9 @@ type Instance struct {
 	MaxMemoryBytes  int64
 	EvictionPolicy  string
 	DataPersistence string
+	// ReplicaOf lists the live sources the database follows; while there is any, the
+	// server refuses client writes and takes the sources' data and changes.
+	ReplicaOf []RedisEndpoint
 }
 
 // InstanceOf derives the driver's view of a database.

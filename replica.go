@@ -1,6 +1,7 @@
 package clouddb
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"strconv"
@@ -69,6 +70,40 @@ func ParseReplicaSource(field, s string) (ReplicaSource, error) {
 	}
 	src.Host, src.Port = host, n
 	return src, nil
+}
+
+// ResolveSources turns sources into endpoints. A same-account source (host:port) takes
+// the password of the account's database on that port; it fails with a 404 error when
+// there is none.
+func ResolveSources(ctx context.Context, tx Tx, accountID int, uris []string) ([]RedisEndpoint, error) {
+	srcs, err := ValidateReplicaOf(uris)
+	if err != nil {
+		return nil, err
+	}
+	var byPort map[int]*Database
+	out := make([]RedisEndpoint, 0, len(srcs))
+	for i, s := range srcs {
+		ep := RedisEndpoint{Addr: s.Addr(), Username: s.Username, Password: s.Password, TLS: s.TLS}
+		if s.SameAccount {
+			if byPort == nil {
+				dbs, _, err := tx.Databases(ctx, DatabaseFilter{AccountID: accountID, ExcludeDeleting: true})
+				if err != nil {
+					return nil, err
+				}
+				byPort = make(map[int]*Database, len(dbs))
+				for _, d := range dbs {
+					byPort[d.Port] = d
+				}
+			}
+			d := byPort[s.Port]
+			if d == nil {
+				return nil, NotFound(ErrTypeDatabaseNotFound, "database: source %d %q names no database of this account", i, s.URI)
+			}
+			ep.Password = d.Password
+		}
+		out = append(out, ep)
+	}
+	return out, nil
 }
 
 // ValidateReplicaOf checks a complete replicaOf list.

@@ -44,6 +44,9 @@ type Endpoint struct {
 	// TLS, when not nil, makes the connection TLS with this configuration. An empty
 	// ServerName is taken from Addr's host.
 	TLS *tls.Config
+	// Dial, when set, opens the TCP connection (TLS, if any, runs over it): callers put
+	// their address policy here for servers that users point them at.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // String returns Addr only: an Endpoint is often logged or shown, and its password must
@@ -58,11 +61,29 @@ const dialTimeout = 5 * time.Second
 // by hand.
 func dial(ctx context.Context, e Endpoint) (net.Conn, error) {
 	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 15 * time.Second}
-	if e.TLS != nil {
-		td := &tls.Dialer{NetDialer: d, Config: e.TLS}
-		return td.DialContext(ctx, "tcp", e.Addr)
+	if e.Dial == nil {
+		if e.TLS != nil {
+			td := &tls.Dialer{NetDialer: d, Config: e.TLS}
+			return td.DialContext(ctx, "tcp", e.Addr)
+		}
+		return d.DialContext(ctx, "tcp", e.Addr)
 	}
-	return d.DialContext(ctx, "tcp", e.Addr)
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	conn, err := e.Dial(ctx, "tcp", e.Addr)
+	if err != nil || e.TLS == nil {
+		return conn, err
+	}
+	cfg := e.TLS.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(e.Addr)
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 // client returns a go-redis client of logical database db of e. It runs RESP2 with no
@@ -73,11 +94,12 @@ func dial(ctx context.Context, e Endpoint) (net.Conn, error) {
 // blocked read.
 func client(e Endpoint, db, poolSize int) *redis.Client {
 	return redis.NewClient(&redis.Options{
-		Addr:                     e.Addr,
-		Username:                 e.Username,
-		Password:                 e.Password,
-		DB:                       db,
-		TLSConfig:                e.TLS,
+		Addr:     e.Addr,
+		Username: e.Username,
+		Password: e.Password,
+		DB:       db,
+		// dial does TLS itself, so that Endpoint.Dial also covers TLS connections.
+		Dialer:                   func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx, e) },
 		Protocol:                 2,
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},

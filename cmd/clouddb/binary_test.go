@@ -38,7 +38,19 @@ func runBinary(t *testing.T, bin string, env []string, args ...string) (*exec.Cm
 	require.NoError(t, err)
 	cmd.Stderr = os.Stderr
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// Database servers outlive a killed clouddb by design, so the clean-up stops clouddb
+	// gracefully (which stops them) and sweeps whatever is left.
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
 	urls := make(chan string, 1)
 	go func() {
 		re := regexp.MustCompile(`serving the cloud API at (\S+)`)
@@ -65,6 +77,11 @@ func TestBinarySIGTERM(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
 	dir := t.TempDir()
+	t.Cleanup(func() {
+		if n := sweepServers(dir); n > 0 {
+			t.Errorf("%d redis-server(s) still ran after clouddb stopped", n)
+		}
+	})
 	ports := portRange()
 	env := []string{"CLOUDDB_BOOTSTRAP_API_KEY=ci-key", "CLOUDDB_BOOTSTRAP_SECRET_KEY=ci-secret-0123456789", "CLOUDDB_DATA_DIR=" + dir, "CLOUDDB_DB_PORTS=" + ports}
 	cmd, url := runBinary(t, bin, env, "--listen", "127.0.0.1:0")

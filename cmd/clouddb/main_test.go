@@ -10,8 +10,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,6 +85,12 @@ func startService(t *testing.T, dir string, o options) *service {
 		t.Fatalf("clouddb not ready after 30s\n%s", logs.String())
 	}
 	creds := readCredentials(t, dir)
+	// Registered before stop, so it runs after it: a graceful stop leaves no server.
+	t.Cleanup(func() {
+		if n := sweepServers(dir); n > 0 {
+			t.Errorf("%d redis-server(s) of %s still ran after clouddb stopped", n, dir)
+		}
+	})
 	s.c = client.New("http://"+m.Addr+"/v1", creds.APIKey, creds.SecretKey, client.WithPollInterval(50*time.Millisecond))
 	t.Cleanup(func() { s.stop() })
 	return s
@@ -222,6 +230,28 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// sweepServers kills every redis-server whose working directory is under dir and says
+// how many there were.
+func sweepServers(dir string) int {
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd")
+		if err != nil || !strings.HasPrefix(cwd, dir+"/") {
+			continue
+		}
+		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); bytes.Contains(cmd, []byte("redis-server")) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			n++
+		}
+	}
+	return n
 }
 
 type syncBuffer struct {

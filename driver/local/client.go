@@ -125,11 +125,27 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 			changed = append(changed, name)
 		}
 	}
+	if len(changed) > 0 {
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			return nil, fmt.Errorf("CONFIG SET %s: %w", strings.Join(changed, ", "), classify(err))
+		}
+	}
+	// The ACL part: the internal user, and whether clients may write. Both commands are
+	// idempotent; they also bring a server started from an older config file up to date.
+	writes := "+@all"
+	if want.ReadOnly {
+		writes = "-@write"
+	}
+	if err := c.Do(ctx, "acl", "setuser", "default", writes).Err(); err != nil {
+		return nil, fmt.Errorf("ACL SETUSER default: %w", classify(err))
+	}
+	if want.InternalSecret != "" {
+		if err := c.Do(ctx, "acl", "setuser", internalUser, "on", "resetpass", ">"+want.InternalSecret, "~*", "&*", "+@all").Err(); err != nil {
+			return nil, fmt.Errorf("ACL SETUSER %s: %w", internalUser, classify(err))
+		}
+	}
 	if len(changed) == 0 {
 		return nil, nil
-	}
-	if err := c.Do(ctx, args...).Err(); err != nil {
-		return nil, fmt.Errorf("CONFIG SET %s: %w", strings.Join(changed, ", "), classify(err))
 	}
 	if got["appendonly"] != "yes" && wantSet["appendonly"] == "yes" {
 		if err := d.waitAOFRewrite(ctx, c); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -50,6 +51,10 @@ func persistenceName(p persistence) string {
 	return ""
 }
 
+// internalUser is the ACL user clouddb itself works as (backups, imports, replication):
+// it may write while the default user may not, on a database that replicates.
+const internalUser = "clouddb-internal"
+
 // serverConfig is what clouddb puts into a database's redis.conf.
 type serverConfig struct {
 	Port        int
@@ -58,6 +63,11 @@ type serverConfig struct {
 	MaxMemory   int64
 	Policy      string
 	Persistence string
+	// ReadOnly denies the default user (the clients) every write command.
+	ReadOnly bool
+	// InternalSecret is the password of internalUser, made once per database; it lives
+	// only in this file (mode 0600) and in the server.
+	InternalSecret string
 }
 
 // render produces the config file for a server whose data directory is dir.
@@ -81,7 +91,16 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 	line("port", strconv.Itoa(c.Port))
 	line("bind", c.Host)
 	line("protected-mode", "yes")
-	line("requirepass", c.Password)
+	// A user line defines the user from scratch, so a read-only default user carries its
+	// password there instead of in requirepass.
+	if c.ReadOnly {
+		line("user", "default", "on", ">"+c.Password, "~*", "&*", "+@all", "-@write")
+	} else {
+		line("requirepass", c.Password)
+	}
+	if c.InternalSecret != "" {
+		line("user", internalUser, "on", ">"+c.InternalSecret, "~*", "&*", "+@all")
+	}
 	line("maxmemory", strconv.FormatInt(c.MaxMemory, 10))
 	line("maxmemory-policy", c.Policy)
 	line("appendonly", p.appendonly)
@@ -131,6 +150,20 @@ func parseConfig(data []byte) (serverConfig, error) {
 			c.Host = val
 		case "requirepass":
 			c.Password = val
+		case "user":
+			var pass string
+			for _, rule := range args[2:] {
+				if p, ok := strings.CutPrefix(rule, ">"); ok {
+					pass = p
+				}
+			}
+			switch val {
+			case "default":
+				c.Password = pass
+				c.ReadOnly = slices.Contains(args[2:], "-@write")
+			case internalUser:
+				c.InternalSecret = pass
+			}
 		case "maxmemory":
 			m, err := strconv.ParseInt(val, 10, 64)
 			if err != nil {

@@ -8,9 +8,11 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -24,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"clouddb"
+	"clouddb/redisdata"
 )
 
 // Defaults of Config.
@@ -60,6 +63,12 @@ type Config struct {
 	// Exited, if set, is called when a server this Driver started exits, so that a
 	// supervisor can restart it at once instead of at its next check.
 	Exited func(databaseID int)
+	// DialSource, if set, opens the connections to import and replication sources: the
+	// place for the address guard, since users choose those addresses.
+	DialSource func(ctx context.Context, network, addr string) (net.Conn, error)
+	// ReplicaEvent, if set, is told what happens to the sources of a replicating
+	// database (synced, link lost, retrying), from the replicator's goroutines.
+	ReplicaEvent func(databaseID int, e redisdata.Event)
 }
 
 // Driver runs one redis-server process per database.
@@ -72,10 +81,14 @@ type Driver struct {
 	stopTimeout  time.Duration
 	log          *slog.Logger
 	exited       func(int)
+	dialSource   func(ctx context.Context, network, addr string) (net.Conn, error)
+	replicaEvent func(int, redisdata.Event)
 
 	mu       sync.Mutex
 	locks    map[int]chan struct{} // per database id, a one-slot semaphore
 	children map[int]*child        // by pid, servers this Driver started and has not reaped
+	secrets  map[int]string        // internal-user secrets made but not yet in a config file
+	replicas map[int]*replica      // running replicators, by database id
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -135,8 +148,12 @@ func New(cfg Config) (*Driver, error) {
 		stopTimeout:  stopTimeout,
 		log:          logger.With("driver", "local"),
 		exited:       cfg.Exited,
+		dialSource:   cfg.DialSource,
+		replicaEvent: cfg.ReplicaEvent,
 		locks:        make(map[int]chan struct{}),
 		children:     make(map[int]*child),
+		secrets:      make(map[int]string),
+		replicas:     make(map[int]*replica),
 	}, nil
 }
 
@@ -233,13 +250,31 @@ func (d *Driver) writeConfig(id int, c serverConfig) error {
 
 func (d *Driver) configOf(in clouddb.Instance) serverConfig {
 	return serverConfig{
-		Port:        in.Port,
-		Host:        d.host,
-		Password:    in.Password,
-		MaxMemory:   in.MaxMemoryBytes,
-		Policy:      in.EvictionPolicy,
-		Persistence: in.DataPersistence,
+		Port:           in.Port,
+		Host:           d.host,
+		Password:       in.Password,
+		MaxMemory:      in.MaxMemoryBytes,
+		Policy:         in.EvictionPolicy,
+		Persistence:    in.DataPersistence,
+		ReadOnly:       len(in.ReplicaOf) > 0,
+		InternalSecret: d.internalSecret(in.DatabaseID),
 	}
+}
+
+// internalSecret is the password of the database's internal user: the one in its config
+// file, or a new random one until the file has it.
+func (d *Driver) internalSecret(id int) string {
+	if c, ok, err := d.readConfig(id); err == nil && ok && c.InternalSecret != "" {
+		return c.InternalSecret
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.secrets[id]
+	if !ok {
+		s = rand.Text() + rand.Text()
+		d.secrets[id] = s
+	}
+	return s
 }
 
 func validate(in clouddb.Instance) error {
@@ -291,11 +326,19 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 
 	if pid := d.livePid(id); pid != 0 {
 		adopted, err := d.adopt(ctx, in, pid, old, haveOld)
-		if err != nil || adopted {
+		if err != nil {
 			return err
 		}
+		if adopted {
+			d.syncReplica(in)
+			return nil
+		}
 	}
-	return d.start(ctx, in, want, old, haveOld)
+	if err := d.start(ctx, in, want, old, haveOld); err != nil {
+		return err
+	}
+	d.syncReplica(in)
+	return nil
 }
 
 // adopt reconfigures the running server pid. It reports false, after stopping the
@@ -522,6 +565,7 @@ func (d *Driver) Stop(ctx context.Context, id int) error {
 		return err
 	}
 	defer unlock()
+	d.stopReplica(id)
 	pid := d.livePid(id)
 	if pid == 0 {
 		return nil
@@ -544,6 +588,7 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 		return err
 	}
 	defer unlock()
+	d.stopReplica(id)
 	dir := d.dbDir(id)
 	if pid := d.livePid(id); pid != 0 {
 		if err := d.shutdownNoSave(ctx, id, pid); err != nil {

@@ -1,0 +1,168 @@
+package local
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+
+	"clouddb"
+	"clouddb/redisdata"
+)
+
+// This file moves data: snapshots for backups, loads and copies for imports, and the
+// replicators behind replicaOf. All of them work as the database's internal user, which
+// may write even while clients may not.
+
+// internalEndpoint is how clouddb itself reaches the database's server.
+func (d *Driver) internalEndpoint(in clouddb.Instance) redisdata.Endpoint {
+	return redisdata.Endpoint{
+		Addr:     net.JoinHostPort(d.connectHost, strconv.Itoa(in.Port)),
+		Username: internalUser,
+		Password: d.internalSecret(in.DatabaseID),
+	}
+}
+
+// endpointOf converts a source outside clouddb's control; its connections go through the
+// dialer the driver was given (the address guard).
+func (d *Driver) endpointOf(e clouddb.RedisEndpoint) redisdata.Endpoint {
+	ep := redisdata.Endpoint{Addr: e.Addr, Username: e.Username, Password: e.Password, Dial: d.dialSource}
+	if e.TLS {
+		ep.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return ep
+}
+
+// Snapshot writes a consistent RDB snapshot of the server's live data to w, taken over
+// the replication protocol, so nothing touches the database's own files.
+func (d *Driver) Snapshot(ctx context.Context, in clouddb.Instance, w io.Writer) (int64, error) {
+	return redisdata.Snapshot(ctx, d.internalEndpoint(in), w)
+}
+
+// Load replaces the data with that of the RDB files. Each file is loaded into a throwaway
+// server first; only when every one loaded and together they fit the memory limit is the
+// database emptied and filled.
+func (d *Driver) Load(ctx context.Context, in clouddb.Instance, files []string) error {
+	var temps []*redisdata.TempServer
+	defer func() {
+		for _, t := range temps {
+			t.Close()
+		}
+	}()
+	var total int64
+	for _, f := range files {
+		t, err := redisdata.LoadRDB(ctx, d.loadConfig(), f)
+		if err != nil {
+			if errors.Is(err, redisdata.ErrCorrupt) {
+				return fmt.Errorf("%w: %v", clouddb.ErrDataCorrupt, err)
+			}
+			return err
+		}
+		temps = append(temps, t)
+		used, err := t.UsedMemory(ctx)
+		if err != nil {
+			return err
+		}
+		total += used
+	}
+	// The throwaway servers hold the data as the database will: their memory use,
+	// measured by Redis itself, is what the database would need (give or take an empty
+	// server's ~1 MB per part).
+	if in.MaxMemoryBytes > 0 && total > in.MaxMemoryBytes {
+		return fmt.Errorf("%w: the data needs about %d bytes, the limit is %d", clouddb.ErrDataTooLarge, total, in.MaxMemoryBytes)
+	}
+	for i, t := range temps {
+		if _, err := redisdata.CopyKeys(ctx, t.Endpoint(), d.internalEndpoint(in), redisdata.CopyOptions{Replace: i == 0}); err != nil {
+			return fmt.Errorf("copy the data into the database: %w", err)
+		}
+	}
+	return nil
+}
+
+// CopyFrom replaces the data with every key of a live server. The source's keys go to a
+// throwaway copy of its snapshot first, so a source that cannot be read, or whose data is
+// too large, leaves the database as it was.
+func (d *Driver) CopyFrom(ctx context.Context, in clouddb.Instance, src clouddb.RedisEndpoint) error {
+	tmp, err := os.CreateTemp(d.dir, ".import-*.rdb")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := redisdata.Snapshot(ctx, d.endpointOf(src), tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return d.Load(ctx, in, []string{tmp.Name()})
+}
+
+func (d *Driver) loadConfig() redisdata.LoadConfig {
+	return redisdata.LoadConfig{Binary: d.bin, TempDir: d.dir}
+}
+
+// replica is the replicator of one database and the sources it was started with.
+type replica struct {
+	r       *redisdata.Replicator
+	sources []clouddb.RedisEndpoint
+}
+
+// syncReplica makes the database's replicator follow exactly in.ReplicaOf: started,
+// restarted with the new list, or stopped.
+func (d *Driver) syncReplica(in clouddb.Instance) {
+	d.mu.Lock()
+	cur := d.replicas[in.DatabaseID]
+	d.mu.Unlock()
+	if cur != nil && slices.Equal(cur.sources, in.ReplicaOf) {
+		return
+	}
+	d.stopReplica(in.DatabaseID)
+	if len(in.ReplicaOf) == 0 {
+		return
+	}
+	srcs := make([]redisdata.Endpoint, len(in.ReplicaOf))
+	for i, s := range in.ReplicaOf {
+		srcs[i] = d.endpointOf(s)
+	}
+	id := in.DatabaseID
+	opts := redisdata.ReplicatorOptions{Load: d.loadConfig(), OnEvent: func(e redisdata.Event) {
+		if d.replicaEvent != nil {
+			d.replicaEvent(id, e)
+		}
+	}}
+	rep := &replica{r: redisdata.Start(context.Background(), d.internalEndpoint(in), srcs, opts), sources: slices.Clone(in.ReplicaOf)}
+	d.mu.Lock()
+	d.replicas[id] = rep
+	d.mu.Unlock()
+	d.log.Info("replicating", keyDatabase, id, "sources", len(srcs))
+}
+
+// stopReplica stops the database's replicator, if any.
+func (d *Driver) stopReplica(id int) {
+	d.mu.Lock()
+	cur := d.replicas[id]
+	delete(d.replicas, id)
+	d.mu.Unlock()
+	if cur != nil {
+		cur.r.Stop()
+		d.log.Info("stopped replicating", keyDatabase, id)
+	}
+}
+
+// ReplicaStatus reports the state of each source of the database, in order; nil when it
+// replicates from none.
+func (d *Driver) ReplicaStatus(id int) []redisdata.SourceStatus {
+	d.mu.Lock()
+	cur := d.replicas[id]
+	d.mu.Unlock()
+	if cur == nil {
+		return nil
+	}
+	return cur.r.Status()
+}
