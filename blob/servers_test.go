@@ -1,0 +1,454 @@
+package blob_test
+
+// Real servers on loopback for the tests: vsftpd (Debian package vsftpd), Azurite (npm
+// package azurite), an S3-compatible server (gofakes3 behind a SigV4-checking handler) and
+// a DNS server that answers what a test wants. A missing program fails the test with the
+// command that installs it.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/dns/dnsmessage"
+)
+
+// payload returns n deterministic pseudo-random bytes.
+func payload(n int, seed uint64) []byte {
+	r := mrand.New(mrand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 1, 2, 3}))
+	b := make([]byte, n)
+	for i := 0; i < n; i += 8 {
+		v := r.Uint64()
+		for j := 0; j < 8 && i+j < n; j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return b
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	return port
+}
+
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	return "127.0.0.1:" + strconv.Itoa(freePort(t))
+}
+
+// waitListening waits until addr accepts connections or the process exits.
+func waitListening(t *testing.T, addr string, exited <-chan struct{}, output func() string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			t.Fatalf("server exited before listening on %s; output:\n%s", addr, output())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("server not listening on %s after 15s; output:\n%s", addr, output())
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startProcess starts cmd, stops it when the test ends, and waits for addr.
+func startProcess(t *testing.T, cmd *exec.Cmd, addr string) {
+	t.Helper()
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	waitListening(t, addr, exited, out.String)
+}
+
+func lookPath(t *testing.T, name, install string, extraDirs ...string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, d := range extraDirs {
+		if p := filepath.Join(d, name); fileExists(p) {
+			return p
+		}
+	}
+	t.Fatalf("%s is required by this test and is not installed: %s (scripts/ensure-deps.sh installs it)", name, install)
+	return ""
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// ---- vsftpd ----
+
+type ftpServer struct {
+	addr   string // 127.0.0.1:port
+	root   string // anon_root on disk
+	upload string // writable directory, "upload" in FTP paths
+}
+
+// startVsftpd runs Debian's vsftpd in the foreground on a free loopback port with a
+// generated configuration: anonymous login only (any password), write enabled in
+// upload/, passive mode. Non-anonymous logins are refused with 530.
+func startVsftpd(t *testing.T) *ftpServer {
+	t.Helper()
+	bin := lookPath(t, "vsftpd", "apt-get install -y vsftpd", "/usr/sbin", "/sbin")
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o755))
+	s := &ftpServer{root: filepath.Join(dir, "root")}
+	s.upload = filepath.Join(s.root, "upload")
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.MkdirAll(s.upload, 0o755))
+	require.NoError(t, os.MkdirAll(empty, 0o755))
+
+	var conf strings.Builder
+	port := freePort(t)
+	s.addr = "127.0.0.1:" + strconv.Itoa(port)
+	fmt.Fprintf(&conf, `listen=YES
+listen_ipv6=NO
+listen_address=127.0.0.1
+listen_port=%d
+background=NO
+anonymous_enable=YES
+local_enable=NO
+write_enable=YES
+anon_upload_enable=YES
+anon_mkdir_write_enable=YES
+anon_other_write_enable=YES
+anon_world_readable_only=NO
+anon_umask=022
+anon_root=%s
+secure_chroot_dir=%s
+seccomp_sandbox=NO
+pasv_enable=YES
+connect_from_port_20=NO
+xferlog_enable=NO
+dirmessage_enable=NO
+ssl_enable=NO
+max_clients=50
+idle_session_timeout=60
+data_connection_timeout=60
+vsftpd_log_file=%s
+`, port, s.root, empty, filepath.Join(dir, "vsftpd.log"))
+	if os.Geteuid() == 0 {
+		ftpUser := "nobody"
+		if _, err := user.Lookup("ftp"); err == nil {
+			ftpUser = "ftp"
+		}
+		u, err := user.Lookup(ftpUser)
+		require.NoError(t, err)
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		require.NoError(t, os.Chown(s.upload, uid, gid))
+		fmt.Fprintf(&conf, "ftp_username=%s\n", ftpUser)
+	} else {
+		// Sessions run as this user: make the root read-only as it is for "ftp" above.
+		conf.WriteString("run_as_launching_user=YES\n")
+		require.NoError(t, os.Chmod(s.root, 0o555))
+		t.Cleanup(func() { _ = os.Chmod(s.root, 0o755) })
+	}
+	confPath := filepath.Join(dir, "vsftpd.conf")
+	require.NoError(t, os.WriteFile(confPath, []byte(conf.String()), 0o600))
+	startProcess(t, exec.Command(bin, confPath), s.addr)
+	// vsftpd accepts before it is ready to talk; wait for the banner.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.addr, time.Second)
+		if err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(time.Second))
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if strings.HasPrefix(line, "220") {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "vsftpd.log"))
+			t.Fatalf("vsftpd gave no 220 banner on %s (last: %v); log:\n%s", s.addr, err, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ---- Azurite ----
+
+type azureServer struct {
+	hostport string
+	account  string
+	key      string
+}
+
+// startAzurite runs Azurite's blob service (npm package azurite) in memory on a free
+// loopback port, with one account and a random key; telemetry is disabled.
+func startAzurite(t *testing.T) *azureServer {
+	t.Helper()
+	bin := lookPath(t, "azurite-blob", "npm install -g azurite (needs nodejs and npm: apt-get install -y nodejs npm)")
+	var k [32]byte
+	_, _ = rand.Read(k[:])
+	s := &azureServer{account: "clouddbtest", key: base64.StdEncoding.EncodeToString(k[:])}
+	port := freePort(t)
+	s.hostport = "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port),
+		"--inMemoryPersistence", "--disableTelemetry", "--skipApiVersionCheck",
+		"--silent", "--loose")
+	cmd.Env = append(os.Environ(), "AZURITE_ACCOUNTS="+s.account+":"+s.key)
+	cmd.Dir = t.TempDir()
+	startProcess(t, cmd, s.hostport)
+	return s
+}
+
+func createContainer(t *testing.T, s *azureServer, name string) {
+	t.Helper()
+	cred, err := azblob.NewSharedKeyCredential(s.account, s.key)
+	require.NoError(t, err)
+	c, err := azblob.NewClientWithSharedKeyCredential("http://"+s.hostport+"/"+s.account, cred, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = c.CreateContainer(ctx, name, nil)
+	require.NoError(t, err)
+}
+
+// ---- S3 (gofakes3 behind a SigV4 check) ----
+
+type s3Server struct {
+	hostport string
+	ak, sk   string
+	backend  *s3mem.Backend
+}
+
+// startS3 serves gofakes3 over a real HTTP server on loopback. gofakes3 does not check
+// credentials, so requests first pass an AWS Signature V4 check with ak/sk.
+func startS3(t *testing.T, buckets ...string) *s3Server {
+	t.Helper()
+	return startS3With(t, nil, buckets...)
+}
+
+// startS3With is startS3 with a handler wrapped around the server (nil: none).
+func startS3With(t *testing.T, wrap func(http.Handler) http.Handler, buckets ...string) *s3Server {
+	t.Helper()
+	s := &s3Server{ak: "AKIDCLOUDDBTEST", sk: "s3cr3t-S3-key/with+chars", backend: s3mem.New()}
+	for _, b := range buckets {
+		require.NoError(t, s.backend.CreateBucket(b))
+	}
+	faker := gofakes3.New(s.backend)
+	h := sigV4(s.ak, s.sk, faker.Server())
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	s.hostport = strings.TrimPrefix(srv.URL, "http://")
+	return s
+}
+
+func s3Fail(w http.ResponseWriter, status int, code string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message></Error>`, code, code)
+}
+
+func hmacSHA256(key []byte, s string) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(s))
+	return h.Sum(nil)
+}
+
+// sigV4 checks the AWS Signature Version 4 header of each request against ak/sk.
+func sigV4(ak, sk string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		const alg = "AWS4-HMAC-SHA256 "
+		if !strings.HasPrefix(auth, alg) {
+			s3Fail(w, http.StatusForbidden, "AccessDenied")
+			return
+		}
+		fields := map[string]string{}
+		for _, f := range strings.Split(strings.TrimPrefix(auth, alg), ",") {
+			k, v, _ := strings.Cut(strings.TrimSpace(f), "=")
+			fields[k] = v
+		}
+		cred := strings.Split(fields["Credential"], "/")
+		if len(cred) != 5 || cred[0] != ak {
+			s3Fail(w, http.StatusForbidden, "InvalidAccessKeyId")
+			return
+		}
+		signed := strings.Split(fields["SignedHeaders"], ";")
+		var headers strings.Builder
+		for _, h := range signed {
+			v := strings.Join(r.Header.Values(h), ",")
+			if h == "host" {
+				v = r.Host
+			}
+			headers.WriteString(h + ":" + strings.TrimSpace(v) + "\n")
+		}
+		path, _, _ := strings.Cut(r.RequestURI, "?")
+		query := r.URL.Query()
+		canonical := strings.Join([]string{
+			r.Method, path, strings.ReplaceAll(query.Encode(), "+", "%20"),
+			headers.String(), fields["SignedHeaders"], r.Header.Get("X-Amz-Content-Sha256"),
+		}, "\n")
+		sum := sha256.Sum256([]byte(canonical))
+		toSign := "AWS4-HMAC-SHA256\n" + r.Header.Get("X-Amz-Date") + "\n" +
+			strings.Join(cred[1:], "/") + "\n" + hex.EncodeToString(sum[:])
+		key := []byte("AWS4" + sk)
+		for _, part := range cred[1:] {
+			key = hmacSHA256(key, part)
+		}
+		if !hmac.Equal([]byte(hex.EncodeToString(hmacSHA256(key, toSign))), []byte(fields["Signature"])) {
+			s3Fail(w, http.StatusForbidden, "SignatureDoesNotMatch")
+			return
+		}
+		// gofakes3 decodes aws-chunked bodies of PutObject but not of UploadPart: do it here.
+		if r.Header.Get("X-Amz-Content-Sha256") == "STREAMING-AWS4-HMAC-SHA256-PAYLOAD" && r.URL.Query().Has("partNumber") {
+			body, err := decodeAWSChunked(r.Body)
+			if err != nil {
+				s3Fail(w, http.StatusBadRequest, "IncompleteBody")
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+			r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+			r.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// decodeAWSChunked reads an aws-chunked body: "hex-size;chunk-signature=...\r\n" data
+// "\r\n", ending with a zero-size chunk.
+func decodeAWSChunked(r io.Reader) ([]byte, error) {
+	br := bufio.NewReader(r)
+	var out bytes.Buffer
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		sizeHex, _, _ := strings.Cut(strings.TrimSpace(line), ";")
+		n, err := strconv.ParseInt(sizeHex, 16, 64)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return out.Bytes(), nil
+		}
+		if _, err := io.CopyN(&out, br, n); err != nil {
+			return nil, err
+		}
+		if _, err := br.Discard(2); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// ---- DNS ----
+
+// fakeResolver returns a resolver that asks a DNS server on loopback which answers every
+// A query with answer(name, n), n counting that name's A queries from 1, and AAAA queries
+// with nothing.
+func fakeResolver(t *testing.T, answer func(name string, n int) netip.Addr) *net.Resolver {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { pc.Close() })
+	counts := map[string]int{}
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var p dnsmessage.Parser
+			h, err := p.Start(buf[:n])
+			if err != nil {
+				continue
+			}
+			q, err := p.Question()
+			if err != nil {
+				continue
+			}
+			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true,
+				Authoritative: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true})
+			_ = b.StartQuestions()
+			_ = b.Question(q)
+			_ = b.StartAnswers()
+			if q.Type == dnsmessage.TypeA {
+				name := strings.TrimSuffix(q.Name.String(), ".")
+				counts[name]++
+				a := answer(name, counts[name])
+				if a.Is4() {
+					_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 0},
+						dnsmessage.AResource{A: a.As4()})
+				}
+			}
+			msg, err := b.Finish()
+			if err == nil {
+				_, _ = pc.WriteTo(msg, from)
+			}
+		}
+	}()
+	server := pc.LocalAddr().String()
+	return &net.Resolver{PreferGo: true, Dial: func(ctx2 context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx2, "udp", server)
+	}}
+}
