@@ -5,12 +5,15 @@ BIN     := bin/clouddb
 # Two cores here: keep test parallelism modest.
 TESTFLAGS ?= -race -p 2 -timeout 20m
 
-.PHONY: all build run test vet deps bench soak fuzz clean
+.PHONY: all build run test vet deps test-deps bench soak fuzz clean
 
 all: build
 
 deps:
-	@scripts/ensure-deps.sh
+	@scripts/ensure-deps.sh run
+
+test-deps:
+	@scripts/ensure-deps.sh test
 
 build:
 	$(GO) build -o $(BIN) ./cmd/clouddb
@@ -22,7 +25,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 
-test: deps vet
+test: test-deps vet
 	$(GO) test $(TESTFLAGS) ./...
 
 # A bounded soak (a few minutes): several accounts, mixed requests, random restarts.

@@ -211,6 +211,9 @@ const (
 	MaxPasswordLength     = 128
 )
 
+// DefaultBackupInterval is the interval of periodic backups when none is given.
+const DefaultBackupInterval = "every-24-hours"
+
 // DefaultDataPersistence and DefaultEvictionPolicy apply when a create leaves them unset.
 const (
 	DefaultDataPersistence = "none"
@@ -450,4 +453,41 @@ func (u *DatabaseUpdate) Apply(d *Database) error {
 		d.ReplicaOf = *u.ReplicaOf
 	}
 	return s.validateCommon()
+}
+
+// Import source types.
+var ImportSourceTypes = []string{"http", "redis", "ftp", "aws-s3", "azure-blob-storage", "google-blob-storage"}
+
+// MaxImportURIs bounds the parts of one import.
+const MaxImportURIs = 100
+
+// ImportRequest is the body of a database import.
+type ImportRequest struct {
+	SourceType    string   `json:"sourceType"`
+	ImportFromURI []string `json:"importFromUri"`
+}
+
+// Validate checks the request on its own; the task checks each URI against its type.
+func (r *ImportRequest) Validate() error {
+	if r.SourceType == "" {
+		return Invalid(ErrTypeInvalidField, "import: sourceType is required, one of %v", ImportSourceTypes)
+	}
+	if !oneOf(r.SourceType, ImportSourceTypes) {
+		return Invalid(ErrTypeInvalidField, "import: sourceType must be one of %v", ImportSourceTypes)
+	}
+	if len(r.ImportFromURI) == 0 {
+		return Invalid(ErrTypeInvalidField, "import: importFromUri needs at least one URI")
+	}
+	if len(r.ImportFromURI) > MaxImportURIs {
+		return Invalid(ErrTypeInvalidField, "import: importFromUri may list at most %d URIs", MaxImportURIs)
+	}
+	if r.SourceType == "redis" && len(r.ImportFromURI) != 1 {
+		return Invalid(ErrTypeInvalidField, "import: a redis import takes exactly one URI, redis://user:password@host:port")
+	}
+	for i, u := range r.ImportFromURI {
+		if u == "" {
+			return Invalid(ErrTypeInvalidField, "import: importFromUri[%d] is empty", i)
+		}
+	}
+	return nil
 }

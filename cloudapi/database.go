@@ -22,9 +22,8 @@ func (s *Server) registerDatabaseRoutes() {
 	s.route("PUT "+db+"/tags", s.putDatabaseTags)
 	s.route("GET "+db+"/backup", s.statusTask(clouddb.CommandDatabaseBackupStatus))
 	s.route("GET "+db+"/import", s.statusTask(clouddb.CommandDatabaseImportStatus))
-	for _, p := range []string{"POST " + db + "/backup", "POST " + db + "/import"} {
-		s.route(p, s.notYet)
-	}
+	s.route("POST "+db+"/backup", s.backupDatabase)
+	s.route("POST "+db+"/import", s.importDatabase)
 }
 
 // createDatabaseRequest is the create body. clientTlsCertificates comes as PEM strings
@@ -68,15 +67,42 @@ func (t *tlsCertificates) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-var errReplicaOf = clouddb.Errorf(http.StatusNotImplemented, clouddb.ErrTypeNotImplemented,
-	"replicaOf with sources is not available yet: clouddb does not move data between databases in this version")
+// backupRequest is the optional body of POST …/backup; the real clients send none.
+type backupRequest struct {
+	RegionName      string `json:"regionName,omitempty"`
+	AdhocBackupPath string `json:"adhocBackupPath,omitempty"`
+}
 
-func (s *Server) notYet(r *http.Request, c *caller) (int, any, error) {
-	if _, _, err := s.withDatabase(r, c); err != nil {
+// backupDatabase starts an on-demand backup to the database's backup path (or the
+// request's adhocBackupPath); the task completes when the file is complete.
+func (s *Server) backupDatabase(r *http.Request, c *caller) (int, any, error) {
+	sub, d, err := s.withDatabase(r, c)
+	if err != nil {
 		return 0, nil, err
 	}
-	return 0, nil, clouddb.Errorf(http.StatusNotImplemented, clouddb.ErrTypeNotImplemented,
-		"backups and imports are not available yet: clouddb does not move data in this version")
+	var body backupRequest
+	if err := decodeOptionalBody(r, &body); err != nil {
+		return 0, nil, err
+	}
+	var payload any
+	if body.AdhocBackupPath != "" {
+		payload = body
+	}
+	return s.enqueue(r, c, http.StatusOK, &clouddb.Task{CommandType: clouddb.CommandDatabaseBackup, SubscriptionID: sub.ID, DatabaseID: d.ID}, payload)
+}
+
+// importDatabase replaces the database's data with that of the sources; the task
+// completes when the data is in.
+func (s *Server) importDatabase(r *http.Request, c *caller) (int, any, error) {
+	sub, d, err := s.withDatabase(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	var body clouddb.ImportRequest
+	if err := decodeBody(r, &body); err != nil {
+		return 0, nil, err
+	}
+	return s.enqueue(r, c, http.StatusOK, &clouddb.Task{CommandType: clouddb.CommandDatabaseImport, SubscriptionID: sub.ID, DatabaseID: d.ID}, body)
 }
 
 // statusTask answers GET …/backup and GET …/import: like the real API, with a task whose
@@ -225,8 +251,15 @@ func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database)
 			v.Clustering.RegexRules[i] = regexRuleView{Ordinal: i, Pattern: p}
 		}
 	}
-	if b := spec.RemoteBackup; b != nil {
-		v.Backup = backupView{EnableRemoteBackup: b.Active, Interval: b.Interval, TimeUTC: b.TimeUTC, Destination: b.StoragePath}
+	switch b := spec.RemoteBackup; {
+	case b != nil && b.Active:
+		v.Backup = backupView{EnableRemoteBackup: true, Interval: orDefault(b.Interval, clouddb.DefaultBackupInterval), TimeUTC: b.TimeUTC, Destination: orDefault(b.StoragePath, spec.PeriodicBackupPath)}
+	case spec.PeriodicBackupPath != "":
+		// periodicBackupPath alone turns on daily backups to that path.
+		v.Backup = backupView{EnableRemoteBackup: true, Interval: clouddb.DefaultBackupInterval, Destination: spec.PeriodicBackupPath}
+	}
+	if len(d.ReplicaOf) > 0 {
+		v.ReplicaOf = &replicaOfView{Endpoints: d.ReplicaOf}
 	}
 	return v
 }
@@ -348,10 +381,10 @@ func (s *Server) createDatabase(r *http.Request, c *caller) (int, any, error) {
 	if err := decodeBody(r, &body); err != nil {
 		return 0, nil, err
 	}
-	if body.ReplicaOf != nil && len(*body.ReplicaOf) > 0 {
-		return 0, nil, errReplicaOf
-	}
 	spec := body.DatabaseSpec
+	if body.ReplicaOf != nil {
+		spec.ReplicaOf = *body.ReplicaOf
+	}
 	spec.ClientTLSCertificates = body.ClientTLSCertificates
 	spec.Quantity = 0
 	return s.enqueue(r, c, http.StatusAccepted, &clouddb.Task{CommandType: clouddb.CommandDatabaseCreate, SubscriptionID: sub.ID}, spec)
@@ -366,10 +399,8 @@ func (s *Server) updateDatabase(r *http.Request, c *caller) (int, any, error) {
 	if err := decodeBody(r, &body); err != nil {
 		return 0, nil, err
 	}
-	if body.ReplicaOf != nil && len(*body.ReplicaOf) > 0 {
-		return 0, nil, errReplicaOf
-	}
 	u := body.DatabaseUpdate
+	u.ReplicaOf = body.ReplicaOf
 	if body.ClientTLSCertificates != nil {
 		certs := []string(*body.ClientTLSCertificates)
 		u.ClientTLSCertificates = &certs

@@ -5,6 +5,7 @@
 package cloudapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -240,6 +241,23 @@ func decodeBody(r *http.Request, v any) error {
 		return clouddb.Invalid(clouddb.ErrTypeMalformedBody, "request body must hold a single JSON object")
 	}
 	return nil
+}
+
+// decodeOptionalBody is decodeBody for endpoints whose body may be absent (the real
+// clients send POST …/backup with none, but with Content-Type: application/json).
+func decodeOptionalBody(r *http.Request, v any) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return bodyError(err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return decodeBody(r, v)
 }
 
 func bodyError(err error) error {

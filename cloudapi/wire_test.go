@@ -160,34 +160,61 @@ func TestReplicaOf(t *testing.T) {
 	_, err = e.main.Wait(ctx)(e.main.UpdateDatabase(ctx, subID, dbID, client.UpdateDatabase{ReplicaOf: []string{}}))
 	require.NoError(t, err)
 
-	count := e.counts(e.mainAccount)
-	db := fmt.Sprintf("/v1/subscriptions/%d/databases/%d", subID, dbID)
-	res := e.do(http.MethodPut, db, mainKey, mainSecret, []byte(`{"replicaOf":["redis://127.0.0.1:6379"]}`))
-	requireError(t, res, http.StatusNotImplemented, "NOT_IMPLEMENTED")
-	res = e.do(http.MethodPost, fmt.Sprintf("/v1/subscriptions/%d/databases", subID), mainKey, mainSecret,
-		[]byte(`{"name":"replica","memoryLimitInGb":0.1,"password":"p","replicaOf":["redis://127.0.0.1:6379"]}`))
-	requireError(t, res, http.StatusNotImplemented, "NOT_IMPLEMENTED")
-	_, err = e.main.UpdateDatabase(ctx, subID, dbID, client.UpdateDatabase{ReplicaOf: []string{"redis://127.0.0.1:6379"}})
-	requireClientError(t, err, http.StatusNotImplemented, "NOT_IMPLEMENTED")
-	require.Equal(t, count, e.counts(e.mainAccount))
+	// Sources are accepted: a full URI, or host:port for a database of the account.
+	tk, err = e.main.Wait(ctx)(e.main.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("source"),
+		MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw-source")}))
+	require.NoError(t, err)
+	e.activate(subID) // the create resized it; no reconciler runs here
+	src, err := e.main.GetDatabase(ctx, subID, tk.ResourceID())
+	require.NoError(t, err)
+	_, err = e.main.Wait(ctx)(e.main.UpdateDatabase(ctx, subID, dbID, client.UpdateDatabase{ReplicaOf: []string{"redis://:pw@10.0.0.9:6379", src.PublicEndpoint}}))
+	require.NoError(t, err)
+	got, err := e.main.GetDatabase(ctx, subID, dbID)
+	require.NoError(t, err)
+	require.Equal(t, &client.ReplicaOf{Endpoints: []string{"redis://:pw@10.0.0.9:6379", src.PublicEndpoint}}, got.ReplicaOf)
+
+	// A same-account source that names no database, and a source that is the database
+	// itself, fail the task; nothing changes.
+	before, err = e.main.GetDatabase(ctx, subID, dbID)
+	require.NoError(t, err)
+	for _, bad := range []string{"127.0.0.1:1", got.PublicEndpoint, "http://h:1", "redis://h"} {
+		_, err = e.main.Wait(ctx)(e.main.UpdateDatabase(ctx, subID, dbID, client.UpdateDatabase{ReplicaOf: []string{bad}}))
+		require.Error(t, err, bad)
+	}
+	after, err = e.main.GetDatabase(ctx, subID, dbID)
+	require.NoError(t, err)
+	require.Equal(t, before.ReplicaOf, after.ReplicaOf)
 }
 
-// Backups and imports are not implemented yet: 501 with a JSON error, no task.
-func TestNotImplemented(t *testing.T) {
+// POST …/backup takes no body (with Content-Type: application/json, as the real client
+// sends) or an optional one; POST …/import needs its body; both answer 200 with a task.
+// Here no database is active (no reconciler runs), so the tasks fail with
+// DATABASE_NOT_ACTIVE: the point is the shape of the answers.
+func TestBackupImportRequests(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testCtx(t)
 	subID, dbID := e.activeSubscription("later")
-	count := e.counts(e.mainAccount)
-	_, err := e.main.BackupDatabase(ctx, subID, dbID)
-	requireClientError(t, err, http.StatusNotImplemented, "NOT_IMPLEMENTED")
-	_, err = e.main.ImportDatabase(ctx, subID, dbID, client.Import{SourceType: client.Ptr("http"), ImportFromURI: []string{"http://example.com/a.rdb"}})
-	requireClientError(t, err, http.StatusNotImplemented, "NOT_IMPLEMENTED")
 	db := fmt.Sprintf("/v1/subscriptions/%d/databases/%d", subID, dbID)
-	for _, p := range []string{db + "/backup", db + "/import"} {
-		requireError(t, e.do(http.MethodPost, p, mainKey, mainSecret, nil), http.StatusNotImplemented, "NOT_IMPLEMENTED")
+	for _, body := range [][]byte{nil, []byte(`{}`), []byte(`{"adhocBackupPath":"/tmp/x"}`)} {
+		res := e.do(http.MethodPost, db+"/backup", mainKey, mainSecret, body)
+		require.Equal(t, http.StatusOK, res.status, string(res.body))
+		require.Contains(t, string(res.body), `"commandType":"databaseBackupRequest"`)
 	}
-	require.Equal(t, count, e.counts(e.mainAccount))
+	res := e.do(http.MethodPost, db+"/import", mainKey, mainSecret, []byte(`{"sourceType":"http","importFromUri":["http://127.0.0.1:1/a.rdb"]}`))
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	require.Contains(t, string(res.body), `"commandType":"databaseImportRequest"`)
+	count := e.counts(e.mainAccount)
+	for _, body := range [][]byte{nil, []byte(`[]`), []byte(`{"importFromUri":"x"}`), []byte(`{"sourceType":5}`)} {
+		requireError(t, e.do(http.MethodPost, db+"/import", mainKey, mainSecret, body), http.StatusBadRequest, "")
+	}
+	requireError(t, e.do(http.MethodPost, db+"/backup", mainKey, mainSecret, []byte(`{"adhocBackupPath":7}`)), http.StatusBadRequest, "")
+	require.Equal(t, count, e.counts(e.mainAccount), "refused requests make no task")
+
+	tk, err := e.main.BackupDatabase(ctx, subID, dbID)
+	require.NoError(t, err)
+	_, err = e.main.WaitForTask(ctx, tk.ID)
+	requireClientError(t, err, http.StatusConflict, "DATABASE_NOT_ACTIVE")
 }
 
 // An unknown path is a JSON 404 and a known path with the wrong method a JSON 405 with

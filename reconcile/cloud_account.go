@@ -25,7 +25,7 @@ func (r *Reconciler) cloudAccount(ctx context.Context, c *clouddb.CloudAccount) 
 			if !r.delay(ctx) {
 				return nil
 			}
-			return r.Store.Update(ctx, func(tx clouddb.Tx) error { return tx.DeleteCloudAccount(ctx, c.ID) })
+			return r.Store.Update(ctx, func(tx clouddb.Tx) error { return ignoreGone(tx.DeleteCloudAccount(ctx, c.ID)) })
 		})
 	}
 }

@@ -2,33 +2,79 @@ package reconcile
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
 	"strconv"
 
 	"clouddb"
 )
 
-func (r *Reconciler) database(ctx context.Context, d *clouddb.Database) {
+// index finds databases by account and port, to resolve same-account replica sources.
+type index map[[2]int]*clouddb.Database
+
+func newIndex(dbs []*clouddb.Database) index {
+	idx := make(index, len(dbs))
+	for _, d := range dbs {
+		if d.Status != clouddb.DatabaseDeleting {
+			idx[[2]int{d.AccountID, d.Port}] = d
+		}
+	}
+	return idx
+}
+
+// instance is what the driver must run for d: its settings and its resolved sources. A
+// same-account source that no longer exists is left out (and reported).
+func (r *Reconciler) instance(ctx context.Context, d *clouddb.Database, idx index) clouddb.Instance {
+	in := clouddb.InstanceOf(d)
+	for _, uri := range d.ReplicaOf {
+		src, err := clouddb.ParseReplicaSource("replicaOf", uri)
+		if err != nil {
+			continue // validated when it was set
+		}
+		ep := clouddb.RedisEndpoint{Addr: src.Addr(), Username: src.Username, Password: src.Password, TLS: src.TLS}
+		if src.SameAccount {
+			s := idx[[2]int{d.AccountID, src.Port}]
+			if s == nil {
+				r.Logger.Warn("replica source names no database any more", "database_id", d.ID, "source", src.Addr())
+				continue
+			}
+			ep.Password = s.Password
+		}
+		in.ReplicaOf = append(in.ReplicaOf, ep)
+	}
+	return in
+}
+
+// fingerprint identifies an instance, to tell when the driver must be told again.
+func fingerprint(in clouddb.Instance) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%#v", in))
+	return string(sum[:])
+}
+
+func (r *Reconciler) database(ctx context.Context, d *clouddb.Database, idx index) {
 	key := "db:" + strconv.Itoa(d.ID)
 	switch d.Status {
 	case clouddb.DatabasePending, clouddb.DatabaseChangePending:
-		r.spawn(ctx, key, func(ctx context.Context) error { return r.provisionDatabase(ctx, d) })
+		r.spawn(ctx, key, func(ctx context.Context) error { return r.provisionDatabase(ctx, d, r.instance(ctx, d, idx)) })
 	case clouddb.DatabaseDeleting:
 		r.spawn(ctx, key, func(ctx context.Context) error { return r.removeDatabase(ctx, d) })
 	case clouddb.DatabaseActive:
-		r.spawn(ctx, key, func(ctx context.Context) error { return r.superviseDatabase(ctx, d) })
+		r.spawn(ctx, key, func(ctx context.Context) error { return r.superviseDatabase(ctx, d, r.instance(ctx, d, idx)) })
 	}
 }
 
 // provisionDatabase makes the server match the database's generation and settles its
 // status, unless a newer change arrived meanwhile (the next pass handles that one).
-func (r *Reconciler) provisionDatabase(ctx context.Context, d *clouddb.Database) error {
+func (r *Reconciler) provisionDatabase(ctx context.Context, d *clouddb.Database, in clouddb.Instance) error {
 	if !r.delay(ctx) {
 		return nil
 	}
-	err := r.withDriver(ctx, func() error { return r.Driver.Ensure(ctx, clouddb.InstanceOf(d)) })
+	err := r.withDriver(ctx, func() error { return r.Driver.Ensure(ctx, in) })
 	if ctx.Err() != nil {
 		return nil
 	}
+	r.remember(d.ID, in, err)
 	status, detail := clouddb.DatabaseActive, ""
 	if err != nil {
 		status, detail = clouddb.DatabaseError, err.Error()
@@ -53,6 +99,61 @@ func (r *Reconciler) provisionDatabase(ctx context.Context, d *clouddb.Database)
 	return nil
 }
 
+var errRemoved = errors.New("removed")
+
+// ignoreGone makes a delete idempotent: a pass that read an older snapshot may delete a
+// row that is already gone.
+func ignoreGone(err error) error {
+	if errors.Is(err, clouddb.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// SourceEvent reports what happened to a source of a replicating database in the
+// account's system log: each change of state once, not every retry.
+func (r *Reconciler) SourceEvent(databaseID int, source, state, message string, err error) {
+	r.init()
+	key := strconv.Itoa(databaseID) + " " + source
+	r.mu.Lock()
+	if r.sourceStates == nil {
+		r.sourceStates = map[string]string{}
+	}
+	same := r.sourceStates[key] == state
+	r.sourceStates[key] = state
+	r.mu.Unlock()
+	if same {
+		return
+	}
+	ctx := context.Background()
+	var d *clouddb.Database
+	if verr := r.Store.View(ctx, func(tx clouddb.Tx) error {
+		var err error
+		d, err = tx.Database(ctx, 0, databaseID)
+		return err
+	}); verr != nil {
+		return
+	}
+	text := fmt.Sprintf("Database %q (id %d): replica source %s is %s", d.Spec.Name, d.ID, source, state)
+	if err != nil {
+		text += ": " + err.Error()
+	} else if message != "" {
+		text += ": " + message
+	}
+	r.event(ctx, d.AccountID, clouddb.LogTypeDatabase, d.Spec.Name, d.ID, "%s", text)
+}
+
+// remember records that the driver runs in for database id (or forgets it on failure).
+func (r *Reconciler) remember(id int, in clouddb.Instance, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		delete(r.ensured, id)
+		return
+	}
+	r.ensured[id] = fingerprint(in)
+}
+
 func (r *Reconciler) removeDatabase(ctx context.Context, d *clouddb.Database) error {
 	if !r.delay(ctx) {
 		return nil
@@ -60,9 +161,10 @@ func (r *Reconciler) removeDatabase(ctx context.Context, d *clouddb.Database) er
 	if err := r.withDriver(ctx, func() error { return r.Driver.Remove(ctx, d.ID) }); err != nil {
 		return err
 	}
-	if err := r.Store.Update(ctx, func(tx clouddb.Tx) error { return tx.DeleteDatabase(ctx, d.ID) }); err != nil {
+	if err := r.Store.Update(ctx, func(tx clouddb.Tx) error { return ignoreGone(tx.DeleteDatabase(ctx, d.ID)) }); err != nil {
 		return err
 	}
+	r.remember(d.ID, clouddb.Instance{}, errRemoved)
 	r.Notify()
 	return nil
 }
@@ -89,15 +191,24 @@ func (r *Reconciler) removeOrphans(ctx context.Context, held []int, dbs []*cloud
 // superviseDatabase restarts the server of an active database when it is not running:
 // after a restart of clouddb (adoption or restart on the same port) or a crash of the
 // server itself.
-func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database) error {
-	in := clouddb.InstanceOf(d)
-	up, err := r.Driver.Running(ctx, in)
-	if err != nil || up || ctx.Err() != nil {
-		return err
+func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database, in clouddb.Instance) error {
+	r.mu.Lock()
+	known := r.ensured[d.ID] == fingerprint(in)
+	r.mu.Unlock()
+	if known {
+		up, err := r.Driver.Running(ctx, in)
+		if err != nil || up || ctx.Err() != nil {
+			return err
+		}
 	}
-	err = r.withDriver(ctx, func() error { return r.Driver.Ensure(ctx, in) })
+	// Not running, or not ensured by this process yet: adopt or start it.
+	err := r.withDriver(ctx, func() error { return r.Driver.Ensure(ctx, in) })
 	if ctx.Err() != nil {
 		return nil
+	}
+	r.remember(d.ID, in, err)
+	if err == nil && !known {
+		return nil // adopted after a restart, or its sources changed: nothing to report
 	}
 	if err != nil {
 		var set bool

@@ -41,7 +41,13 @@ type Reconciler struct {
 	sem      chan struct{}
 	mu       sync.Mutex
 	inflight map[string]bool
-	wg       sync.WaitGroup
+	// ensured is, per database, the instance this process last made the driver run; a
+	// database it has not ensured yet (after a restart) or whose instance changed (a
+	// source's password) is ensured again instead of only checked.
+	ensured map[int]string
+	// sourceStates is the last reported state of each replica source.
+	sourceStates map[string]string
+	wg           sync.WaitGroup
 }
 
 func (r *Reconciler) init() {
@@ -61,6 +67,7 @@ func (r *Reconciler) init() {
 		r.wake = make(chan struct{}, 1)
 		r.sem = make(chan struct{}, r.Concurrency)
 		r.inflight = map[string]bool{}
+		r.ensured = map[int]string{}
 	})
 }
 
@@ -124,10 +131,11 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 		return err
 	}
 	r.removeOrphans(ctx, held, dbs)
+	idx := newIndex(dbs)
 	dbsBySub := map[int][]*clouddb.Database{}
 	for _, d := range dbs {
 		dbsBySub[d.SubscriptionID] = append(dbsBySub[d.SubscriptionID], d)
-		r.database(ctx, d)
+		r.database(ctx, d, idx)
 	}
 	for _, s := range subs {
 		r.subscription(ctx, s, dbsBySub[s.ID])

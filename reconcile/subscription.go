@@ -39,7 +39,7 @@ func (r *Reconciler) subscription(ctx context.Context, s *clouddb.Subscription, 
 			if !r.delay(ctx) {
 				return nil
 			}
-			return r.Store.Update(ctx, func(tx clouddb.Tx) error { return tx.DeleteSubscription(ctx, s.ID) })
+			return r.Store.Update(ctx, func(tx clouddb.Tx) error { return ignoreGone(tx.DeleteSubscription(ctx, s.ID)) })
 		})
 	}
 }

@@ -1,31 +1,50 @@
 #!/usr/bin/env bash
-# Makes sure what clouddb needs at run and test time is on this machine: Go and
-# redis-server. As root on Debian/Ubuntu it installs what is missing; otherwise it says
-# exactly what to install and fails.
+# Makes sure what clouddb needs at run and test time is on this machine. As root on
+# Debian/Ubuntu it installs what is missing; otherwise it says exactly what to install and
+# fails.
+#   run:  go, redis-server
+#   test: also vsftpd (FTP backups/imports), node + npm and azurite (Azure blob storage)
+# Usage: scripts/ensure-deps.sh [run|test]   (default: test)
 set -euo pipefail
+want=${1:-test}
 
-missing=()
-command -v go >/dev/null 2>&1 || missing+=("go")
-command -v redis-server >/dev/null 2>&1 || missing+=("redis-server")
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-if [[ " ${missing[*]} " == *" go "* ]]; then
+if ! command -v go >/dev/null 2>&1; then
   echo "Go 1.26 or newer is required: see https://go.dev/doc/install" >&2
   exit 1
 fi
 
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "installing redis-server with apt-get" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq redis-server >/dev/null
-  # The package may start a system-wide server on 6379; clouddb runs its own servers and
-  # does not need it.
-  if command -v service >/dev/null 2>&1; then service redis-server stop >/dev/null 2>&1 || true; fi
-  command -v redis-server >/dev/null 2>&1 && exit 0
+apt_pkgs=()
+command -v redis-server >/dev/null 2>&1 || apt_pkgs+=(redis-server)
+if [ "$want" = test ]; then
+  command -v vsftpd >/dev/null 2>&1 || [ -x /usr/sbin/vsftpd ] || apt_pkgs+=(vsftpd)
+  command -v npm >/dev/null 2>&1 || apt_pkgs+=(nodejs npm)
 fi
 
-echo "redis-server is required. Install it with:" >&2
-echo "  sudo apt-get install -y redis-server      (Debian/Ubuntu)" >&2
-echo "  brew install redis                         (macOS)" >&2
-exit 1
+if [ ${#apt_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing ${apt_pkgs[*]} with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null
+    # The packages may start system-wide servers; clouddb and its tests run their own.
+    if command -v service >/dev/null 2>&1; then
+      service redis-server stop >/dev/null 2>&1 || true
+      service vsftpd stop >/dev/null 2>&1 || true
+    fi
+  else
+    echo "missing: ${apt_pkgs[*]}. Install them with:" >&2
+    echo "  sudo apt-get install -y ${apt_pkgs[*]}      (Debian/Ubuntu)" >&2
+    exit 1
+  fi
+fi
+
+if [ "$want" = test ] && ! command -v azurite >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing azurite with npm" >&2
+    npm install -g --silent --no-audit --no-fund azurite >/dev/null
+  else
+    echo "missing: azurite (the Azure storage emulator the tests use). Install it with:" >&2
+    echo "  sudo npm install -g azurite" >&2
+    exit 1
+  fi
+fi

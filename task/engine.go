@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"clouddb"
+	"clouddb/blob"
 )
 
 // Defaults of the engine.
@@ -28,9 +29,14 @@ const (
 
 // Engine runs the processing phase.
 type Engine struct {
-	Store  clouddb.Store
-	Ports  *Ports
-	Logger *slog.Logger
+	Store clouddb.Store
+	Ports *Ports
+	// Driver and Blob serve the data jobs (backups and imports); TempDir receives the
+	// files an import downloads.
+	Driver  clouddb.Driver
+	Blob    blob.Options
+	TempDir string
+	Logger  *slog.Logger
 	// Now is the clock; tests may stub it.
 	Now func() time.Time
 	// Workers is how many tasks (of different accounts) may be processed at once.
@@ -39,6 +45,9 @@ type Engine struct {
 	Lease time.Duration
 	// PollInterval bounds how long a submitted task can wait when a wake-up is missed.
 	PollInterval time.Duration
+	// BackupCheck is how often the periodic-backup schedule is checked; it needs a
+	// Driver.
+	BackupCheck time.Duration
 	// Processed is called after every task that reached a final state, to wake the
 	// provisioning phase.
 	Processed func(*clouddb.Task)
@@ -100,6 +109,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		wg.Go(func() { e.work(ctx) })
 	}
 	wg.Go(func() { e.purge(ctx) })
+	if e.Driver != nil {
+		wg.Go(func() { e.backupLoop(ctx) })
+	}
 	wg.Wait()
 	return nil
 }
@@ -320,7 +332,10 @@ var handlers = map[string]handler{
 }
 
 // jobs are the command types whose work takes long.
-var jobs = map[string]job{}
+var jobs = map[string]job{
+	clouddb.CommandDatabaseBackup: backupDatabase,
+	clouddb.CommandDatabaseImport: importDatabase,
+}
 
 // env is what a handler may use besides the transaction.
 type env struct {

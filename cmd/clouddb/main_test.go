@@ -191,6 +191,18 @@ func (s *service) createDatabase(ctx context.Context, sub int, body client.Creat
 	return done.ResourceID()
 }
 
+// addDatabase creates a database and waits, as Terraform does, until it and its
+// subscription (which a resize makes pending) are active.
+func (s *service) addDatabase(ctx context.Context, sub int, body client.CreateDatabase) *client.Database {
+	s.t.Helper()
+	id := s.createDatabase(ctx, sub, body)
+	db, err := s.c.WaitForDatabaseStatus(ctx, sub, id, "active")
+	require.NoError(s.t, err)
+	_, err = s.c.WaitForSubscriptionStatus(ctx, sub, "active")
+	require.NoError(s.t, err)
+	return db
+}
+
 // redisOf connects to a database at the endpoint and with the password its GET returns.
 func redisOf(t *testing.T, db *client.Database) *redis.Client {
 	t.Helper()

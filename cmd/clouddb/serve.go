@@ -19,10 +19,12 @@ import (
 	"time"
 
 	"clouddb"
+	"clouddb/blob"
 	"clouddb/browser"
 	"clouddb/cloudapi"
 	"clouddb/driver/local"
 	"clouddb/reconcile"
+	"clouddb/redisdata"
 	"clouddb/sqlite"
 	"clouddb/task"
 )
@@ -161,21 +163,41 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
-	// A server that exits wakes the reconciler, which restarts it if its database is
-	// still meant to run.
+	// Sources of imports and replicas are where users point clouddb: every connection to
+	// them goes through the address guard.
+	blobOpts := blob.OptionsFromEnv(nil)
 	drv, err := local.New(local.Config{Dir: filepath.Join(c.DataDir, "databases"), Host: c.AdvertiseHost, Logger: m.logger,
-		Exited: func(int) { m.Reconciler.Notify() }})
+		// A server that exits wakes the reconciler, which restarts it if its database
+		// is still meant to run.
+		Exited: func(int) { m.Reconciler.Notify() },
+		DialSource: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return blob.Dial(ctx, network, addr, blobOpts)
+		},
+		ReplicaEvent: func(id int, e redisdata.Event) {
+			m.Reconciler.SourceEvent(id, e.Endpoint, e.State, e.Message, e.Err)
+		},
+	})
 	if err != nil {
 		return err
 	}
 	m.Driver = drv
 	low, high, _ := task.ParseRange(c.DBPorts)
+	tmpDir := filepath.Join(c.DataDir, "tmp")
+	if err := os.RemoveAll(tmpDir); err != nil { // what a crash left behind
+		return err
+	}
+	if err := os.MkdirAll(tmpDir, 0o700); err != nil {
+		return err
+	}
 	m.Reconciler = &reconcile.Reconciler{Store: db, Driver: drv, Logger: m.logger, Delay: c.ProvisioningDelay}
 	m.Engine = &task.Engine{
 		Store:     db,
 		Ports:     &task.Ports{Low: low, High: high, Host: c.AdvertiseHost},
 		Logger:    m.logger,
 		Lease:     c.TaskLease,
+		Driver:    drv,
+		Blob:      blobOpts,
+		TempDir:   tmpDir,
 		Processed: func(*clouddb.Task) { m.Reconciler.Notify() },
 	}
 	api := &cloudapi.Server{Store: db, Tasks: m.Engine, AdvertiseHost: c.AdvertiseHost, RedisVersion: redisVersion(), Logger: m.logger, RateLimit: c.RateLimit}

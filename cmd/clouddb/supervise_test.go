@@ -69,8 +69,7 @@ func TestOrphanServerRemoved(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	require.NoError(t, stray.Ensure(ctx, clouddb.Instance{DatabaseID: 4242, Port: port, Password: "orphan", MaxMemoryBytes: 1 << 20,
-		EvictionPolicy: "noeviction", DataPersistence: "none"}))
-	require.True(t, listening(port))
+		EvictionPolicy: "noeviction", DataPersistence: "none"}), "the stray server answered")
 	s.m.Reconciler.Notify()
 	eventually(t, 10*time.Second, "orphan removed", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "databases", "4242"))
