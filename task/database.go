@@ -15,6 +15,26 @@ func findDatabase(ctx context.Context, tx clouddb.Tx, t *clouddb.Task) (*clouddb
 	return d, err
 }
 
+// activeSubscription is the task's subscription, which must be active for its databases
+// to change.
+func activeSubscription(ctx context.Context, tx clouddb.Tx, t *clouddb.Task) (*clouddb.Subscription, error) {
+	sub, err := findSubscription(ctx, tx, t.AccountID, t.SubscriptionID)
+	if err != nil {
+		return nil, err
+	}
+	return sub, requireActive(sub)
+}
+
+// changeableDatabase is the task's database in its active subscription.
+func changeableDatabase(ctx context.Context, tx clouddb.Tx, t *clouddb.Task) (*clouddb.Subscription, *clouddb.Database, error) {
+	sub, err := activeSubscription(ctx, tx, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := findDatabase(ctx, tx, t)
+	return sub, d, err
+}
+
 // checkName fails when another live database of the subscription has the name.
 func checkName(ctx context.Context, tx clouddb.Tx, subID, selfID int, name string) error {
 	dbs, _, err := tx.Databases(ctx, clouddb.DatabaseFilter{SubscriptionID: subID, ExcludeDeleting: true})
@@ -116,11 +136,8 @@ func createDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err := decode(t, &spec); err != nil {
 		return 0, err
 	}
-	sub, err := findSubscription(ctx, tx, t.AccountID, t.SubscriptionID)
+	sub, err := activeSubscription(ctx, tx, t)
 	if err != nil {
-		return 0, err
-	}
-	if err := requireActive(sub); err != nil {
 		return 0, err
 	}
 	if err := spec.ValidateCreate(); err != nil {
@@ -152,14 +169,7 @@ func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err := decode(t, &u); err != nil {
 		return 0, err
 	}
-	sub, err := findSubscription(ctx, tx, t.AccountID, t.SubscriptionID)
-	if err != nil {
-		return 0, err
-	}
-	if err := requireActive(sub); err != nil {
-		return 0, err
-	}
-	d, err := findDatabase(ctx, tx, t)
+	sub, d, err := changeableDatabase(ctx, tx, t)
 	if err != nil {
 		return 0, err
 	}
@@ -199,14 +209,7 @@ func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 }
 
 func deleteDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task) (int, error) {
-	sub, err := findSubscription(ctx, tx, t.AccountID, t.SubscriptionID)
-	if err != nil {
-		return 0, err
-	}
-	if err := requireActive(sub); err != nil {
-		return 0, err
-	}
-	d, err := findDatabase(ctx, tx, t)
+	_, d, err := changeableDatabase(ctx, tx, t)
 	if err != nil {
 		return 0, err
 	}
