@@ -7,29 +7,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
-	"modernc.org/sqlite"
+	moderncsqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"clouddb"
+	"clouddb/sqlite"
 )
 
 //go:embed migration/*.sql
 var migrationFS embed.FS
 
-// busyTimeout is how long a connection waits for another process's lock on the file.
-const busyTimeout = 5 * time.Second
-
 // store keeps certificates and connection records in the browser's own SQLite file, in
 // WAL mode, with one writer connection whose transactions begin IMMEDIATE and a small
 // pool of query-only readers. Secrets are sealed on the way in and opened on the way out.
 type store struct {
+	pools  *sqlite.Pools
 	writer *sql.DB
 	reader *sql.DB
 	cipher *clouddb.Cipher
@@ -44,96 +40,14 @@ var (
 )
 
 func openStore(path string, cipher *clouddb.Cipher) (*store, error) {
-	if strings.HasPrefix(path, ":memory:") || strings.HasPrefix(path, "file:") || strings.Contains(path, "?") {
-		return nil, fmt.Errorf("browser: %q is not a plain file path", path)
-	}
-	// The file holds sealed secrets; keep it private anyway. SQLite gives its -wal and
-	// -shm files the mode of the main file.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	p, err := sqlite.OpenPools(path, migrationFS, max(2, runtime.GOMAXPROCS(0)))
 	if err != nil {
-		return nil, fmt.Errorf("browser: open %s: %w", path, err)
+		return nil, fmt.Errorf("browser: %w", err)
 	}
-	f.Close()
-
-	timeout := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
-	st := &store{cipher: cipher, now: func() time.Time { return time.Now().UTC() }}
-	st.writer, err = sql.Open("sqlite", path+"?_txlock=immediate&"+timeout+
-		"&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
-	if err != nil {
-		return nil, fmt.Errorf("browser: open %s: %w", path, err)
-	}
-	st.writer.SetMaxOpenConns(1)
-	st.writer.SetMaxIdleConns(1)
-	st.writer.SetConnMaxLifetime(0)
-	st.writer.SetConnMaxIdleTime(0)
-	if err := st.migrate(context.Background()); err != nil {
-		st.writer.Close()
-		return nil, fmt.Errorf("browser: migrate %s: %w", path, err)
-	}
-	// Opened after the writer has switched the file to WAL mode.
-	st.reader, err = sql.Open("sqlite", path+"?"+timeout+"&_pragma=foreign_keys(1)&_pragma=query_only(1)")
-	if err != nil {
-		st.writer.Close()
-		return nil, fmt.Errorf("browser: open %s: %w", path, err)
-	}
-	n := max(2, runtime.GOMAXPROCS(0))
-	st.reader.SetMaxOpenConns(n)
-	st.reader.SetMaxIdleConns(n)
-	st.reader.SetConnMaxLifetime(0)
-	st.reader.SetConnMaxIdleTime(0)
-	if err := st.reader.Ping(); err != nil {
-		st.close()
-		return nil, fmt.Errorf("browser: open %s: %w", path, err)
-	}
-	return st, nil
+	return &store{pools: p, writer: p.Writer, reader: p.Reader, cipher: cipher, now: func() time.Time { return time.Now().UTC() }}, nil
 }
 
-func (st *store) close() error {
-	var errs []error
-	if st.reader != nil {
-		errs = append(errs, st.reader.Close())
-	}
-	if st.writer != nil {
-		errs = append(errs, st.writer.Close())
-	}
-	return errors.Join(errs...)
-}
-
-// migrate applies the embedded migrations in name order, each in one transaction with
-// the row that records it.
-func (st *store) migrate(ctx context.Context) error {
-	if _, err := st.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (
-		name       TEXT PRIMARY KEY,
-		applied_at INTEGER NOT NULL
-	)`); err != nil {
-		return err
-	}
-	names, err := fs.Glob(migrationFS, "migration/*.sql")
-	if err != nil {
-		return err
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		if err := st.update(ctx, func(tx *sql.Tx) error {
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM migrations WHERE name = ?`, name).Scan(&n); err != nil || n > 0 {
-				return err
-			}
-			buf, err := fs.ReadFile(migrationFS, name)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, string(buf)); err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO migrations (name, applied_at) VALUES (?, ?)`, name, st.now().UnixMicro())
-			return err
-		}); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	return nil
-}
+func (st *store) close() error { return st.pools.Close() }
 
 // update runs fn in a write transaction and commits when it returns nil.
 func (st *store) update(ctx context.Context, fn func(*sql.Tx) error) error {
@@ -150,7 +64,7 @@ func (st *store) update(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // constraint returns the extended SQLite result code of a constraint violation, or 0.
 func constraint(err error) int {
-	var se *sqlite.Error
+	var se *moderncsqlite.Error
 	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
 		return se.Code()
 	}

@@ -14,9 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
@@ -40,6 +38,7 @@ type DB struct {
 	Now func() time.Time
 
 	path   string
+	pools  *Pools
 	writer *sql.DB
 	reader *sql.DB
 	seal   sealer
@@ -56,115 +55,22 @@ func WithCipher(c *clouddb.Cipher) Option { return func(db *DB) { db.seal = seal
 var _ clouddb.Store = (*DB)(nil)
 
 // Open opens the database file at path, creating it if needed, and applies the
-// migrations that have not been applied yet. path must name a file: an in-memory
-// database would not be shared by the two pools.
+// migrations that have not been applied yet.
 func Open(path string, opts ...Option) (*DB, error) {
-	if path == "" || strings.HasPrefix(path, ":memory:") || strings.HasPrefix(path, "file:") || strings.Contains(path, "?") {
-		return nil, fmt.Errorf("sqlite: %q is not a plain file path", path)
-	}
-	timeout := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
-
 	db := &DB{Now: func() time.Time { return time.Now().UTC() }, path: path}
 	for _, o := range opts {
 		o(db)
 	}
-	var err error
-	// journal_mode is persistent in the file, so only the writer sets it. NORMAL
-	// synchronous is durable in WAL mode except for the last commits on power loss.
-	db.writer, err = sql.Open("sqlite", path+"?_txlock=immediate&"+timeout+
-		"&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	p, err := OpenPools(path, migrationFS, max(4, runtime.GOMAXPROCS(0)))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		return nil, err
 	}
-	db.writer.SetMaxOpenConns(1)
-	db.writer.SetMaxIdleConns(1)
-	db.writer.SetConnMaxLifetime(0)
-	db.writer.SetConnMaxIdleTime(0)
-
-	if err := db.migrate(context.Background()); err != nil {
-		db.writer.Close()
-		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
-	}
-
-	// The reader is opened after the writer has switched the file to WAL mode.
-	db.reader, err = sql.Open("sqlite", path+"?"+timeout+"&_pragma=foreign_keys(1)&_pragma=query_only(1)")
-	if err != nil {
-		db.writer.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
-	}
-	n := max(4, runtime.GOMAXPROCS(0))
-	db.reader.SetMaxOpenConns(n)
-	db.reader.SetMaxIdleConns(n) // keep them open: a new connection re-reads the schema
-	db.reader.SetConnMaxLifetime(0)
-	db.reader.SetConnMaxIdleTime(0)
-	if err := db.reader.Ping(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
-	}
+	db.pools, db.writer, db.reader = p, p.Writer, p.Reader
 	return db, nil
 }
 
 // Close closes both pools.
-func (db *DB) Close() error {
-	var errs []error
-	if db.reader != nil {
-		errs = append(errs, db.reader.Close())
-	}
-	if db.writer != nil {
-		errs = append(errs, db.writer.Close())
-	}
-	return errors.Join(errs...)
-}
-
-// migrate applies the embedded migrations in name order, each in its own transaction
-// together with the row that records it, so a crash never leaves one half applied.
-func (db *DB) migrate(ctx context.Context) error {
-	if _, err := db.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (
-		name       TEXT PRIMARY KEY,
-		applied_at INTEGER NOT NULL
-	)`); err != nil {
-		return err
-	}
-	names, err := fs.Glob(migrationFS, "migration/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if err := db.migrateFile(ctx, name); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	return nil
-}
-
-func (db *DB) migrateFile(ctx context.Context, name string) error {
-	tx, err := db.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-
-	// Checked inside the write transaction: another process may have migrated meanwhile.
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM migrations WHERE name = ?`, name).Scan(&n); err != nil {
-		return err
-	} else if n > 0 {
-		return nil
-	}
-	buf, err := fs.ReadFile(migrationFS, name)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, string(buf)); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO migrations (name, applied_at) VALUES (?, ?)`,
-		name, db.now().UnixMicro()); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
+func (db *DB) Close() error { return db.pools.Close() }
 
 // now is the store's clock at the precision it stores.
 func (db *DB) now() time.Time { return norm(db.Now()) }
