@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	// The harness starts its own executable as the bare server of the read path.
+	if serveBareFromEnv() {
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestQuick runs the whole harness in its tiny size, so that `make test` keeps it building
+// and working: every section must be there with positive, finite figures, and no process
+// it started may be left running.
+func TestQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts clouddb and redis-server processes")
+	}
+	cfg := QuickConfig()
+	cfg.Out = filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	cfg.PortBase = 13000 + (os.Getpid()%15)*200
+	cfg.Log = testWriter{t}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+
+	rep, err := measure(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if len(rep.Read) != 2*len(cfg.Clients) {
+		t.Fatalf("read path: %d rows, want %d", len(rep.Read), 2*len(cfg.Clients))
+	}
+	for _, r := range rep.Read {
+		for name, v := range map[string]float64{
+			"clouddb req/s": r.Real.RPS, "bare req/s": r.Bare.RPS, "throughput ratio": r.RPSRatio, "p99 ratio": r.P99Ratio,
+			"clouddb p50": float64(r.Real.P50), "clouddb p99": float64(r.Real.P99), "bare p50": float64(r.Bare.P50), "bare p99": float64(r.Bare.P99),
+		} {
+			positive(t, r.Endpoint+" "+name, v)
+		}
+		if r.Real.P99 < r.Real.P50 || r.Bare.P99 < r.Bare.P50 {
+			t.Errorf("%s: p99 below p50", r.Endpoint)
+		}
+	}
+
+	p := rep.Provision
+	if p == nil || len(p.Real) != cfg.Creates || len(p.Bare) != cfg.Creates {
+		t.Fatalf("provisioning: %+v, want %d creates and bare spawns", p, cfg.Creates)
+	}
+	positive(t, "create-to-active median", float64(quantile(p.Real, 0.5)))
+	positive(t, "bare spawn-to-PONG median", float64(quantile(p.Bare, 0.5)))
+	positive(t, "provisioning median ratio", p.MedianRatio())
+	positive(t, "provisioning p99 ratio", p.P99Ratio())
+
+	e := rep.Engine
+	if e == nil || e.Tasks != cfg.Accounts*cfg.TasksPerAccount {
+		t.Fatalf("task engine: %+v", e)
+	}
+	positive(t, "tasks/s", e.TasksPerSec)
+	positive(t, "commits/s", e.CommitsPerSec)
+	positive(t, "engine ratio", e.Ratio)
+
+	if len(rep.Scale) != len(cfg.ScaleNs) {
+		t.Fatalf("scale: %d rows, want %d", len(rep.Scale), len(cfg.ScaleNs))
+	}
+	for _, s := range rep.Scale {
+		for name, v := range map[string]float64{
+			"RSS": float64(s.RSS), "PSS": float64(s.PSS), "GET /subscriptions p50": float64(s.SubsListP50),
+			"database page p50": float64(s.DBPageP50), "all databases": float64(s.DBAll),
+			"SIGTERM stop": float64(s.TermStop), "SIGTERM restart API": float64(s.TermAPI), "SIGTERM restart all": float64(s.TermAll),
+			"SIGKILL restart API": float64(s.KillAPI), "SIGKILL restart all": float64(s.KillAll),
+		} {
+			positive(t, "scale: "+name, v)
+		}
+		if s.KillNewPids != 0 || s.KillLostPids != 0 {
+			t.Errorf("scale N=%d: after SIGKILL %d redis-servers were started anew and %d lost; want them adopted", s.N, s.KillNewPids, s.KillLostPids)
+		}
+	}
+
+	data, err := os.ReadFile(cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(data)
+	for _, want := range []string{
+		"# clouddb benchmarks", "Machine: ", "redis-server ", "## Goals",
+		"## 1. Read path", "## 2. Provisioning", "## 3. Task engine", "## 4. Scale",
+		"## 5. Import throughput", importsNote,
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	for _, bad := range []string{"NaN", "+Inf", "## Failures", "not measured (failed"} {
+		if strings.Contains(md, bad) {
+			t.Errorf("the report contains %q:\n%s", bad, md)
+		}
+	}
+}
+
+func positive(t *testing.T, name string, v float64) {
+	t.Helper()
+	if !(v > 0) || math.IsInf(v, 0) {
+		t.Errorf("%s = %v, want a positive finite number", name, v)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// report is everything a run measured.
+type report struct {
+	Config            Config
+	Started, Finished time.Time
+	Machine           string
+	Rev               string
+	Read              []readRow
+	Provision         *provisionResult
+	Engine            *engineResult
+	Scale             []scaleRow
+	Profile           string // what the read-path profile found, if one was taken
+	Failures          []string
+}
+
+// importsNote is what the report says about import throughput until imports exist.
+const importsNote = "not measured yet: imports arrive with issue 6"
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	c := r.Config
+	p("# clouddb benchmarks")
+	p("")
+	p("Machine: %s.", r.Machine)
+	p("")
+	p("Written by `make bench` (`go run ./bench -out BENCHMARKS.md`) on %s in %s, source %s.",
+		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Finished.Sub(r.Started).Round(time.Second), r.Rev)
+	p("Sizes: %d repetitions; read-path runs of %s after %s of warm-up at %s concurrent keep-alive clients; "+
+		"%d database creates; %d accounts × %d tasks; scale at %s active databases with %d restarts of each kind.",
+		c.Reps, c.Duration, c.Warmup, joinInts(c.Clients), c.Creates, c.Accounts, c.TasksPerAccount, joinInts(c.ScaleNs), c.RestartReps)
+	p("")
+	p("Every figure is a **ratio to a baseline measured in the same run**, with the absolute numbers beside it. " +
+		"The machine is shared and noisy, so measured and baseline runs are interleaved (and which one goes first " +
+		"alternates), absolute figures are medians over the repetitions, and ratios are medians of the per-pair ratios.")
+	p("")
+
+	p("## Goals")
+	p("")
+	p("| goal | result | met |")
+	p("|---|---|---|")
+	if len(r.Read) > 0 {
+		minRPS, maxP99 := math.Inf(1), 0.0
+		for _, row := range r.Read {
+			minRPS, maxP99 = math.Min(minRPS, row.RPSRatio), math.Max(maxP99, row.P99Ratio)
+		}
+		p("| read path: throughput ≥ %.1f× bare net/http, every endpoint and client level | worst %.2f× | %s |", goalReadRPS, minRPS, yesNo(minRPS >= goalReadRPS))
+		p("| read path: p99 ≤ %.0f× bare net/http, every endpoint and client level | worst %.2f× | %s |", goalReadP99, maxP99, yesNo(maxP99 <= goalReadP99))
+	} else {
+		p("| read path | %s | no |", r.missing("read"))
+	}
+	if pr := r.Provision; pr != nil {
+		p("| provisioning: create-to-active ≤ %.0f× bare redis-server spawn-to-PONG (median, p99) | %.1f× / %.1f× | %s |",
+			goalProvision, pr.MedianRatio(), pr.P99Ratio(), yesNo(pr.MedianRatio() <= goalProvision && pr.P99Ratio() <= goalProvision))
+	} else {
+		p("| provisioning | %s | no |", r.missing("provision"))
+	}
+	p("")
+
+	p("## 1. Read path")
+	p("")
+	p("clouddb (`clouddb serve`, a separate process) against a bare `net/http` handler in a separate process " +
+		"that answers the same bytes (captured from clouddb first) with the same Content-Type. " +
+		"The load generator runs in the harness process: each client is one keep-alive HTTP/1.1 connection " +
+		"sending the same authenticated GET, one request at a time. clouddb runs with its per-key rate limit " +
+		"set to 2^30 requests a minute, so the limiter's bookkeeping stays in the path but never refuses.")
+	p("")
+	if len(r.Read) == 0 {
+		p("%s.", r.missing("read"))
+	}
+	p("| endpoint | clients | throughput ratio (goal ≥ %.1f) | p99 ratio (goal ≤ %.0f) | clouddb req/s | bare req/s | clouddb p50 / p99 | bare p50 / p99 | met |", goalReadRPS, goalReadP99)
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, row := range r.Read {
+		p("| `%s` (%d B) | %d | **%.2f** | **%.2f** | %.0f | %.0f | %s / %s | %s / %s | %s |",
+			row.Endpoint, row.BodyBytes, row.Clients, row.RPSRatio, row.P99Ratio, row.Real.RPS, row.Bare.RPS,
+			fmtDur(row.Real.P50), fmtDur(row.Real.P99), fmtDur(row.Bare.P50), fmtDur(row.Bare.P99), yesNo(row.Met()))
+	}
+	p("")
+
+	p("## 2. Provisioning")
+	p("")
+	if pr := r.Provision; pr != nil {
+		p("%d database creates (0.01 GB, no persistence) one after another in one active subscription sized so that "+
+			"no create resizes it; each waited for until active. clouddb's figure is server-side: from the task's "+
+			"received timestamp to the database's `activatedOn` (both at millisecond precision). The baseline execs "+
+			"`redis-server` with a minimal config (loopback, a password, no persistence) on a free port and polls an "+
+			"authenticated PING every %s until PONG; one bare spawn alternates with each create.", pr.Creates, bareSpawnPoll)
+		p("")
+		p("| figure | ratio (goal ≤ %.0f) | clouddb create-to-active | bare spawn-to-PONG | met |", goalProvision)
+		p("|---|---:|---:|---:|---|")
+		p("| median | **%.1f** | %s | %s | %s |", pr.MedianRatio(), fmtDur(quantile(pr.Real, 0.5)), fmtDur(quantile(pr.Bare, 0.5)), yesNo(pr.MedianRatio() <= goalProvision))
+		p("| p99 | **%.1f** | %s | %s | %s |", pr.P99Ratio(), fmtDur(quantile(pr.Real, 0.99)), fmtDur(quantile(pr.Bare, 0.99)), yesNo(pr.P99Ratio() <= goalProvision))
+		p("")
+		p("Seen from the client (POST until the database reads active, polling every 10 ms): median %s, p99 %s.",
+			fmtDur(quantile(pr.Wall, 0.5)), fmtDur(quantile(pr.Wall, 0.99)))
+	} else {
+		p("%s.", r.missing("provision"))
+	}
+	p("")
+
+	p("## 3. Task engine")
+	p("")
+	if e := r.Engine; e != nil {
+		p("In-process: `sqlite.Open` on a new file, %d accounts and %d cheap tasks each (cloud-account creates, "+
+			"submitted round-robin) written directly into the store, then `task.Engine{Store, Ports}` with its "+
+			"default %d workers runs until every task is final (all must complete). The baseline commits one insert "+
+			"of a task-sized row per transaction on a new file with the store writer's settings "+
+			"(modernc.org/sqlite, WAL, synchronous=NORMAL, BEGIN IMMEDIATE, one connection).",
+			e.Accounts, e.TasksPerAccount, e.Workers)
+		p("")
+		p("| figure | ratio | clouddb task engine | raw SQLite commits |")
+		p("|---|---:|---:|---:|")
+		p("| %d tasks through the processing phase | **%.2f** | %.0f tasks/s | %.0f commits/s |", e.Tasks, e.Ratio, e.TasksPerSec, e.CommitsPerSec)
+		p("")
+		p("Each task costs two write transactions on the single writer connection (the claim, then the handler's " +
+			"writes with the task's completion), so 0.5 is the ceiling of this design on SQLite.")
+	} else {
+		p("%s.", r.missing("engine"))
+	}
+	p("")
+
+	p("## 4. Scale")
+	p("")
+	if len(r.Scale) > 0 {
+		p("One `clouddb serve` grown through the API to each size: subscriptions whose creation plan has up to 100 " +
+			"databases of 0.01 GB (no persistence), at most three non-active at once. RSS is the clouddb process's " +
+			"VmRSS, its idle CPU the share of one core it used (`/proc/PID/stat`) while the harness waited before reading memory; PSS the summed Pss (`/proc/PID/smaps_rollup`) of its redis-server processes. List latencies " +
+			"are sequential requests on one keep-alive connection. Restart times run from the exec of the new " +
+			"`clouddb serve` until the API answers an authenticated GET, and until every database answers an " +
+			"authenticated PING; after SIGTERM clouddb has stopped every server and must start them again, after " +
+			"SIGKILL the servers keep running and must be adopted (checked with `pgrep -x redis-server`: the " +
+			"same pids before and after, none started twice).")
+		p("")
+		p("| databases | subscriptions | clouddb RSS | clouddb idle CPU | redis-server PSS (per database) | GET /v1/subscriptions p50 / p99 | GET …/databases?limit=100 p50 | list every database | SIGTERM: stop, then restart to API / all PING | SIGKILL: restart to API / all PING | SIGKILL: new / lost pids |")
+		p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for _, s := range r.Scale {
+			p("| %d | %d | %s | %.1f%% | %s (%s) | %s / %s | %s | %s | %s, then %s / **%s** | %s / **%s** | %d / %d |",
+				s.N, s.Subscriptions, mib(s.RSS), 100*s.IdleCPU, mib(s.PSS), mib(s.PSS/int64(s.N)), fmtDur(s.SubsListP50), fmtDur(s.SubsListP99),
+				fmtDur(s.DBPageP50), fmtDur(s.DBAll), fmtDur(s.TermStop), fmtDur(s.TermAPI), fmtDur(s.TermAll),
+				fmtDur(s.KillAPI), fmtDur(s.KillAll), s.KillNewPids, s.KillLostPids)
+		}
+		p("")
+		if len(r.Scale) > 1 {
+			p("Growth per 10× databases, between consecutive sizes ((b/a)^(1/log10(Nb/Na)); 10 means linear, 1 flat):")
+			p("")
+			head := "| figure |"
+			sep := "|---|"
+			for i := 1; i < len(r.Scale); i++ {
+				head += fmt.Sprintf(" %d → %d |", r.Scale[i-1].N, r.Scale[i].N)
+				sep += "---:|"
+			}
+			p("%s", head)
+			p("%s", sep)
+			figures := []struct {
+				name string
+				get  func(scaleRow) float64
+			}{
+				{"clouddb RSS", func(s scaleRow) float64 { return float64(s.RSS) }},
+				{"clouddb idle CPU", func(s scaleRow) float64 { return s.IdleCPU }},
+				{"redis-server PSS, summed", func(s scaleRow) float64 { return float64(s.PSS) }},
+				{"GET /v1/subscriptions p50", func(s scaleRow) float64 { return float64(s.SubsListP50) }},
+				{"GET …/databases?limit=100 p50", func(s scaleRow) float64 { return float64(s.DBPageP50) }},
+				{"list every database", func(s scaleRow) float64 { return float64(s.DBAll) }},
+				{"restart after SIGTERM, all PING", func(s scaleRow) float64 { return float64(s.TermAll) }},
+				{"restart after SIGKILL, all PING", func(s scaleRow) float64 { return float64(s.KillAll) }},
+			}
+			for _, f := range figures {
+				line := "| " + f.name + " |"
+				for i := 1; i < len(r.Scale); i++ {
+					a, z := r.Scale[i-1], r.Scale[i]
+					if g := growth(f.get(a), f.get(z), a.N, z.N); math.IsNaN(g) {
+						line += " n/a |"
+					} else {
+						line += fmt.Sprintf(" %.1f× |", g)
+					}
+				}
+				p("%s", line)
+			}
+		} else {
+			p("Growth with N needs at least two sizes (this run had one).")
+		}
+	} else {
+		p("%s.", r.missing("scale"))
+	}
+	p("")
+
+	p("## 5. Import throughput")
+	p("")
+	p("%s.", importsNote)
+	p("")
+	if r.Profile != "" {
+		p("## Read-path profile")
+		p("")
+		p("%s", r.Profile)
+		p("")
+	}
+	if len(r.Failures) > 0 {
+		p("## Failures")
+		p("")
+		for _, f := range r.Failures {
+			p("- %s", strings.ReplaceAll(f, "\n", " "))
+		}
+		p("")
+	}
+	return b.String()
+}
+
+// missing says why a section has no figures.
+func (r *report) missing(section string) string {
+	if !r.Config.runs(section) {
+		return "not run (-sections " + strings.Join(r.Config.Sections, ",") + ")"
+	}
+	return "not measured (failed, see Failures)"
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// fmtDur prints a duration with three significant digits in a fitting unit.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+func medianDur(ds []time.Duration) time.Duration {
+	xs := make([]float64, len(ds))
+	for i, d := range ds {
+		xs[i] = float64(d)
+	}
+	return time.Duration(median(xs))
+}
+
+var redisVersionRe = regexp.MustCompile(`v=(\S+).*malloc=(\S+)`)
+
+// describeMachine is the report's line about the machine.
+func describeMachine(ctx context.Context) string {
+	cpu := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if name, value, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
+				cpu = strings.TrimSpace(value)
+				break
+			}
+		}
+	}
+	mem := "unknown memory"
+	if v, err := procField("/proc/meminfo", "MemTotal:"); err == nil {
+		mem = fmt.Sprintf("%.1f GiB memory", float64(v)/(1<<30))
+	}
+	redis := "redis-server not found"
+	if out, err := exec.CommandContext(ctx, "redis-server", "--version").Output(); err == nil {
+		if m := redisVersionRe.FindSubmatch(out); m != nil {
+			redis = fmt.Sprintf("redis-server %s (%s)", m[1], m[2])
+		} else {
+			redis = strings.TrimSpace(string(out))
+		}
+	}
+	return fmt.Sprintf("%s, %d cores, %s, %s %s/%s, %s", cpu, runtime.NumCPU(), mem, runtime.Version(), runtime.GOOS, runtime.GOARCH, redis)
+}
+
+// sourceRev names the measured source: the given name, else $CLOUDDB_BENCH_REV, else
+// git's HEAD.
+func sourceRev(given string) string {
+	if given == "" {
+		given = os.Getenv("CLOUDDB_BENCH_REV")
+	}
+	if given != "" {
+		return given
+	}
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	rev := "`" + strings.TrimSpace(string(out)) + "`"
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		rev += " with uncommitted changes"
+	}
+	return rev
+}
