@@ -31,9 +31,12 @@ func (d *Driver) newClient(port int, password string) *redis.Client {
 		MaxRetries:               -1,
 		PoolSize:                 1,
 		DialTimeout:              time.Second,
-		ReadTimeout:              3 * time.Second,
-		WriteTimeout:             3 * time.Second,
-		ContextTimeoutEnabled:    true,
+		// One dial per probe: go-redis would otherwise retry a refused dial five times,
+		// 100ms apart, which the start-up wait below does better with its own backoff.
+		DialerRetries:         1,
+		ReadTimeout:           3 * time.Second,
+		WriteTimeout:          3 * time.Second,
+		ContextTimeoutEnabled: true,
 	})
 }
 
