@@ -24,6 +24,9 @@ type Store interface {
 	// PurgeTasks deletes finished tasks last updated before the given time; a task that
 	// has not been processed is never purged.
 	PurgeTasks(ctx context.Context, before time.Time) (int64, error)
+	// Version is a counter that changes with every write this process commits (task
+	// claims included): what was read at one version is still true while it stays.
+	Version() uint64
 	// Close releases the store.
 	Close() error
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func (s *Server) registerAccountRoutes() {
-	s.route("GET /", s.getAccount)
+	s.routeUncached("GET /", s.getAccount) // shows the caller's address
 	s.route("GET /payment-methods", s.listPaymentMethods)
 	s.route("GET /regions", s.listRegions)
 	s.route("GET /data-persistence", s.listDataPersistence)

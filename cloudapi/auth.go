@@ -24,6 +24,10 @@ func (s *Server) authenticate(r *http.Request) (*caller, error) {
 		return nil, errUnauthorized
 	}
 	var c caller
+	if e, ok := s.auth.get(key, s.Now()); ok {
+		c = caller{account: e.account, key: e.key}
+		return s.authorize(r, &c, secret)
+	}
 	err := s.Store.View(r.Context(), func(tx clouddb.Tx) error {
 		k, err := tx.APIKey(r.Context(), key)
 		if err != nil {
@@ -42,6 +46,12 @@ func (s *Server) authenticate(r *http.Request) (*caller, error) {
 	} else if err != nil {
 		return nil, err
 	}
+	s.auth.put(key, authEntry{key: c.key, account: c.account, at: s.Now()})
+	return s.authorize(r, &c, secret)
+}
+
+// authorize checks the secret, the plan and the key's role.
+func (s *Server) authorize(r *http.Request, c *caller, secret string) (*caller, error) {
 	if !c.key.MatchSecret(secret) {
 		return nil, errUnauthorized
 	}
@@ -52,5 +62,5 @@ func (s *Server) authenticate(r *http.Request) (*caller, error) {
 	if c.key.Role == clouddb.RoleViewer && r.Method != http.MethodGet {
 		return nil, clouddb.Forbidden(clouddb.ErrTypeForbidden, "this API key is read-only")
 	}
-	return &c, nil
+	return c, nil
 }

@@ -20,8 +20,9 @@ func (s *Server) registerDatabaseRoutes() {
 	s.route("DELETE "+db, s.deleteDatabase)
 	s.route("GET "+db+"/tags", s.getDatabaseTags)
 	s.route("PUT "+db+"/tags", s.putDatabaseTags)
-	s.route("GET "+db+"/backup", s.statusTask(clouddb.CommandDatabaseBackupStatus))
-	s.route("GET "+db+"/import", s.statusTask(clouddb.CommandDatabaseImportStatus))
+	// These GETs create a task each time.
+	s.routeUncached("GET "+db+"/backup", s.statusTask(clouddb.CommandDatabaseBackupStatus))
+	s.routeUncached("GET "+db+"/import", s.statusTask(clouddb.CommandDatabaseImportStatus))
 	s.route("POST "+db+"/backup", s.backupDatabase)
 	s.route("POST "+db+"/import", s.importDatabase)
 }

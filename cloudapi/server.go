@@ -45,6 +45,8 @@ type Server struct {
 
 	mux     *http.ServeMux
 	limiter *rateLimiter
+	auth    authCache
+	views   viewCache
 }
 
 // Handler returns the API's http.Handler.
@@ -134,8 +136,17 @@ func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 // of a success, or an error for the single error writer.
 type handler func(r *http.Request, c *caller) (int, any, error)
 
-// route registers an authenticated endpoint under /v1.
+// route registers an authenticated endpoint under /v1. The answers of GET endpoints are
+// cached until the store changes.
 func (s *Server) route(pattern string, h handler) {
+	s.register(pattern, h, strings.HasPrefix(pattern, "GET "))
+}
+
+// routeUncached registers an endpoint whose answer must be made every time: a GET that
+// creates a task, or one that shows the caller's address.
+func (s *Server) routeUncached(pattern string, h handler) { s.register(pattern, h, false) }
+
+func (s *Server) register(pattern string, h handler, cached bool) {
 	method, path, _ := strings.Cut(pattern, " ")
 	full := method + " /v1" + path
 	if path == "/" {
@@ -150,23 +161,56 @@ func (s *Server) route(pattern string, h handler) {
 			writeError(w, r, s.Logger, err)
 			return
 		}
+		var key string
+		var version uint64
+		if cached {
+			// The version is read before the store is, so that a write that lands
+			// meanwhile makes the cached answer stale rather than wrong.
+			version = s.Store.Version()
+			key = strconv.Itoa(c.account.ID) + " " + baseURL(r) + r.URL.Path + "?" + r.URL.RawQuery
+			if v, ok := s.views.get(key, version); ok {
+				writeBytes(w, v.status, v.body)
+				return
+			}
+		}
 		status, body, err := h(r, c)
 		if err != nil {
 			writeError(w, r, s.Logger, err)
 			return
 		}
-		writeJSON(w, status, body)
+		b, err := encode(body)
+		if err != nil {
+			writeError(w, r, s.Logger, err)
+			return
+		}
+		if cached {
+			s.views.put(key, view{version: version, status: status, body: b})
+		}
+		writeBytes(w, status, b)
 	})
 }
 
-func writeJSON(w http.ResponseWriter, status int, body any) {
+// encode renders a body as the API sends it: JSON and a newline.
+func encode(body any) ([]byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"type":"GENERAL_ERROR","status":500,"description":"internal error"}}`)
+		return nil, err
 	}
+	return append(b, '\n'), nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	b, err := encode(body)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"type":"GENERAL_ERROR","status":500,"description":"internal error"}}`+"\n")
+	}
+	writeBytes(w, status, b)
+}
+
+func writeBytes(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(b)
 }
 
 // errorBody is the envelope of every synchronous error.

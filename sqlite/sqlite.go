@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -37,8 +38,9 @@ type DB struct {
 	// tests replace it to control time.
 	Now func() time.Time
 
-	path   string
-	pools  *Pools
+	path    string
+	version atomic.Uint64
+	pools   *Pools
 	writer *sql.DB
 	reader *sql.DB
 	seal   sealer
@@ -100,8 +102,17 @@ func (db *DB) Update(ctx context.Context, fn func(clouddb.Tx) error) error {
 	if err := fn(&Tx{tx: sqlTx, now: db.now(), seal: db.seal}); err != nil {
 		return err
 	}
-	return mapErr(sqlTx.Commit())
+	if err := sqlTx.Commit(); err != nil {
+		return mapErr(err)
+	}
+	db.version.Add(1)
+	return nil
 }
+
+// Version counts the writes this process committed; caches of what the store holds are
+// valid while it stays the same. Other processes writing the file (clouddb admin) only
+// add accounts and keys, which no cache holds.
+func (db *DB) Version() uint64 { return db.version.Load() }
 
 // Tx is a transaction of the store. Every write in it carries the same timestamp, taken
 // when it began.

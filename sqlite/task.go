@@ -158,15 +158,20 @@ func (db *DB) ClaimTask(ctx context.Context, owner string, now time.Time, lease 
 	if err != nil {
 		return nil, mapErr(err)
 	}
+	db.version.Add(1)
 	return t, nil
 }
 
-// PurgeTasks deletes tasks last updated before the given time, whatever their status.
+// PurgeTasks deletes finished tasks last updated before the given time.
 func (db *DB) PurgeTasks(ctx context.Context, before time.Time) (int64, error) {
 	res, err := db.writer.ExecContext(ctx, `DELETE FROM tasks WHERE updated_at < ? AND status IN (?, ?)`,
 		timeArg(norm(before)), clouddb.TaskCompleted, clouddb.TaskFailed)
 	if err != nil {
 		return 0, mapErr(err)
 	}
-	return res.RowsAffected()
+	n, err := res.RowsAffected()
+	if n > 0 {
+		db.version.Add(1)
+	}
+	return n, err
 }

@@ -5,6 +5,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Task", func(t *testing.T) { testTask(t, open) })
 	t.Run("ClaimTask", func(t *testing.T) { testClaimTask(t, open) })
 	t.Run("Log", func(t *testing.T) { testLog(t, open) })
+	t.Run("Version", func(t *testing.T) { testVersion(t, open) })
 }
 
 // base is a fixed instant with millisecond precision, the precision every store keeps.
@@ -59,6 +61,30 @@ func setup(t *testing.T, open OpenFunc) *bundle {
 }
 
 // update runs fn in a write transaction that must succeed.
+// testVersion: the store's version changes with every committed write, and not with a
+// read or a rolled-back write.
+func testVersion(t *testing.T, open OpenFunc) {
+	t.Parallel()
+	bn := setup(t, open)
+	v := bn.store.Version()
+	bn.view(t, func(tx clouddb.Tx) error { _, err := tx.Accounts(bn.ctx); return err })
+	require.Equal(t, v, bn.store.Version(), "a read")
+	require.Error(t, bn.tryUpdate(func(tx clouddb.Tx) error {
+		require.NoError(t, tx.CreateAccount(bn.ctx, &clouddb.Account{Name: "x", Plan: clouddb.PlanFree}))
+		return errors.New("roll back")
+	}))
+	require.Equal(t, v, bn.store.Version(), "a rolled-back write")
+	bn.update(t, func(tx clouddb.Tx) error { return tx.CreateAccount(bn.ctx, &clouddb.Account{Name: "y", Plan: clouddb.PlanFree}) })
+	v2 := bn.store.Version()
+	require.NotEqual(t, v, v2, "a committed write")
+	bn.createTasks(t, newTask(bn.a.ID))
+	v3 := bn.store.Version()
+	tk, err := bn.store.ClaimTask(bn.ctx, "w", time.Now(), time.Minute)
+	require.NoError(t, err)
+	require.NotNil(t, tk)
+	require.NotEqual(t, v3, bn.store.Version(), "a claim changes a task")
+}
+
 func (bn *bundle) update(t *testing.T, fn func(tx clouddb.Tx) error) {
 	t.Helper()
 	require.NoError(t, bn.store.Update(bn.ctx, fn))
