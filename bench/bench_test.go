@@ -86,6 +86,25 @@ func TestQuick(t *testing.T) {
 		}
 	}
 
+	im := rep.Import
+	if im == nil || len(im.Server) != cfg.Reps || len(im.Wall) != cfg.Reps || len(im.Bare) != cfg.Reps ||
+		len(im.BareSanitize) != cfg.Reps || len(im.Phases) != cfg.Reps {
+		t.Fatalf("import: %+v, want %d imports and bare loads of each kind", im, cfg.Reps)
+	}
+	for name, v := range map[string]float64{
+		"RDB file bytes": float64(im.FileBytes), "keys": float64(im.Keys), "used_memory": float64(im.UsedMemory),
+		"clouddb import MB/s": im.mbps(medianDur(im.Server)), "client-observed import MB/s": im.mbps(medianDur(im.Wall)),
+		"bare load MB/s": im.mbps(medianDur(im.Bare)), "bare sanitized load MB/s": im.mbps(medianDur(im.BareSanitize)),
+		"import ratio": im.ServerRatio(), "client-observed import ratio": im.WallRatio(), "sanitize ratio": im.SanitizeRatio(),
+		"copy phase": float64(im.medianPhase(func(p importPhases) time.Duration { return p.Copy })),
+		"load phase": float64(im.medianPhase(func(p importPhases) time.Duration { return p.Load })),
+	} {
+		positive(t, "import: "+name, v)
+	}
+	if im.FileBytes < int64(cfg.ImportMB)*1e6*98/100 {
+		t.Errorf("import: the RDB file has %d bytes, want about %d MB", im.FileBytes, cfg.ImportMB)
+	}
+
 	data, err := os.ReadFile(cfg.Out)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +113,7 @@ func TestQuick(t *testing.T) {
 	for _, want := range []string{
 		"# clouddb benchmarks", "Machine: ", "redis-server ", "## Goals",
 		"## 1. Read path", "## 2. Provisioning", "## 3. Task engine", "## 4. Scale",
-		"## 5. Import throughput", importsNote,
+		"## 5. Import throughput", "MB/s", "sanitize-dump-payload",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)

@@ -5,8 +5,9 @@
 //
 // It measures the read path of the API against a bare net/http handler serving the same
 // bytes, create-database-to-active against a bare redis-server spawn-to-PONG, the task
-// engine against the raw SQLite commit rate, and how memory, list latency and restart time
-// grow with the number of databases. Every process it starts is killed before it returns,
+// engine against the raw SQLite commit rate, how memory, list latency and restart time
+// grow with the number of databases, and import throughput against a bare redis-server
+// loading the same RDB file at start. Every process it starts is killed before it returns,
 // on failure too, and it only ever uses loopback addresses.
 package main
 
@@ -51,11 +52,16 @@ type Config struct {
 	// AdoptWait is how long after a SIGKILL restart the scale benchmark waits (more than
 	// one reconciler pass) before it checks that no server was started twice.
 	AdoptWait time.Duration
+	// ImportMB is the size the import benchmark's RDB file is grown to, in MB (10^6
+	// bytes).
+	ImportMB int
 	// PortBase is the first port of the ranges handed to clouddb for its databases.
 	PortBase int
-	// Sections are the benchmarks to run: read, provision, engine, scale (all when empty).
+	// Sections are the benchmarks to run: read, provision, engine, scale, import (all when
+	// empty).
 	Sections []string
-	// Profile, when set, is a directory where the read path is profiled in-process.
+	// Profile, when set, is a directory where the read path and the import's load and
+	// copy are profiled in-process.
 	Profile string
 	// Rev names the source revision in the report; empty asks git.
 	Rev string
@@ -81,6 +87,7 @@ func DefaultConfig() Config {
 		ListReps:        30,
 		Settle:          2 * time.Second,
 		AdoptWait:       2500 * time.Millisecond,
+		ImportMB:        128,
 		PortBase:        16000,
 		Log:             os.Stderr,
 	}
@@ -101,6 +108,7 @@ func QuickConfig() Config {
 	c.ListReps = 10
 	c.Settle = 200 * time.Millisecond
 	c.AdoptWait = 1200 * time.Millisecond
+	c.ImportMB = 4
 	return c
 }
 
@@ -135,9 +143,10 @@ func parseFlags(args []string) (Config, error) {
 	perAccount := fs.Int("tasks-per-account", 0, "tasks per account of the task-engine benchmark")
 	scale := fs.String("scale", "", "database counts of the scale benchmark, comma-separated")
 	restarts := fs.Int("restart-reps", 0, "restarts of each kind per scale size")
+	importMB := fs.Int("import-mb", 0, "size of the import benchmark's RDB file, in MB")
 	portBase := fs.Int("port-base", 0, "first port of the database port ranges")
-	sections := fs.String("sections", "", "benchmarks to run, comma-separated: read, provision, engine, scale (default all)")
-	profile := fs.String("profile", "", "directory for CPU profiles of the read path (in-process)")
+	sections := fs.String("sections", "", "benchmarks to run, comma-separated: read, provision, engine, scale, import (default all)")
+	profile := fs.String("profile", "", "directory for CPU profiles of the read path and of the import (in-process)")
 	rev := fs.String("rev", "", "source revision named in the report (default: git)")
 	keep := fs.Bool("keep", false, "keep the temporary directory")
 	if err := fs.Parse(args); err != nil {
@@ -161,6 +170,7 @@ func parseFlags(args []string) (Config, error) {
 	setInt(&c.Accounts, *accounts)
 	setInt(&c.TasksPerAccount, *perAccount)
 	setInt(&c.RestartReps, *restarts)
+	setInt(&c.ImportMB, *importMB)
 	setInt(&c.PortBase, *portBase)
 	if *dur > 0 {
 		c.Duration = *dur
@@ -196,7 +206,7 @@ func intList(s string) ([]int, error) {
 
 func (c *Config) validate() error {
 	switch {
-	case c.Reps < 1, c.Creates < 1, c.Accounts < 1, c.TasksPerAccount < 1, c.RestartReps < 1, c.ListReps < 1:
+	case c.Reps < 1, c.Creates < 1, c.Accounts < 1, c.TasksPerAccount < 1, c.RestartReps < 1, c.ListReps < 1, c.ImportMB < 1:
 		return fmt.Errorf("sizes must be positive")
 	case len(c.Clients) == 0 || len(c.ScaleNs) == 0:
 		return fmt.Errorf("need at least one client level and one scale size")
@@ -217,7 +227,7 @@ func (c *Config) validate() error {
 }
 
 // allSections are the benchmarks, by name.
-var allSections = []string{"read", "provision", "engine", "scale"}
+var allSections = []string{"read", "provision", "engine", "scale", "import"}
 
 // runs reports whether the configuration asks for a section.
 func (c *Config) runs(section string) bool {

@@ -171,8 +171,9 @@ func (r *reaper) startClouddb(ctx context.Context, bin, dataDir, ports, logPath 
 		return nil, err
 	}
 	defer logf.Close()
+	// The browser API is off: its fixed default port may be taken by another clouddb.
 	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0",
-		"--advertise-host", "127.0.0.1", "--db-ports", ports)
+		"--advertise-host", "127.0.0.1", "--db-ports", ports, "--browser-listen", "")
 	// The rate limit stays on (its bookkeeping is part of every request's cost) but so
 	// high that the load never reaches it.
 	cmd.Env = append(os.Environ(), "CLOUDDB_BOOTSTRAP_API_KEY="+benchKey, "CLOUDDB_BOOTSTRAP_SECRET_KEY="+benchSecret,

@@ -23,12 +23,10 @@ type report struct {
 	Provision         *provisionResult
 	Engine            *engineResult
 	Scale             []scaleRow
+	Import            *importResult
 	Profile           string // what the read-path profile found, if one was taken
 	Failures          []string
 }
-
-// importsNote is what the report says about import throughput until imports exist.
-const importsNote = "not measured yet: imports arrive with issue 6"
 
 func (r *report) markdown() string {
 	var b strings.Builder
@@ -41,8 +39,9 @@ func (r *report) markdown() string {
 	p("Written by `make bench` (`go run ./bench -out BENCHMARKS.md`) on %s in %s, source %s.",
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Finished.Sub(r.Started).Round(time.Second), r.Rev)
 	p("Sizes: %d repetitions; read-path runs of %s after %s of warm-up at %s concurrent keep-alive clients; "+
-		"%d database creates; %d accounts × %d tasks; scale at %s active databases with %d restarts of each kind.",
-		c.Reps, c.Duration, c.Warmup, joinInts(c.Clients), c.Creates, c.Accounts, c.TasksPerAccount, joinInts(c.ScaleNs), c.RestartReps)
+		"%d database creates; %d accounts × %d tasks; scale at %s active databases with %d restarts of each kind; "+
+		"imports of a %d MB RDB file.",
+		c.Reps, c.Duration, c.Warmup, joinInts(c.Clients), c.Creates, c.Accounts, c.TasksPerAccount, joinInts(c.ScaleNs), c.RestartReps, c.ImportMB)
 	p("")
 	p("Every figure is a **ratio to a baseline measured in the same run**, with the absolute numbers beside it. " +
 		"The machine is shared and noisy, so measured and baseline runs are interleaved (and which one goes first " +
@@ -200,7 +199,11 @@ func (r *report) markdown() string {
 
 	p("## 5. Import throughput")
 	p("")
-	p("%s.", importsNote)
+	if im := r.Import; im != nil {
+		r.importSection(p, im)
+	} else {
+		p("%s.", r.missing("import"))
+	}
 	p("")
 	if r.Profile != "" {
 		p("## Read-path profile")
@@ -321,4 +324,64 @@ func sourceRev(given string) string {
 		rev += " with uncommitted changes"
 	}
 	return rev
+}
+
+// importSection writes the import-throughput section.
+func (r *report) importSection(p func(string, ...any), im *importResult) {
+	mb := float64(im.FileBytes) / 1e6
+	p("`POST /v1/subscriptions/{s}/databases/{d}/import` with sourceType `http` of one RDB file of %.1f MB "+
+		"(MB = 10^6 bytes; %d keys; used_memory %s once loaded) into a %.1f GB database (no persistence) of an active "+
+		"subscription, %d times, each import replacing the previous one's data. The file is made by filling a bare "+
+		"`redis-server` with a mixed dataset (JSON strings, a third of them with a TTL, counters, small hashes, lists, "+
+		"integer and word sets, sorted sets, streams with consumer groups, and every 2,000 records a large hash, list, set "+
+		"and sorted set) and `SAVE`; the harness serves it with `net/http` on loopback. clouddb's figure is server-side: "+
+		"from the import task's received timestamp to its processing-completed timestamp (millisecond precision). "+
+		"The baseline execs `redis-server` with `dbfilename` pointing at a fresh copy of the file (copied before the clock "+
+		"starts) and polls an authenticated PING every %s until PONG with `loading:0` in INFO; it runs with the default "+
+		"`sanitize-dump-payload no`, and once more with `yes` as clouddb's throwaway server does. The import and the two "+
+		"loads alternate, the first of the three rotating each repetition; every run checks the key count. clouddb "+
+		"downloads the file, loads it into a throwaway `redis-server` (sanitize-dump-payload yes) to check it and its size, "+
+		"then empties the database and copies every key into it with DUMP and RESTORE.",
+		mb, im.Keys, mib(im.UsedMemory), im.MemoryLimitGB, len(im.Server), bareLoadPoll)
+	p("")
+	p("| figure | ratio (import time / bare load time) | clouddb import | bare redis-server load |")
+	p("|---|---:|---:|---:|")
+	srv, wall, bare, san := medianDur(im.Server), medianDur(im.Wall), medianDur(im.Bare), medianDur(im.BareSanitize)
+	p("| server-side: task received → completed | **%.1f** | %.1f MB/s (%s) | %.1f MB/s (%s) |",
+		im.ServerRatio(), im.mbps(srv), fmtDur(srv), im.mbps(bare), fmtDur(bare))
+	p("| client-observed: POST sent → task read completed (polling every 10 ms) | **%.1f** | %.1f MB/s (%s) | %.1f MB/s (%s) |",
+		im.WallRatio(), im.mbps(wall), fmtDur(wall), im.mbps(bare), fmtDur(bare))
+	p("")
+	p("With `sanitize-dump-payload yes` the bare load takes %.2f× as long (%.1f MB/s, %s).", im.SanitizeRatio(), im.mbps(san), fmtDur(san))
+	p("")
+	p("Where an import's time goes, seen from outside clouddb (medians; the harness polls the database every 2 ms for a " +
+		"sentinel key it sets before each import and for DBSIZE, and records when its HTTP server is asked for the file and " +
+		"has sent it):")
+	p("")
+	p("| phase | from → to | median | share of the median import |")
+	p("|---|---|---:|---:|")
+	phases := []struct {
+		name, span string
+		get        func(importPhases) time.Duration
+	}{
+		{"queue", "task received → GET of the file", func(x importPhases) time.Duration { return x.Queue }},
+		{"download", "GET → last byte sent", func(x importPhases) time.Duration { return x.Download }},
+		{"load and check", "last byte → the database emptied (the throwaway server loaded the file, sanitizing)", func(x importPhases) time.Duration { return x.Load }},
+		{"copy", "emptied → every key in the database (SCAN, DUMP+PTTL, RESTORE in batches of 500)", func(x importPhases) time.Duration { return x.Copy }},
+		{"finish", "every key → task completed (throwaway server killed, files removed, status committed)", func(x importPhases) time.Duration { return x.Finish }},
+	}
+	for _, ph := range phases {
+		d := im.medianPhase(ph.get)
+		p("| %s | %s | %s | %.0f%% |", ph.name, ph.span, fmtDur(d), 100*float64(d)/float64(srv))
+	}
+	p("")
+	p("CPU time during an import (medians, `/proc/PID/stat`): clouddb %s, the throwaway redis-server %s (sampled every 10 ms), "+
+		"the database's redis-server %s; the bare load of the file uses one core for %s.",
+		fmtDur(im.medianPhase(func(x importPhases) time.Duration { return x.CPUClouddb })),
+		fmtDur(im.medianPhase(func(x importPhases) time.Duration { return x.CPUTemp })),
+		fmtDur(im.medianPhase(func(x importPhases) time.Duration { return x.CPUTarget })), fmtDur(bare))
+	if im.Profile != "" {
+		p("")
+		p("%s", im.Profile)
+	}
 }

@@ -99,7 +99,14 @@ func measure(ctx context.Context, cfg Config) (rep *report, err error) {
 			return err
 		})
 	}
-	if cfg.Profile != "" {
+	if cfg.runs("import") {
+		section("import throughput", func() error {
+			var err error
+			rep.Import, err = h.importThroughput(ctx)
+			return err
+		})
+	}
+	if cfg.Profile != "" && cfg.runs("read") {
 		section("read-path profile", func() error { return h.profileReadPath(ctx, rep) })
 	}
 	if err := ctx.Err(); err != nil {
