@@ -41,9 +41,9 @@ type DB struct {
 	path    string
 	version atomic.Uint64
 	pools   *Pools
-	writer *sql.DB
-	reader *sql.DB
-	seal   sealer
+	writer  *sql.DB
+	reader  *sql.DB
+	seal    sealer
 }
 
 // Option configures Open.

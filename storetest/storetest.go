@@ -74,7 +74,9 @@ func testVersion(t *testing.T, open OpenFunc) {
 		return errors.New("roll back")
 	}))
 	require.Equal(t, v, bn.store.Version(), "a rolled-back write")
-	bn.update(t, func(tx clouddb.Tx) error { return tx.CreateAccount(bn.ctx, &clouddb.Account{Name: "y", Plan: clouddb.PlanFree}) })
+	bn.update(t, func(tx clouddb.Tx) error {
+		return tx.CreateAccount(bn.ctx, &clouddb.Account{Name: "y", Plan: clouddb.PlanFree})
+	})
 	v2 := bn.store.Version()
 	require.NotEqual(t, v, v2, "a committed write")
 	bn.createTasks(t, newTask(bn.a.ID))
