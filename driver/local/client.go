@@ -21,10 +21,15 @@ var errLoading = errors.New("loading its dataset")
 
 // newClient returns a client for one short conversation with a server: one connection,
 // no retries, RESP2 (AUTH rather than HELLO), no client-side extras.
-func (d *Driver) newClient(port int, password string) *redis.Client {
+// cred is a user and password to authenticate with; an empty user is the default user
+// (the clients' password).
+type cred struct{ user, password string }
+
+func (d *Driver) newClient(port int, c cred) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:                     net.JoinHostPort(d.connectHost, strconv.Itoa(port)),
-		Password:                 password,
+		Username:                 c.user,
+		Password:                 c.password,
 		Protocol:                 2,
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
@@ -43,8 +48,8 @@ func (d *Driver) newClient(port int, password string) *redis.Client {
 // probe opens an authenticated connection to the server on port, checks that it answers
 // PING and that it is process pid (so a stranger on the port is not taken for ours), and
 // returns the client. Errors wrap errAuth or errLoading when the server said so.
-func (d *Driver) probe(ctx context.Context, port int, password string, pid int) (*redis.Client, error) {
-	c := d.newClient(port, password)
+func (d *Driver) probe(ctx context.Context, port int, cr cred, pid int) (*redis.Client, error) {
+	c := d.newClient(port, cr)
 	fail := func(err error) (*redis.Client, error) {
 		c.Close()
 		return nil, err

@@ -181,3 +181,27 @@ func eventuallyT(t *testing.T, within time.Duration, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestEnsure_AdoptsAfterCrashBetweenPasswordChanges: a crash between two password changes
+// can leave the server with a password that neither its config file nor the instance
+// has; the server is still adopted (never restarted, which would lose unpersisted data)
+// and given the instance's password.
+func TestEnsure_AdoptsAfterCrashBetweenPasswordChanges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 1, "none")
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	before := pid(t, b.driver, 1)
+	c := client(t, in.Port, in.Password)
+	require.NoError(t, c.Set(ctx, "unpersisted", "v", 0).Err())
+	// The server took a second password; the config file was never rewritten.
+	require.NoError(t, c.ConfigSet(ctx, "requirepass", "second-password").Err())
+
+	in.Password = "third-password" // what the store wants now
+	require.NoError(t, mustDriver(t, b.dir).Ensure(ctx, in), "a new driver, as after a restart of clouddb")
+	require.Equal(t, before, pid(t, b.driver, 1), "adopted, not restarted")
+	nc := client(t, in.Port, "third-password")
+	require.Equal(t, "v", nc.Get(ctx, "unpersisted").Val())
+	require.Error(t, client(t, in.Port, "second-password").Ping(ctx).Err())
+}

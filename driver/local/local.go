@@ -344,19 +344,28 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 }
 
 // adopt reconfigures the running server pid. It reports false, after stopping the
-// server, when the server must be started again: its port changes, or it refuses both the
-// instance's password and the one in its config file.
+// server, when the server must be started again: its port changes, or it refuses every
+// credential clouddb knows.
+//
+// It logs in as the internal user, whose secret never changes: the clients' password may
+// be anything after a crash between two password changes (the server took one, the
+// config file still has an older one, the store wants a newer one), and a server must not
+// be restarted, losing what it does not persist, for that.
 func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old serverConfig, haveOld bool) (bool, error) {
 	id := in.DatabaseID
 	port := in.Port
 	if haveOld && old.Port != 0 {
 		port = old.Port
 	}
-	passwords := []string{in.Password}
-	if haveOld && old.Password != "" && old.Password != in.Password {
-		passwords = append(passwords, old.Password)
+	var creds []cred
+	if haveOld && old.InternalSecret != "" {
+		creds = append(creds, cred{internalUser, old.InternalSecret})
 	}
-	c, err := d.connect(ctx, pid, port, passwords)
+	creds = append(creds, cred{"", in.Password})
+	if haveOld && old.Password != "" && old.Password != in.Password {
+		creds = append(creds, cred{"", old.Password})
+	}
+	c, err := d.connect(ctx, pid, port, creds)
 	switch {
 	case errors.Is(err, errAuth):
 		d.log.Warn("running redis-server refuses the known passwords; restarting it", keyDatabase, id, keyPid, pid)
@@ -379,14 +388,14 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 // connect waits, up to StartTimeout, until the server pid on port accepts one of the
 // passwords, and returns a client authenticated with it. It gives up at once when every
 // password is refused (the error wraps errAuth) or the process is gone.
-func (d *Driver) connect(ctx context.Context, pid, port int, passwords []string) (*redis.Client, error) {
+func (d *Driver) connect(ctx context.Context, pid, port int, creds []cred) (*redis.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
 	defer cancel()
 	for {
 		var last error
 		refused := 0
-		for _, pw := range passwords {
-			c, err := d.probe(ctx, port, pw, pid)
+		for _, cr := range creds {
+			c, err := d.probe(ctx, port, cr, pid)
 			if err == nil {
 				return c, nil
 			}
@@ -395,7 +404,7 @@ func (d *Driver) connect(ctx context.Context, pid, port int, passwords []string)
 			}
 			last = err
 		}
-		if refused == len(passwords) {
+		if refused == len(creds) {
 			return nil, last
 		}
 		if gone(pid) {
@@ -427,7 +436,7 @@ func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.In
 		if slices.Contains(changed, "requirepass") {
 			// Check that a new connection gets in with the new password.
 			pid, _ := strconv.Atoi(infoField(c.Info(ctx, "server").Val(), "process_id"))
-			nc, err := d.probe(ctx, in.Port, in.Password, pid)
+			nc, err := d.probe(ctx, in.Port, cred{"", in.Password}, pid)
 			if err != nil {
 				return fmt.Errorf("database %d: new password not accepted: %w", id, err)
 			}
@@ -509,7 +518,7 @@ func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch
 		// exit of our process must not wait for it.
 		res := make(chan result, 1)
 		go func() {
-			c, err := d.probe(ctx, in.Port, in.Password, pid)
+			c, err := d.probe(ctx, in.Port, cred{"", in.Password}, pid)
 			res <- result{c, err}
 		}()
 		select {
@@ -565,7 +574,7 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if ok && last.key == key && time.Since(last.at) < deepCheckEvery {
 		return true, nil
 	}
-	c, err := d.probe(ctx, in.Port, in.Password, pid)
+	c, err := d.probe(ctx, in.Port, cred{"", in.Password}, pid)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -670,7 +679,11 @@ func (d *Driver) shutdownNoSave(ctx context.Context, id, pid int) error {
 	conf, ok, err := d.readConfig(id)
 	if err == nil && ok && conf.Port != 0 {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, perr := d.probe(sctx, conf.Port, conf.Password, pid)
+		cr := cred{"", conf.Password}
+		if conf.InternalSecret != "" {
+			cr = cred{internalUser, conf.InternalSecret}
+		}
+		c, perr := d.probe(sctx, conf.Port, cr, pid)
 		if perr == nil {
 			err := c.ShutdownNoSave(sctx).Err()
 			c.Close()

@@ -581,7 +581,7 @@ func TestEnsure_PortChangeRestarts(t *testing.T) {
 	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
 }
 
-func TestEnsure_UnknownPasswordRestarts(t *testing.T) {
+func TestEnsure_UnknownPasswordIsReset(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := ctxT(t)
@@ -591,10 +591,18 @@ func TestEnsure_UnknownPasswordRestarts(t *testing.T) {
 	p := pid(t, b.driver, 33)
 	c := client(t, in.Port, in.Password)
 	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
-	// Someone changed the password behind clouddb's back.
+	// Someone changed the password behind clouddb's back: clouddb gets in as its internal
+	// user and sets the password back, without a restart.
 	require.NoError(t, c.ConfigSet(ctx, "requirepass", "unknown").Err())
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.Equal(t, p, pid(t, b.driver, 33))
+	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
 
-	// The server is ours (same directory), so Ensure restarts it cleanly with its data.
+	// Locked out of the internal user too: the server is ours (same directory), so
+	// Ensure restarts it cleanly with its data.
+	c = client(t, in.Port, in.Password)
+	require.NoError(t, c.Do(ctx, "acl", "setuser", "clouddb-internal", "resetpass", ">changed").Err())
+	require.NoError(t, c.ConfigSet(ctx, "requirepass", "unknown").Err())
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	require.NotEqual(t, p, pid(t, b.driver, 33))
 	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
