@@ -195,6 +195,9 @@ func startTemp(ctx context.Context, cfg LoadConfig, rdb string) (*TempServer, er
 		"appendonly no",
 		"databases " + strconv.Itoa(dbs),
 		"sanitize-dump-payload " + sanitize,
+		// Its keys only travel to the next server over loopback (DUMP, RESTORE):
+		// compressing each payload there and back costs more than it saves.
+		"rdbcompression no",
 		"always-show-logo no",
 		"",
 	}, "\n")
