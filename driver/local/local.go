@@ -511,8 +511,9 @@ func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch
 		err error
 	}
 	var last error
-	// A new server answers within milliseconds: poll fast first, then back off.
-	wait := 2 * time.Millisecond
+	// A new server answers within a few milliseconds: poll fast first (a refused
+	// connect costs microseconds), then back off gently.
+	wait := time.Millisecond
 	for {
 		// A probe of a port that a stranger holds may hang until its read timeout; the
 		// exit of our process must not wait for it.
@@ -542,7 +543,7 @@ func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch
 			return nil, fmt.Errorf("database %d: redis-server pid %d did not answer PING on %s within %s: %v; %s",
 				id, pid, addr, d.startTimeout, last, logTail(dir))
 		case <-time.After(wait):
-			wait = min(2*wait, 50*time.Millisecond)
+			wait = min(wait*3/2, 20*time.Millisecond)
 		}
 	}
 }
