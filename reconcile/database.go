@@ -158,6 +158,9 @@ func (r *Reconciler) removeDatabase(ctx context.Context, d *clouddb.Database) er
 	if !r.delay(ctx) {
 		return nil
 	}
+	r.mu.Lock()
+	r.removed[d.ID] = true
+	r.mu.Unlock()
 	if err := r.withDriver(ctx, func() error { return r.Driver.Remove(ctx, d.ID) }); err != nil {
 		return err
 	}
@@ -177,8 +180,24 @@ func (r *Reconciler) removeOrphans(ctx context.Context, held []int, dbs []*cloud
 	for _, d := range dbs {
 		rows[d.ID] = true
 	}
+	heldNow := make(map[int]bool, len(held))
+	r.mu.Lock()
 	for _, id := range held {
-		if rows[id] {
+		heldNow[id] = true
+	}
+	for id := range r.removed {
+		if !heldNow[id] {
+			delete(r.removed, id) // gone for good: no need to remember it
+		}
+	}
+	r.mu.Unlock()
+	for _, id := range held {
+		r.mu.Lock()
+		justRemoved := r.removed[id]
+		r.mu.Unlock()
+		if rows[id] || justRemoved {
+			// A database removed between the listing and the read of the rows is no
+			// orphan: its removal is done or under way.
 			continue
 		}
 		r.spawn(ctx, "db:"+strconv.Itoa(id), func(ctx context.Context) error {

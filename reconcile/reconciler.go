@@ -47,7 +47,10 @@ type Reconciler struct {
 	ensured map[int]string
 	// sourceStates is the last reported state of each replica source.
 	sourceStates map[string]string
-	wg           sync.WaitGroup
+	// removed holds the databases whose removal this process started, until the driver
+	// no longer lists them, so the orphan sweep leaves them alone.
+	removed map[int]bool
+	wg      sync.WaitGroup
 }
 
 func (r *Reconciler) init() {
@@ -68,6 +71,7 @@ func (r *Reconciler) init() {
 		r.sem = make(chan struct{}, r.Concurrency)
 		r.inflight = map[string]bool{}
 		r.ensured = map[int]string{}
+		r.removed = map[int]bool{}
 	})
 }
 

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 const usage = `clouddb: a self-hosted cloud database service where every database is a real Redis server.
@@ -28,6 +30,7 @@ Every flag has an environment twin: --data-dir is CLOUDDB_DATA_DIR, and so on.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	redis.SetLogger(redisLogger{})
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "clouddb:", err)

@@ -16,7 +16,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"clouddb"
 	"clouddb/blob"
@@ -152,6 +155,7 @@ func (m *Main) Run(ctx context.Context) error {
 	var level slog.Level
 	level.UnmarshalText([]byte(c.LogLevel))
 	m.logger = slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
+	redisLog.Store(m.logger)
 
 	db, cipher, err := openState(c.DataDir)
 	if err != nil {
@@ -271,6 +275,20 @@ func (m *Main) printWelcome(creds *credentials) {
 	}
 	fmt.Fprintf(m.stdout, "\nTry:\n  curl -s %s/subscriptions -H \"x-api-key: $KEY\" -H \"x-api-secret-key: $SECRET\"\n", url)
 	fmt.Fprintf(m.stdout, "(the key and secret are in %s)\n", filepath.Join(m.Config.DataDir, "credentials.json"))
+}
+
+// redisLog is the logger go-redis's lines go to (main installs redisLogger once; a
+// global, since go-redis's logger is one).
+var redisLog atomic.Pointer[slog.Logger]
+
+// redisLogger sends go-redis's log lines, routine connection failures to servers that
+// are starting or stopping, to the debug level of the service's log.
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if l := redisLog.Load(); l != nil {
+		l.DebugContext(ctx, fmt.Sprintf(format, v...), "system", "go-redis")
+	}
 }
 
 // credentials are the bootstrap key pair, written once to <data-dir>/credentials.json.
