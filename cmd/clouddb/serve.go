@@ -19,8 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"clouddb"
 	"clouddb/blob"
 	"clouddb/browser"
