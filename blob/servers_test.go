@@ -9,17 +9,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
-	"io"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -32,10 +27,11 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/dns/dnsmessage"
+
+	"clouddb/internal/s3test"
 )
 
 // payload returns n deterministic pseudo-random bytes.
@@ -266,7 +262,7 @@ func createContainer(t *testing.T, s *azureServer, name string) {
 	require.NoError(t, err)
 }
 
-// ---- S3 (gofakes3 behind a SigV4 check) ----
+// ---- S3 (gofakes3 behind a SigV4 check, in internal/s3test) ----
 
 type s3Server struct {
 	hostport string
@@ -274,8 +270,6 @@ type s3Server struct {
 	backend  *s3mem.Backend
 }
 
-// startS3 serves gofakes3 over a real HTTP server on loopback. gofakes3 does not check
-// credentials, so requests first pass an AWS Signature V4 check with ak/sk.
 func startS3(t *testing.T, buckets ...string) *s3Server {
 	t.Helper()
 	return startS3With(t, nil, buckets...)
@@ -284,119 +278,8 @@ func startS3(t *testing.T, buckets ...string) *s3Server {
 // startS3With is startS3 with a handler wrapped around the server (nil: none).
 func startS3With(t *testing.T, wrap func(http.Handler) http.Handler, buckets ...string) *s3Server {
 	t.Helper()
-	s := &s3Server{ak: "AKIDCLOUDDBTEST", sk: "s3cr3t-S3-key/with+chars", backend: s3mem.New()}
-	for _, b := range buckets {
-		require.NoError(t, s.backend.CreateBucket(b))
-	}
-	faker := gofakes3.New(s.backend)
-	h := sigV4(s.ak, s.sk, faker.Server())
-	if wrap != nil {
-		h = wrap(h)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	s.hostport = strings.TrimPrefix(srv.URL, "http://")
-	return s
-}
-
-func s3Fail(w http.ResponseWriter, status int, code string) {
-	w.Header().Set("Content-Type", "application/xml")
-	w.WriteHeader(status)
-	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message></Error>`, code, code)
-}
-
-func hmacSHA256(key []byte, s string) []byte {
-	h := hmac.New(sha256.New, key)
-	h.Write([]byte(s))
-	return h.Sum(nil)
-}
-
-// sigV4 checks the AWS Signature Version 4 header of each request against ak/sk.
-func sigV4(ak, sk string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth := r.Header.Get("Authorization")
-		const alg = "AWS4-HMAC-SHA256 "
-		if !strings.HasPrefix(auth, alg) {
-			s3Fail(w, http.StatusForbidden, "AccessDenied")
-			return
-		}
-		fields := map[string]string{}
-		for _, f := range strings.Split(strings.TrimPrefix(auth, alg), ",") {
-			k, v, _ := strings.Cut(strings.TrimSpace(f), "=")
-			fields[k] = v
-		}
-		cred := strings.Split(fields["Credential"], "/")
-		if len(cred) != 5 || cred[0] != ak {
-			s3Fail(w, http.StatusForbidden, "InvalidAccessKeyId")
-			return
-		}
-		signed := strings.Split(fields["SignedHeaders"], ";")
-		var headers strings.Builder
-		for _, h := range signed {
-			v := strings.Join(r.Header.Values(h), ",")
-			if h == "host" {
-				v = r.Host
-			}
-			headers.WriteString(h + ":" + strings.TrimSpace(v) + "\n")
-		}
-		path, _, _ := strings.Cut(r.RequestURI, "?")
-		query := r.URL.Query()
-		canonical := strings.Join([]string{
-			r.Method, path, strings.ReplaceAll(query.Encode(), "+", "%20"),
-			headers.String(), fields["SignedHeaders"], r.Header.Get("X-Amz-Content-Sha256"),
-		}, "\n")
-		sum := sha256.Sum256([]byte(canonical))
-		toSign := "AWS4-HMAC-SHA256\n" + r.Header.Get("X-Amz-Date") + "\n" +
-			strings.Join(cred[1:], "/") + "\n" + hex.EncodeToString(sum[:])
-		key := []byte("AWS4" + sk)
-		for _, part := range cred[1:] {
-			key = hmacSHA256(key, part)
-		}
-		if !hmac.Equal([]byte(hex.EncodeToString(hmacSHA256(key, toSign))), []byte(fields["Signature"])) {
-			s3Fail(w, http.StatusForbidden, "SignatureDoesNotMatch")
-			return
-		}
-		// gofakes3 decodes aws-chunked bodies of PutObject but not of UploadPart: do it here.
-		if r.Header.Get("X-Amz-Content-Sha256") == "STREAMING-AWS4-HMAC-SHA256-PAYLOAD" && r.URL.Query().Has("partNumber") {
-			body, err := decodeAWSChunked(r.Body)
-			if err != nil {
-				s3Fail(w, http.StatusBadRequest, "IncompleteBody")
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			r.ContentLength = int64(len(body))
-			r.Header.Set("Content-Length", strconv.Itoa(len(body)))
-			r.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// decodeAWSChunked reads an aws-chunked body: "hex-size;chunk-signature=...\r\n" data
-// "\r\n", ending with a zero-size chunk.
-func decodeAWSChunked(r io.Reader) ([]byte, error) {
-	br := bufio.NewReader(r)
-	var out bytes.Buffer
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return nil, err
-		}
-		sizeHex, _, _ := strings.Cut(strings.TrimSpace(line), ";")
-		n, err := strconv.ParseInt(sizeHex, 16, 64)
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return out.Bytes(), nil
-		}
-		if _, err := io.CopyN(&out, br, n); err != nil {
-			return nil, err
-		}
-		if _, err := br.Discard(2); err != nil {
-			return nil, err
-		}
-	}
+	s := s3test.Start(t, wrap, buckets...)
+	return &s3Server{hostport: s.HostPort, ak: s.AccessKey, sk: s.SecretKey, backend: s.Backend}
 }
 
 // ---- DNS ----
