@@ -103,8 +103,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 }
 
-// Pass compares every resource once and starts the work that is needed. It does not wait
-// for that work; Wait does.
+// Pass compares every resource once and starts the work that is needed; it does not wait
+// for that work.
 func (r *Reconciler) Pass(ctx context.Context) error {
 	r.init()
 	var (
@@ -149,9 +149,6 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Wait blocks until the work started by earlier passes has finished.
-func (r *Reconciler) Wait() { r.wg.Wait() }
 
 // spawn runs fn for the resource key unless work on it is already under way.
 func (r *Reconciler) spawn(ctx context.Context, key string, fn func(ctx context.Context) error) {
