@@ -56,11 +56,12 @@ func TestSupervisorRestartsDeadServer(t *testing.T) {
 }
 
 // TestOrphanServerRemoved: a server and data that no database row wants (a crash between
-// a row's deletion and its server's removal leaves such) are removed.
+// a row's deletion and its server's removal leaves such) are removed. The stray server is
+// made before clouddb starts, as a crash leaves it: made while clouddb runs, a sweep could
+// remove it half-configured.
 func TestOrphanServerRemoved(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s := startService(t, dir, options{})
 	ctx := testContext(t)
 	stray, err := local.New(local.Config{Dir: filepath.Join(dir, "databases"), Host: "127.0.0.1"})
 	require.NoError(t, err)
@@ -70,7 +71,9 @@ func TestOrphanServerRemoved(t *testing.T) {
 	ln.Close()
 	require.NoError(t, stray.Ensure(ctx, clouddb.Instance{DatabaseID: 4242, Port: port, Password: "orphan", MaxMemoryBytes: 1 << 20,
 		EvictionPolicy: "noeviction", DataPersistence: "none"}), "the stray server answered")
-	s.m.Reconciler.Notify()
+	require.True(t, listening(port))
+
+	startService(t, dir, options{})
 	eventually(t, 10*time.Second, "orphan removed", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "databases", "4242"))
 		return os.IsNotExist(err) && !listening(port)
