@@ -191,6 +191,10 @@ func CheckType(typ, uri string) error {
 			return nil
 		}
 	}
+	if typ == "" {
+		return fmt.Errorf("%w: a %s URI cannot be a backup destination (want an absolute path or a %s URI)", ErrUnsupported, s,
+			strings.Join(schemes, ", "))
+	}
 	return fmt.Errorf("%w: a %s URI cannot be used with type %q (want %s)", ErrUnsupported, s, typ,
 		strings.Join(schemes, ", "))
 }

@@ -139,6 +139,20 @@ func TestDatabaseCreateRules(t *testing.T) {
 			b.DatasetSizeInGB = client.Ptr(-2.0)
 		}), client.TaskError{Type: "DATABASE_INVALID_SIZE", Status: "400 BAD_REQUEST",
 			Description: "database: datasetSizeInGb must be greater than 0 and at most 1024"}},
+		{"unsupported backup path", subID, ok(func(b *client.CreateDatabase) { b.PeriodicBackupPath = client.Ptr("gs://bucket/x") }),
+			client.TaskError{Type: "INVALID_FIELD", Status: "400 BAD_REQUEST",
+				Description: "database: periodicBackupPath: unsupported: a gs URI cannot be a backup destination (want an absolute path or a file, ftp, s3, abs URI)"}},
+		{"relative backup path", subID, ok(func(b *client.CreateDatabase) { b.PeriodicBackupPath = client.Ptr("backups/x") }),
+			client.TaskError{Type: "INVALID_FIELD", Status: "400 BAD_REQUEST",
+				Description: `database: periodicBackupPath: invalid location: "backups/x" is neither an absolute path nor a URI (relative paths are refused)`}},
+		{"storage path of another type", subID, ok(func(b *client.CreateDatabase) {
+			b.RemoteBackup = &client.RemoteBackup{Active: client.Ptr(true), StorageType: client.Ptr("aws-s3"), StoragePath: client.Ptr("ftp://user:hidden-pw@127.0.0.1/x")}
+		}), client.TaskError{Type: "INVALID_FIELD", Status: "400 BAD_REQUEST",
+			Description: `database: remoteBackup.storagePath: unsupported: a ftp URI cannot be used with type "aws-s3" (want s3)`}},
+		{"google storage", subID, ok(func(b *client.CreateDatabase) {
+			b.RemoteBackup = &client.RemoteBackup{Active: client.Ptr(true), StorageType: client.Ptr("google-blob-storage"), StoragePath: client.Ptr("gs://bucket/x")}
+		}), client.TaskError{Type: "INVALID_FIELD", Status: "400 BAD_REQUEST",
+			Description: "database: remoteBackup.storagePath: unsupported: storage type google-blob-storage is not supported by this server"}},
 		{"pending subscription", pendingSub, ok(func(*client.CreateDatabase) {}),
 			client.TaskError{Type: "SUBSCRIPTION_NOT_ACTIVE", Status: "403 FORBIDDEN",
 				Description: fmt.Sprintf("subscription %d is pending; wait until it is active", pendingSub)}},
@@ -154,6 +168,28 @@ func TestDatabaseCreateRules(t *testing.T) {
 	after.tasks = before.tasks
 	require.Equal(t, before, after, "a failed task wrote something")
 	require.Equal(t, subBefore, e.subscription(subID))
+}
+
+// An update that sets a backup destination no backup could be written to fails its task
+// and leaves the database as it was.
+func TestDatabaseUpdateBackupPath(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	subID, dbID := e.activeSubscription("backup-path")
+	before, err := e.main.GetDatabase(ctx, subID, dbID)
+	require.NoError(t, err)
+	tk, err := e.main.UpdateDatabase(ctx, subID, dbID, client.UpdateDatabase{PeriodicBackupPath: client.Ptr("gs://bucket/x")})
+	requireTaskFails(t, e.main, tk, err, client.TaskError{Type: "INVALID_FIELD", Status: "400 BAD_REQUEST",
+		Description: "database: periodicBackupPath: unsupported: a gs URI cannot be a backup destination (want an absolute path or a file, ftp, s3, abs URI)"})
+	after, err := e.main.GetDatabase(ctx, subID, dbID)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+
+	tk, err = e.main.UpdateDatabase(ctx, subID, dbID, client.UpdateDatabase{PeriodicBackupPath: client.Ptr("/var/backups/clouddb")})
+	require.NoError(t, err)
+	_, err = e.main.WaitForTask(ctx, tk.ID)
+	require.NoError(t, err, "an absolute path is a destination")
 }
 
 // A subscription with databases left cannot be deleted; it stays as it was. Once its

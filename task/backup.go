@@ -3,8 +3,10 @@ package task
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"clouddb"
+	"clouddb/blob"
 )
 
 // The status tasks answer GET …/backup and GET …/import: they report the database's latest
@@ -73,6 +75,26 @@ func backupDestination(s *clouddb.DatabaseSpec) string {
 	}
 	return s.PeriodicBackupPath
 }
+
+// checkBackupDestinations refuses a backup path that no backup could be written to (an
+// unsupported scheme or storage type, a relative path), so that the mistake shows when
+// the path is set rather than as failed backups later.
+func checkBackupDestinations(s *clouddb.DatabaseSpec) error {
+	if p := s.PeriodicBackupPath; p != "" {
+		if err := blob.CheckType("", p); err != nil {
+			return clouddb.Invalid(clouddb.ErrTypeInvalidField, "database: periodicBackupPath: %s", blobError(err))
+		}
+	}
+	if b := s.RemoteBackup; b != nil && b.Active && b.StoragePath != "" {
+		if err := blob.CheckType(b.StorageType, b.StoragePath); err != nil {
+			return clouddb.Invalid(clouddb.ErrTypeInvalidField, "database: remoteBackup.storagePath: %s", blobError(err))
+		}
+	}
+	return nil
+}
+
+// blobError is the text of a blob error without its package prefix.
+func blobError(err error) string { return strings.TrimPrefix(err.Error(), "blob: ") }
 
 func errBackupDisabled(d *clouddb.Database) error {
 	return clouddb.Errorf(http.StatusBadRequest, clouddb.ErrTypeDatabaseBackup,

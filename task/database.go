@@ -143,6 +143,9 @@ func createDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err := spec.ValidateCreate(); err != nil {
 		return 0, err
 	}
+	if err := checkBackupDestinations(&spec); err != nil {
+		return 0, err
+	}
 	if err := checkName(ctx, tx, sub.ID, 0, spec.Name); err != nil {
 		return 0, err
 	}
@@ -178,6 +181,9 @@ func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	}
 	oldGB := d.Spec.SizeGB()
 	if err := u.Apply(d); err != nil {
+		return 0, err
+	}
+	if err := checkBackupDestinations(&d.Spec); err != nil {
 		return 0, err
 	}
 	if u.ReplicaOf != nil {
