@@ -84,9 +84,15 @@ func (r *Reconciler) Notify() {
 	}
 }
 
-// Run reconciles until ctx is cancelled, then waits for the work in hand to stop.
+// Run reconciles until ctx is cancelled, then waits for the work in hand to stop. Run may
+// be called again after it returned (a replica that regains the workers' lock does): it
+// forgets what it ensured before, since another replica may have changed the servers in
+// between.
 func (r *Reconciler) Run(ctx context.Context) error {
 	r.init()
+	r.mu.Lock()
+	clear(r.ensured)
+	r.mu.Unlock()
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
 	for {

@@ -3,7 +3,9 @@
 # Debian/Ubuntu it installs what is missing; otherwise it says exactly what to install and
 # fails.
 #   run:  go, redis-server
-#   test: also vsftpd (FTP backups/imports), node + npm and azurite (Azure blob storage)
+#   test: also vsftpd (FTP backups/imports), node + npm and azurite (Azure blob storage),
+#         and PostgreSQL's initdb/pg_ctl (the Postgres store's tests start a throwaway
+#         cluster; TEST_DATABASE_URL names a server to use instead)
 # Usage: scripts/ensure-deps.sh [run|test]   (default: test)
 set -euo pipefail
 want=${1:-test}
@@ -18,6 +20,9 @@ command -v redis-server >/dev/null 2>&1 || apt_pkgs+=(redis-server)
 if [ "$want" = test ]; then
   command -v vsftpd >/dev/null 2>&1 || [ -x /usr/sbin/vsftpd ] || apt_pkgs+=(vsftpd)
   command -v npm >/dev/null 2>&1 || apt_pkgs+=(nodejs npm)
+  if [ -z "${TEST_DATABASE_URL:-}" ] && ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    apt_pkgs+=(postgresql)
+  fi
 fi
 
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
@@ -30,6 +35,7 @@ if [ ${#apt_pkgs[@]} -gt 0 ]; then
     if command -v service >/dev/null 2>&1; then
       service redis-server stop >/dev/null 2>&1 || true
       service vsftpd stop >/dev/null 2>&1 || true
+      service postgresql stop >/dev/null 2>&1 || true
     fi
   else
     echo "missing: ${apt_pkgs[*]}. Install them with:" >&2
