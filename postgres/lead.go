@@ -12,8 +12,13 @@ import (
 // How often and how patiently a held lock's connection is checked.
 var (
 	leadCheckInterval = time.Second
-	leadCheckTimeout  = 5 * time.Second
+	leadCheckTimeout  = 2 * time.Second
 )
+
+// LossWindow is the longest a holder whose connection broke may go on believing it holds
+// its lock: the server frees the lock at once, but the holder learns of it at its next
+// check. A new holder that waits this long after Lead returns never overlaps with it.
+func (db *DB) LossWindow() time.Duration { return leadCheckInterval + leadCheckTimeout }
 
 // leadKeySpace is the first key of Lead's advisory locks ("cldb"); the second is a hash
 // of the lock's name. The two-int key space never collides with the store's own locks.

@@ -170,13 +170,62 @@ func (db *DB) now() time.Time { return norm(db.Now()) }
 
 // View runs fn in a read-only transaction that sees one consistent snapshot.
 func (db *DB) View(ctx context.Context, fn func(clouddb.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := db.view(ctx, fn)
+		// A read on a connection the server ended (a restart, a failover, an idle
+		// connection cut) changed nothing: it is run again on a fresh one.
+		if !broken(err) || attempt == connAttempts || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+func (db *DB) view(ctx context.Context, fn func(clouddb.Tx) error) error {
 	tx, err := db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return mapErr(err)
+		return db.startErr(nil, err)
 	}
 	// Nothing to commit: rolling back just ends the snapshot.
 	defer rollback(ctx, tx)
-	return fn(&Tx{tx: tx, now: db.now(), seal: db.seal})
+	if err := fn(&Tx{tx: tx, now: db.now(), seal: db.seal}); err != nil {
+		if tx.Conn().IsClosed() {
+			db.pool.Reset()
+			return errBroken{err}
+		}
+		return err
+	}
+	return nil
+}
+
+// connAttempts bounds how often a transaction is tried when its connection turns out to
+// be broken.
+const connAttempts = 3
+
+// errBroken marks an error of a connection that is gone, met before the transaction could
+// have changed anything.
+type errBroken struct{ err error }
+
+func (e errBroken) Error() string { return e.err.Error() }
+func (e errBroken) Unwrap() error { return e.err }
+
+func broken(err error) bool {
+	var b errBroken
+	return errors.As(err, &b)
+}
+
+// startErr classifies an error met while starting a transaction, before any of the
+// caller's statements ran: on a closed connection (the pool hands out connections the
+// server may have ended since) it is worth another try, once the pool has dropped its
+// other connections, which the same restart or failover most likely ended too.
+func (db *DB) startErr(tx pgx.Tx, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if tx == nil || tx.Conn().IsClosed() {
+		db.pool.Reset()
+		return errBroken{mapErr(err)}
+	}
+	return mapErr(err)
 }
 
 // Update runs fn in a read-write transaction and commits when fn returns nil. Do not call
@@ -200,14 +249,26 @@ func (db *DB) write(ctx context.Context, fn func(tx pgx.Tx, now time.Time) (chan
 	}
 	defer func() { <-db.writer }()
 
+	for attempt := 1; ; attempt++ {
+		err := db.writeOnce(ctx, fn)
+		// Only a failure before fn ran is tried again: after it, the caller's state
+		// may reflect a transaction that did not commit, and a failed commit may have
+		// committed.
+		if !broken(err) || attempt == connAttempts || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+func (db *DB) writeOnce(ctx context.Context, fn func(tx pgx.Tx, now time.Time) (changed bool, err error)) error {
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
-		return mapErr(err)
+		return db.startErr(nil, err)
 	}
 	// A transaction that failed half-way is rolled back whole: nothing of it is written.
 	defer rollback(ctx, tx)
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, writeLockKey); err != nil {
-		return mapErr(err)
+		return db.startErr(tx, err)
 	}
 	changed, err := fn(tx, db.now())
 	if err != nil || !changed {

@@ -620,3 +620,45 @@ func TestCloseLeaksNothing(t *testing.T) {
 		t.Fatalf("%d goroutines before Open, %d after Close:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestBrokenConnections: after the server ended every session (a restart, a failover),
+// the pooled connections are dead; reads and writes still succeed on fresh ones instead
+// of failing once per dead connection.
+func TestBrokenConnections(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	db := mustOpen(t, url)
+	// Fill the pool with idle connections: a few parallel reads.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			require.NoError(t, db.View(ctx, func(tx clouddb.Tx) error {
+				_, err := tx.Accounts(ctx)
+				time.Sleep(50 * time.Millisecond)
+				return err
+			}))
+		})
+	}
+	wg.Wait()
+
+	raw := rawConn(t, url)
+	var killed int
+	require.NoError(t, raw.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name <> 'clouddb-listener'`).Scan(&killed))
+	require.GreaterOrEqual(t, killed, 2, "the pool held several connections")
+
+	for i := range 4 {
+		require.NoError(t, db.View(ctx, func(tx clouddb.Tx) error { _, err := tx.Accounts(ctx); return err }), "read %d", i)
+	}
+	for i := range 4 {
+		require.NoError(t, db.Update(ctx, func(tx clouddb.Tx) error {
+			return tx.CreateAccount(ctx, &clouddb.Account{Name: fmt.Sprintf("after-%d", i), Plan: clouddb.PlanFree})
+		}), "write %d", i)
+	}
+	require.NoError(t, db.View(ctx, func(tx clouddb.Tx) error {
+		as, err := tx.Accounts(ctx)
+		require.Len(t, as, 4, "each write committed once")
+		return err
+	}))
+}
