@@ -6,19 +6,23 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"clouddb"
 )
 
 // runAdmin runs `clouddb admin …`, which works on the store directly (also while the
-// service runs: SQLite in WAL mode takes writers from several processes).
+// service runs: SQLite in WAL mode takes writers from several processes, and PostgreSQL
+// any number).
 func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) < 2 {
 		return errors.New("usage: clouddb admin accounts create … | clouddb admin keys create …")
 	}
 	fs := flag.NewFlagSet("clouddb admin "+args[0]+" "+args[1], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", DefaultDataDir, "directory of the state")
+	c := Config{DataDir: DefaultDataDir, EncryptionKey: os.Getenv(envKey)}
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the state")
+	fs.StringVar(&c.Store, "store", c.Store, "sqlite (a file in the data dir) or the postgres:// URL of the service's store")
 	switch args[0] + " " + args[1] {
 	case "accounts create":
 		name := fs.String("name", "", "account name (required)")
@@ -32,7 +36,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if !clouddb.Plan(*plan).Valid() {
 			return fmt.Errorf("--plan %q: want flexible, annual, fixed or free", *plan)
 		}
-		return withStore(ctx, *dataDir, func(tx clouddb.Tx) error {
+		return withStore(ctx, c, func(tx clouddb.Tx) error {
 			if err := ensureInternalCloudAccount(ctx, tx); err != nil {
 				return err
 			}
@@ -56,7 +60,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if r := clouddb.APIKeyRole(*role); r != clouddb.RoleOwner && r != clouddb.RoleViewer {
 			return fmt.Errorf("--role %q: want owner or viewer", *role)
 		}
-		return withStore(ctx, *dataDir, func(tx clouddb.Tx) error {
+		return withStore(ctx, c, func(tx clouddb.Tx) error {
 			if _, err := tx.Account(ctx, *account); errors.Is(err, clouddb.ErrNotFound) {
 				return fmt.Errorf("account %d does not exist", *account)
 			} else if err != nil {
@@ -73,8 +77,11 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return fmt.Errorf("unknown admin command %q", args[0]+" "+args[1])
 }
 
-func withStore(ctx context.Context, dataDir string, fn func(tx clouddb.Tx) error) error {
-	db, err := openStore(dataDir)
+func withStore(ctx context.Context, c Config, fn func(tx clouddb.Tx) error) error {
+	if err := validateStore(c.Store); err != nil {
+		return err
+	}
+	db, _, err := openState(ctx, c, nil)
 	if err != nil {
 		return err
 	}

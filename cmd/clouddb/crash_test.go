@@ -651,7 +651,7 @@ type storeState struct {
 }
 
 func readStore(ctx context.Context, dir string) (*storeState, error) {
-	db, err := openStore(dir)
+	db, _, err := openState(ctx, Config{DataDir: dir}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -8,21 +8,27 @@ import (
 	"path/filepath"
 
 	"clouddb"
-	"clouddb/sqlite"
 )
 
 // keyFile is where the encryption key lives when CLOUDDB_ENCRYPTION_KEY is not set.
 const keyFile = "encryption.key"
 
-// loadCipher returns the cipher for secrets at rest: the key comes from
-// CLOUDDB_ENCRYPTION_KEY, else from <data-dir>/encryption.key, which the first start
-// creates with mode 0600. A key file others can read is refused, as ssh refuses such keys.
-func loadCipher(dataDir string) (*clouddb.Cipher, error) {
-	text, ok := os.LookupEnv("CLOUDDB_ENCRYPTION_KEY")
+// envKey is the environment variable that holds the encryption key. It has no flag twin:
+// a key on a command line is visible to every user of the machine.
+const envKey = "CLOUDDB_ENCRYPTION_KEY"
+
+// loadCipher returns the cipher for secrets at rest: the key is envText (the value of
+// CLOUDDB_ENCRYPTION_KEY) when set, else the one in <data-dir>/encryption.key, which is
+// created with mode 0600 when generate allows. A key file others can read is refused, as
+// ssh refuses such keys.
+func loadCipher(dataDir, envText string, generate bool) (*clouddb.Cipher, error) {
+	text, ok := envText, envText != ""
 	if !ok {
 		path := filepath.Join(dataDir, keyFile)
 		b, err := os.ReadFile(path)
 		switch {
+		case errors.Is(err, fs.ErrNotExist) && !generate:
+			return nil, fmt.Errorf("a shared store needs the same encryption key on every replica: set %s (32 random bytes in base64, e.g. `openssl rand -base64 32`) or copy %s from the first replica", envKey, keyFile)
 		case errors.Is(err, fs.ErrNotExist):
 			text = clouddb.NewKey()
 			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -52,32 +58,9 @@ func loadCipher(dataDir string) (*clouddb.Cipher, error) {
 	key, err := clouddb.ParseKey(text)
 	if err != nil {
 		if ok {
-			return nil, fmt.Errorf("CLOUDDB_ENCRYPTION_KEY: %w", err)
+			return nil, fmt.Errorf("%s: %w", envKey, err)
 		}
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dataDir, keyFile), err)
 	}
 	return clouddb.NewCipher(key)
-}
-
-// openStore opens the state in the data dir with its secrets sealed.
-func openStore(dataDir string) (*sqlite.DB, error) {
-	db, _, err := openState(dataDir)
-	return db, err
-}
-
-// openState opens the state in the data dir and returns the cipher that seals its
-// secrets, for the other stores of the service (the browser API's).
-func openState(dataDir string) (*sqlite.DB, *clouddb.Cipher, error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, nil, err
-	}
-	c, err := loadCipher(dataDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	db, err := sqlite.Open(filepath.Join(dataDir, "clouddb.db"), sqlite.WithCipher(c))
-	if err != nil {
-		return nil, nil, fmt.Errorf("open store: %w", err)
-	}
-	return db, c, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"clouddb/cloudapi/client"
+	"clouddb/internal/pgtest"
 )
 
 // These end-to-end tests run the real service (store, task engine, reconciler, local
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "redis-server not found: install it (apt-get install -y redis-server) or run `make test`, which does")
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	pgtest.Main(m)
 }
 
 var portBlock atomic.Int32
@@ -62,6 +63,8 @@ type options struct {
 	delay     time.Duration
 	ports     string
 	rateLimit int // 0: off, so that polling tests are not throttled
+	store     string
+	key       string // the encryption key; "" lets the service make a key file
 }
 
 func startService(t *testing.T, dir string, o options) *service {
@@ -72,7 +75,7 @@ func startService(t *testing.T, dir string, o options) *service {
 	logs := &syncBuffer{}
 	m := NewMain(&syncBuffer{}, logs)
 	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", BrowserListen: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", DBPorts: o.ports, ProvisioningDelay: o.delay,
-		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info"}
+		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info", Store: o.store, EncryptionKey: o.key}
 	require.NoError(t, m.Config.Validate())
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{t: t, m: m, dir: dir, cancel: cancel, done: make(chan error, 1), logs: logs}
@@ -247,8 +250,17 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 // sweepServers kills every redis-server whose working directory is under dir and says
 // how many there were.
 func sweepServers(dir string) int {
+	pids := serversIn(dir)
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return len(pids)
+}
+
+// serversIn lists the redis-server processes whose working directory is under dir.
+func serversIn(dir string) []int {
 	entries, _ := os.ReadDir("/proc")
-	n := 0
+	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -259,11 +271,10 @@ func sweepServers(dir string) int {
 			continue
 		}
 		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); bytes.Contains(cmd, []byte("redis-server")) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			n++
+			pids = append(pids, pid)
 		}
 	}
-	return n
+	return pids
 }
 
 type syncBuffer struct {

@@ -87,25 +87,42 @@ func TestSecretsAtRest(t *testing.T) {
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }
 
-// TestEncryptionKey: a key file others can read is refused; a wrong key cannot read the
-// secrets of an existing data dir; CLOUDDB_ENCRYPTION_KEY is used when set.
+// TestEncryptionKey: a key file others can read is refused; CLOUDDB_ENCRYPTION_KEY is
+// used when set; a shared store does not make a key of its own; a wrong key cannot open
+// an existing data dir, and says so.
 func TestEncryptionKey(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, keyFile), []byte(strings.Repeat("ab", 32)), 0o644))
-	_, err := loadCipher(dir)
+	_, err := loadCipher(dir, "", true)
 	require.ErrorContains(t, err, "chmod 600")
 
-	t.Setenv("CLOUDDB_ENCRYPTION_KEY", "too-short")
-	_, err = loadCipher(t.TempDir())
+	_, err = loadCipher(t.TempDir(), "too-short", true)
 	require.ErrorContains(t, err, "CLOUDDB_ENCRYPTION_KEY")
 
-	t.Setenv("CLOUDDB_ENCRYPTION_KEY", strings.Repeat("cd", 32))
 	empty := t.TempDir()
-	c, err := loadCipher(empty)
+	c, err := loadCipher(empty, strings.Repeat("cd", 32), true)
 	require.NoError(t, err)
 	require.NotNil(t, c)
 	_, err = os.Stat(filepath.Join(empty, keyFile))
 	require.True(t, os.IsNotExist(err), "with the env key no key file is written")
+
+	_, err = loadCipher(empty, "", false)
+	require.ErrorContains(t, err, "CLOUDDB_ENCRYPTION_KEY", "a shared store asks for the key")
+	_, err = os.Stat(filepath.Join(empty, keyFile))
+	require.True(t, os.IsNotExist(err), "a shared store never makes a key file")
+
+	// A data dir with secrets sealed under one key refuses to start under another.
+	data := t.TempDir()
+	s := startService(t, data, options{key: strings.Repeat("01", 32)})
+	ctx := testContext(t)
+	s.activeSubscription(ctx, "sealed", 0.1)
+	s.stop()
+	m := NewMain(io.Discard, io.Discard)
+	m.Config = s.m.Config
+	m.Config.EncryptionKey = strings.Repeat("02", 32)
+	err = m.Run(ctx)
+	require.ErrorContains(t, err, "encryption key")
+	require.ErrorContains(t, err, "CLOUDDB_ENCRYPTION_KEY")
 }
 
 func must[T any](v T, err error) T {

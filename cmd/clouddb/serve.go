@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,8 +16,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"clouddb"
@@ -26,7 +30,6 @@ import (
 	"clouddb/driver/local"
 	"clouddb/reconcile"
 	"clouddb/redisdata"
-	"clouddb/sqlite"
 	"clouddb/task"
 )
 
@@ -41,6 +44,12 @@ type Config struct {
 	RateLimit         int
 	TaskLease         time.Duration
 	LogLevel          string
+	// Store is "sqlite" (or empty: a file in the data dir) or a postgres:// URL, which
+	// several replicas may share.
+	Store string
+	// EncryptionKey seals the secrets at rest; it comes from CLOUDDB_ENCRYPTION_KEY only.
+	// Empty means the key file in the data dir.
+	EncryptionKey string
 }
 
 // Defaults of `clouddb serve`.
@@ -56,7 +65,7 @@ const (
 type Main struct {
 	Config Config
 
-	Store      *sqlite.DB
+	Store      clouddb.Store
 	Driver     *local.Driver
 	Engine     *task.Engine
 	Reconciler *reconcile.Reconciler
@@ -69,13 +78,16 @@ type Main struct {
 	logger         *slog.Logger
 	ready          chan struct{}
 	readyOnce      sync.Once
+	// leading is set while this process runs the workers (always with SQLite; with a
+	// shared store, while it holds the workers' lock).
+	leading atomic.Bool
 }
 
 // NewMain returns a Main with the default configuration.
 func NewMain(stdout, stderr io.Writer) *Main {
 	return &Main{
 		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts,
-			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, LogLevel: "info"},
+			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, LogLevel: "info", EncryptionKey: os.Getenv(envKey)},
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
 	}
 }
@@ -94,6 +106,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.IntVar(&c.RateLimit, "rate-limit", c.RateLimit, "requests per minute per API key (0 turns the limit off)")
 	fs.DurationVar(&c.TaskLease, "task-lease", c.TaskLease, "how long a task in processing is held by its worker before another takes it over (after a crash)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.Store, "store", c.Store, "sqlite (a file in the data dir) or a postgres:// URL that several replicas may share (they need the same "+envKey+")")
 	if err := envFlags(fs, args); err != nil {
 		return err
 	}
@@ -107,6 +120,9 @@ func (m *Main) ParseFlags(args []string) error {
 func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("--data-dir must not be empty")
+	}
+	if err := validateStore(c.Store); err != nil {
+		return err
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q: want HOST:PORT", c.Listen)
@@ -155,7 +171,20 @@ func (m *Main) Run(ctx context.Context) error {
 	m.logger = slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
 	redisLog.Store(m.logger)
 
-	db, cipher, err := openState(c.DataDir)
+	// The workers exist before the store opens: a shared store's change hook, which
+	// wakes them, may fire as soon as it is open.
+	m.Reconciler = &reconcile.Reconciler{Logger: m.logger, Delay: c.ProvisioningDelay}
+	m.Engine = &task.Engine{
+		Logger:    m.logger,
+		Lease:     c.TaskLease,
+		Processed: func(*clouddb.Task) { m.Reconciler.Notify() },
+	}
+	db, cipher, err := openState(ctx, c, func() {
+		// Another replica committed: a task to claim, or a change to provision, if this
+		// one runs the workers.
+		m.Engine.Notify()
+		m.Reconciler.Notify()
+	})
 	if err != nil {
 		return err
 	}
@@ -184,24 +213,15 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.Driver = drv
 	low, high, _ := task.ParseRange(c.DBPorts)
-	tmpDir := filepath.Join(c.DataDir, "tmp")
-	if err := os.RemoveAll(tmpDir); err != nil { // what a crash left behind
+	tmpDir, err := makeTempDir(filepath.Join(c.DataDir, "tmp"))
+	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(tmpDir, 0o700); err != nil {
-		return err
-	}
-	m.Reconciler = &reconcile.Reconciler{Store: db, Driver: drv, Logger: m.logger, Delay: c.ProvisioningDelay}
-	m.Engine = &task.Engine{
-		Store:     db,
-		Ports:     &task.Ports{Low: low, High: high, Host: c.AdvertiseHost},
-		Logger:    m.logger,
-		Lease:     c.TaskLease,
-		Driver:    drv,
-		Blob:      blobOpts,
-		TempDir:   tmpDir,
-		Processed: func(*clouddb.Task) { m.Reconciler.Notify() },
-	}
+	defer os.RemoveAll(tmpDir)
+	m.Reconciler.Store, m.Reconciler.Driver = db, drv
+	m.Engine.Store, m.Engine.Driver = db, drv
+	m.Engine.Ports = &task.Ports{Low: low, High: high, Host: c.AdvertiseHost}
+	m.Engine.Blob, m.Engine.TempDir = blobOpts, tmpDir
 	api := &cloudapi.Server{Store: db, Tasks: m.Engine, AdvertiseHost: c.AdvertiseHost, RedisVersion: redisVersion(), Logger: m.logger, RateLimit: c.RateLimit}
 
 	ln, err := net.Listen("tcp", c.Listen)
@@ -232,8 +252,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { m.Engine.Run(workCtx) })
-	wg.Go(func() { m.Reconciler.Run(workCtx) })
+	wg.Go(func() { m.work(workCtx) })
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	m.printWelcome(creds)
@@ -252,13 +271,124 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	stopWork()
 	wg.Wait()
-	if serr := m.Reconciler.Shutdown(sctx); serr != nil {
-		m.logger.Error("stopping databases", "err", serr)
-	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// makeTempDir makes this process's directory for the files imports download,
+// <parent>/<pid>-<random>, and removes those of processes that no longer run (a crash
+// leaves them). Replicas sharing a data dir each keep their own.
+func makeTempDir(parent string) (string, error) {
+	entries, err := os.ReadDir(parent)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	for _, e := range entries {
+		prefix, _, _ := strings.Cut(e.Name(), "-")
+		if pid, err := strconv.Atoi(prefix); err == nil && syscall.Kill(pid, 0) == nil {
+			continue // a running replica's
+		}
+		if err := os.RemoveAll(filepath.Join(parent, e.Name())); err != nil {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(parent, strconv.Itoa(os.Getpid())+"-")
+}
+
+// workersLock names the lock that the replica running the workers holds in a shared
+// store.
+const workersLock = "clouddb-workers"
+
+// leader is a store several replicas share: one at a time holds a named lock.
+type leader interface {
+	Lead(ctx context.Context, name string) (lost <-chan struct{}, release func(), err error)
+	// LossWindow is how long a holder whose connection broke may still think it holds
+	// the lock.
+	LossWindow() time.Duration
+}
+
+// work runs the task engine and the reconciler (with the database servers it supervises)
+// until ctx ends, then stops the database servers cleanly. With a shared store only the
+// replica that holds the workers' lock runs them: the local driver's servers live on one
+// machine, and one supervisor must own them. The others serve the APIs and stand by; one
+// takes over when the holder stops or its store connection breaks.
+func (m *Main) work(ctx context.Context) {
+	l, shared := m.Store.(leader)
+	if !shared {
+		m.lead(ctx, nil)
+		return
+	}
+	for ctx.Err() == nil {
+		lost, release, err := l.Lead(ctx, workersLock)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.logger.Error("waiting for the workers' lock", "err", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		// A previous holder cut off from the store may not know yet that it lost the
+		// lock; two supervisors of one data dir would start servers twice.
+		m.logger.Info("took the workers' lock; starting once the previous holder must have stopped", "wait", l.LossWindow())
+		sleep(ctx, l.LossWindow())
+		select {
+		case <-lost:
+		case <-ctx.Done():
+		default:
+			m.logger.Info("this replica runs the task engine and the databases")
+			m.lead(ctx, lost)
+		}
+		release()
+		if ctx.Err() == nil {
+			m.logger.Warn("lost the workers' lock (the store connection broke): standing by")
+		}
+	}
+}
+
+// lead runs the workers until ctx ends or lost closes. On the end of ctx (a graceful
+// stop) it stops the database servers before it returns, so that a replica taking over
+// finds them stopped, not half-way. On a lost lock it leaves them running, as a crash
+// would, for the next holder to adopt.
+func (m *Main) lead(ctx context.Context, lost <-chan struct{}) {
+	m.leading.Store(true)
+	defer m.leading.Store(false)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { m.Engine.Run(wctx) })
+	wg.Go(func() { m.Reconciler.Run(wctx) })
+	select {
+	case <-ctx.Done():
+	case <-lost:
+	}
+	cancel()
+	wg.Wait()
+	if ctx.Err() == nil {
+		return
+	}
+	sctx, cancelStop := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancelStop()
+	if err := m.Reconciler.Shutdown(sctx); err != nil {
+		m.logger.Error("stopping databases", "err", err)
+	}
+}
+
+// Leading reports whether this process runs the workers now.
+func (m *Main) Leading() bool { return m.leading.Load() }
+
+// sleep waits for d or the end of ctx.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 func (m *Main) printWelcome(creds *credentials) {

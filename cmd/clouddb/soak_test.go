@@ -146,7 +146,7 @@ type sample struct {
 func newMonitor(t *testing.T, h *harness) *monitor {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &monitor{t: t, h: h, cancel: cancel}
-	store, err := openStore(h.dir)
+	store, _, err := openState(ctx, Config{DataDir: h.dir}, nil)
 	require.NoError(t, err)
 	m.wg.Go(func() {
 		defer store.Close()

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"clouddb"
+	"clouddb/cloudapi/client"
+	"clouddb/internal/pgtest"
+)
+
+// TestPostgresStore: the README walk-through with --store postgres://: a subscription
+// with a database that a Redis client reaches, and everything still there after a restart.
+func TestPostgresStore(t *testing.T) {
+	t.Parallel()
+	dir, pg, key := t.TempDir(), pgtest.URL(t), clouddb.NewKey()
+	s := startService(t, dir, options{store: pg, key: key})
+	ctx := testContext(t)
+	require.Eventually(t, s.m.Leading, 5*time.Second, 20*time.Millisecond, "a lone replica takes the workers' lock")
+	sub, db := s.activeSubscription(ctx, "pg", 0.1)
+	require.NoError(t, redisOf(t, db).Set(ctx, "k", "v", 0).Err())
+	s.stop()
+
+	s = startService(t, dir, options{store: pg, key: key})
+	got, err := s.c.WaitForDatabaseStatus(ctx, sub, db.ID, "active")
+	require.NoError(t, err)
+	require.Equal(t, db.PublicEndpoint, got.PublicEndpoint)
+	require.Eventually(t, func() bool { return redisOf(t, got).Ping(ctx).Err() == nil }, 10*time.Second, 50*time.Millisecond)
+}
+
+// TestPostgresReplicas: replicas that share a Postgres store and a data dir. Every replica
+// serves the API and sees the others' writes at once; one at a time runs the workers and
+// the databases. When the store connections break, the next holder of the lock adopts
+// the running servers (same pids, no duplicates); a standby that stops leaves the databases
+// alone; a leader that stops gracefully hands over, and the next one brings the databases
+// back with their data.
+func TestPostgresReplicas(t *testing.T) {
+	t.Parallel()
+	dir, pg, key := t.TempDir(), pgtest.URL(t), clouddb.NewKey()
+	ctx := testContext(t)
+	o := options{store: pg, key: key}
+	a := startService(t, dir, o)
+	require.Eventually(t, a.m.Leading, 5*time.Second, 20*time.Millisecond)
+	b := startService(t, dir, o)
+	require.Never(t, b.m.Leading, 300*time.Millisecond, 20*time.Millisecond, "one replica runs the workers")
+
+	// Requests to the standby: its tasks are processed by the leader, woken through the
+	// store, and its read cache follows the leader's writes.
+	submitted := time.Now()
+	sub, _ := b.activeSubscription(ctx, "replicas", 0.2)
+	db := b.addDatabase(ctx, sub, client.CreateDatabase{Name: client.Ptr("kept"), MemoryLimitInGB: client.Ptr(0.1),
+		Password: client.Ptr("pw-kept"), DataPersistence: client.Ptr("aof-every-write")})
+	t.Logf("two creates through the standby took %s", time.Since(submitted).Round(time.Millisecond))
+	r := redisOf(t, db)
+	require.NoError(t, r.Set(ctx, "k", "v1", 0).Err())
+	pid, err := a.m.Driver.Pid(db.ID)
+	require.NoError(t, err)
+
+	// Every store connection breaks (a Postgres restart, a network cut): the leader stops
+	// working at once; whichever replica takes the lock next adopts the server as it
+	// runs.
+	killBackends(t, pg)
+	// Past the loss window the old holder knows it lost the lock; from then on a
+	// replica that leads holds it.
+	time.Sleep(a.m.Store.(leader).LossWindow())
+	var holder, standby *service
+	require.Eventually(t, func() bool {
+		require.False(t, a.m.Leading() && b.m.Leading(), "two replicas run the workers at once")
+		switch {
+		case a.m.Leading():
+			holder, standby = a, b
+		case b.m.Leading():
+			holder, standby = b, a
+		default:
+			return false
+		}
+		p, err := holder.m.Driver.Pid(db.ID)
+		return err == nil && p == pid
+	}, 15*time.Second, 20*time.Millisecond, "a replica leads again and adopts the running server, not starting it again")
+	dbs, err := b.c.AllDatabases(ctx, sub)
+	require.NoError(t, err)
+	require.Len(t, serversIn(dir), len(dbs), "one server per database: none started twice")
+	require.Equal(t, "v1", r.Get(ctx, "k").Val())
+
+	// The standby stops: the databases keep running.
+	standby.stop()
+	require.NoError(t, r.Ping(ctx).Err())
+	p, err := holder.m.Driver.Pid(db.ID)
+	require.NoError(t, err)
+	require.Equal(t, pid, p, "a standby that stops leaves the servers alone")
+	require.NoError(t, r.Set(ctx, "k", "v2", 0).Err())
+
+	// A graceful stop of the leader hands over to the next replica, which brings the
+	// databases back with their data.
+	c := startService(t, dir, o)
+	require.Never(t, c.m.Leading, 300*time.Millisecond, 20*time.Millisecond)
+	holder.stop()
+	require.Eventually(t, c.m.Leading, 15*time.Second, 20*time.Millisecond, "the standby takes over")
+	require.Eventually(t, func() bool { return r.Get(ctx, "k").Val() == "v2" }, 15*time.Second, 50*time.Millisecond, "the data is back")
+	more := c.addDatabase(ctx, sub, client.CreateDatabase{Name: client.Ptr("after"), MemoryLimitInGB: client.Ptr(0.05), Password: client.Ptr("pw-after")})
+	require.NoError(t, redisOf(t, more).Ping(ctx).Err())
+}
+
+// killBackends ends every connection to the test database, as a Postgres restart would.
+func killBackends(t *testing.T, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n))
+	require.Positive(t, n)
+}
