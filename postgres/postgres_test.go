@@ -74,7 +74,8 @@ func TestSecretsAreSealed(t *testing.T) {
 	ctx := t.Context()
 	url := pgtest.URL(t)
 	db := mustOpen(t, url, postgres.WithCipher(testCipher(t)))
-	secrets := []string{"Db-Password-7f3a9c", "AKIA-KEY-ID-5b1e", "aws-secret-key-2c8d", "console-pw-9e4f", "payload-secret-0a6b", "source-pw-3d7e"}
+	secrets := []string{"Db-Password-7f3a9c", "AKIA-KEY-ID-5b1e", "aws-secret-key-2c8d", "console-pw-9e4f", "payload-secret-0a6b", "source-pw-3d7e",
+		"backup-secret-4c2a", "remote-secret-8e1f"}
 	source := "redis://user:" + secrets[5] + "@10.1.2.3:6379"
 	var dbID, caID int
 	var taskID string
@@ -84,7 +85,8 @@ func TestSecretsAreSealed(t *testing.T) {
 		s := &clouddb.Subscription{AccountID: a.ID, Name: "s", Status: clouddb.SubscriptionActive}
 		require.NoError(t, tx.CreateSubscription(ctx, s))
 		d := &clouddb.Database{AccountID: a.ID, SubscriptionID: s.ID, Port: 10000, Password: secrets[0],
-			Spec: clouddb.DatabaseSpec{Name: "d"}, ReplicaOf: []string{source}}
+			Spec: clouddb.DatabaseSpec{Name: "d", PeriodicBackupPath: "s3://AKIA:" + secrets[6] + "@127.0.0.1:9000/b",
+				RemoteBackup: &clouddb.RemoteBackup{Active: true, StorageType: "ftp", StoragePath: "ftp://u:" + secrets[7] + "@127.0.0.1/x"}}, ReplicaOf: []string{source}}
 		require.NoError(t, tx.CreateDatabase(ctx, d))
 		ca := &clouddb.CloudAccount{AccountID: a.ID, Name: "c", Provider: "AWS", AccessKeyID: secrets[1], AccessSecretKey: secrets[2], ConsolePassword: secrets[3]}
 		require.NoError(t, tx.CreateCloudAccount(ctx, ca))
@@ -120,6 +122,8 @@ func TestSecretsAreSealed(t *testing.T) {
 		d, err := tx.Database(ctx, 0, dbID)
 		require.NoError(t, err)
 		require.Equal(t, secrets[0], d.Password)
+		require.Equal(t, "s3://AKIA:"+secrets[6]+"@127.0.0.1:9000/b", d.Spec.PeriodicBackupPath)
+		require.Equal(t, "ftp://u:"+secrets[7]+"@127.0.0.1/x", d.Spec.RemoteBackup.StoragePath)
 		require.Equal(t, []string{source}, d.ReplicaOf)
 		ca, err := tx.CloudAccount(ctx, 0, caID)
 		require.NoError(t, err)

@@ -9,11 +9,35 @@ import (
 
 // specArg is the stored form of a database's spec. Spec.Password, which only a create
 // command carries, is never stored: the password lives in Database.Password alone, so it
-// cannot leak in plain text past whatever protects that field.
-func specArg(d *clouddb.Database) (string, error) {
+// cannot leak in plain text past whatever protects that field. The sources are stored
+// apart, sealed. The backup destinations may carry credentials (s3://KEY:SECRET@…,
+// ftp://user:password@…): they are sealed inside the JSON.
+func (se sealer) specArg(d *clouddb.Database) (string, error) {
 	d.Spec.Password = ""
 	d.Spec.ReplicaOf = nil
-	return jsonArg(d.Spec)
+	spec := d.Spec
+	spec.PeriodicBackupPath = se.arg(spec.PeriodicBackupPath)
+	if b := spec.RemoteBackup; b != nil {
+		sealed := *b
+		sealed.StoragePath = se.arg(b.StoragePath)
+		spec.RemoteBackup = &sealed
+	}
+	return jsonArg(spec)
+}
+
+// openSpec opens what specArg sealed.
+func (se sealer) openSpec(s *clouddb.DatabaseSpec) error {
+	if se.c == nil {
+		return nil
+	}
+	var err error
+	if s.PeriodicBackupPath, err = se.c.Open(s.PeriodicBackupPath); err != nil {
+		return err
+	}
+	if b := s.RemoteBackup; b != nil {
+		b.StoragePath, err = se.c.Open(b.StoragePath)
+	}
+	return err
 }
 
 // replicaOfArg is the stored form of a database's sources: sealed JSON, as the URIs may
@@ -52,7 +76,7 @@ func (tx *Tx) CreateDatabase(ctx context.Context, d *clouddb.Database) error {
 	if d.Generation == 0 {
 		d.Generation = 1
 	}
-	spec, err := specArg(d)
+	spec, err := tx.seal.specArg(d)
 	if err != nil {
 		return err
 	}
@@ -86,6 +110,9 @@ func (se sealer) scanDatabase(s scanner) (*clouddb.Database, error) {
 	err := s.Scan(&d.ID, &d.SubscriptionID, &d.AccountID, &d.Status, &d.StatusDetail, &d.Port,
 		se.col(&d.Password), replicaOfCol{se, &d.ReplicaOf}, jsonCol{&d.Spec}, jsonCol{&d.State}, &d.Generation, timeCol{&d.ActivatedOn},
 		timeCol{&d.CreatedAt}, timeCol{&d.UpdatedAt})
+	if err == nil {
+		err = se.openSpec(&d.Spec)
+	}
 	return &d, err
 }
 
@@ -141,7 +168,7 @@ func (tx *Tx) Databases(ctx context.Context, f clouddb.DatabaseFilter) ([]*cloud
 // taken by another database is a conflict.
 func (tx *Tx) UpdateDatabase(ctx context.Context, d *clouddb.Database) error {
 	d.ActivatedOn = norm(d.ActivatedOn)
-	spec, err := specArg(d)
+	spec, err := tx.seal.specArg(d)
 	if err != nil {
 		return err
 	}
