@@ -38,10 +38,10 @@ func (tx *Tx) CreateTask(ctx context.Context, t *clouddb.Task) error {
 	}
 	res, err := tx.tx.ExecContext(ctx, `INSERT INTO tasks (id, account_id, api_key_name,
 		command_type, status, subscription_id, database_id, cloud_account_id, payload,
-		resource_id, error, lease_owner, lease_expires_at, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		resource_id, resource, error, lease_owner, lease_expires_at, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.AccountID, t.APIKeyName, t.CommandType, string(t.Status), t.SubscriptionID,
-		t.DatabaseID, t.CloudAccountID, tx.seal.bytesArg(t.Payload), t.ResourceID, taskErr, t.LeaseOwner,
+		t.DatabaseID, t.CloudAccountID, tx.seal.bytesArg(t.Payload), t.ResourceID, bytesOrNull(t.Resource), taskErr, t.LeaseOwner,
 		timeArg(t.LeaseExpiresAt), timeArg(t.CreatedAt), timeArg(t.UpdatedAt))
 	if err != nil {
 		return mapErr(err)
@@ -124,6 +124,7 @@ func (db *DB) ExtendLease(ctx context.Context, id, owner string, until time.Time
 	} else if !ok {
 		return fmt.Errorf("%w: task %s is not in progress under lease owner %q", clouddb.ErrConflict, id, owner)
 	}
+	db.version.Add(1)
 	return nil
 }
 

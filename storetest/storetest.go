@@ -30,7 +30,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Version", func(t *testing.T) { testVersion(t, open) })
 }
 
-// base is a fixed instant with millisecond precision, the precision every store keeps.
+// base is a fixed instant with microsecond precision, the precision every store keeps.
 var base = time.Date(2025, 3, 4, 5, 6, 7, 123_000_000, time.UTC)
 
 // bundle is a fresh store with two accounts, A and B, and the internal cloud account.
@@ -85,6 +85,9 @@ func testVersion(t *testing.T, open OpenFunc) {
 	require.NoError(t, err)
 	require.NotNil(t, tk)
 	require.NotEqual(t, v3, bn.store.Version(), "a claim changes a task")
+	v4 := bn.store.Version()
+	require.NoError(t, bn.store.ExtendLease(bn.ctx, tk.ID, "w", time.Now().Add(time.Hour)))
+	require.NotEqual(t, v4, bn.store.Version(), "a lease extension changes a task")
 }
 
 func (bn *bundle) update(t *testing.T, fn func(tx clouddb.Tx) error) {

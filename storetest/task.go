@@ -103,6 +103,7 @@ func testTask(t *testing.T, open OpenFunc) {
 			Status:      clouddb.TaskFailed,
 			Payload:     []byte(`{}`),
 			ResourceID:  9,
+			Resource:    []byte(`{"status":"failed"}`),
 			Error: &clouddb.TaskError{
 				Type: clouddb.ErrTypeSubscriptionNotFound, Status: "404 NOT_FOUND", Description: "no such subscription",
 			},
