@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,4 +120,36 @@ func killBackends(t *testing.T, url string) {
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n))
 	require.Positive(t, n)
+}
+
+// TestAdminPostgres: `clouddb admin --store postgres://…` works on the shared store while
+// a replica serves it, with the key from CLOUDDB_ENCRYPTION_KEY; without the key it says
+// what is missing.
+func TestAdminPostgres(t *testing.T) {
+	dir, pg, key := t.TempDir(), pgtest.URL(t), clouddb.NewKey()
+	s := startService(t, dir, options{store: pg, key: key})
+	ctx := testContext(t)
+	admin := func(args ...string) (string, error) {
+		var out, errOut strings.Builder
+		err := run(ctx, append([]string{"admin"}, append(args, "--data-dir", t.TempDir(), "--store", pg)...), &out, &errOut)
+		return out.String(), err
+	}
+
+	t.Setenv(envKey, "")
+	_, err := admin("accounts", "create", "--name", "nokey")
+	require.ErrorContains(t, err, envKey, "a shared store needs the key")
+
+	t.Setenv(envKey, key)
+	out, err := admin("accounts", "create", "--name", "team-pg", "--plan", "flexible")
+	require.NoError(t, err)
+	var id int
+	_, err = fmt.Sscanf(out, "account %d created", &id)
+	require.NoError(t, err, out)
+	out, err = admin("keys", "create", "--account", fmt.Sprint(id))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`x-api-key: (\S+)\nx-api-secret-key: (\S+)`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	acct, err := client.New("http://"+s.m.Addr+"/v1", m[1], m[2]).GetAccount(ctx)
+	require.NoError(t, err, "the serving replica authenticates a key made by admin")
+	require.Equal(t, id, acct.ID)
 }
