@@ -62,12 +62,17 @@ func TestQuick(t *testing.T) {
 	positive(t, "provisioning p99 ratio", p.P99Ratio())
 
 	e := rep.Engine
-	if e == nil || e.Tasks != cfg.Accounts*cfg.TasksPerAccount {
-		t.Fatalf("task engine: %+v", e)
+	if e == nil || e.SQLite == nil || e.SQLite.Tasks != cfg.Accounts*cfg.TasksPerAccount {
+		t.Fatalf("task engine on SQLite: %+v", e)
 	}
-	positive(t, "tasks/s", e.TasksPerSec)
-	positive(t, "commits/s", e.CommitsPerSec)
-	positive(t, "engine ratio", e.Ratio)
+	if e.Postgres == nil || e.Postgres.Tasks != cfg.PGAccounts*cfg.PGTasksPerAccount || e.PGServer == "" {
+		t.Fatalf("task engine on PostgreSQL: %+v", e)
+	}
+	for store, row := range map[string]*engineRow{"SQLite": e.SQLite, "PostgreSQL": e.Postgres} {
+		positive(t, store+" tasks/s", row.TasksPerSec)
+		positive(t, store+" commits/s", row.CommitsPerSec)
+		positive(t, store+" engine ratio", row.Ratio)
+	}
 
 	if len(rep.Scale) != len(cfg.ScaleNs) {
 		t.Fatalf("scale: %d rows, want %d", len(rep.Scale), len(cfg.ScaleNs))
@@ -112,7 +117,7 @@ func TestQuick(t *testing.T) {
 	md := string(data)
 	for _, want := range []string{
 		"# clouddb benchmarks", "Machine: ", "redis-server ", "## Goals",
-		"## 1. Read path", "## 2. Provisioning", "## 3. Task engine", "## 4. Scale",
+		"## 1. Read path", "## 2. Provisioning", "## 3. Task engine", "| SQLite (", "| PostgreSQL (", "PostgreSQL server: ", "## 4. Scale",
 		"## 5. Import throughput", "MB/s", "sanitize-dump-payload",
 	} {
 		if !strings.Contains(md, want) {

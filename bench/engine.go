@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,74 +16,170 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // the driver the store uses, for the raw baseline
 
 	"clouddb"
+	"clouddb/internal/pgtest"
+	"clouddb/postgres"
 	"clouddb/sqlite"
 	"clouddb/task"
 )
 
-// engineResult compares the task engine's processing rate with the raw commit rate of
-// SQLite on the same settings, measured alternately.
+// engineResult compares the task engine's processing rate on each store with the raw
+// commit rate of the same store's engine on the same settings, measured alternately.
 type engineResult struct {
+	Workers int
+	// SQLite and Postgres are the rows; a row is nil when it was not measured.
+	SQLite, Postgres *engineRow
+	// PGServer describes the PostgreSQL server of the Postgres row: version, settings
+	// and whether the harness started it.
+	PGServer string
+}
+
+// engineRow is one store's figures.
+type engineRow struct {
 	Accounts, TasksPerAccount int
 	Tasks                     int
 	// Medians over the repetitions.
 	TasksPerSec   float64
 	CommitsPerSec float64
 	// Ratio is the median of the per-pair ratios tasks/s ÷ commits/s.
-	Ratio   float64
-	Workers int
+	Ratio float64
 }
 
-// engine runs the engine benchmark Reps times, each on fresh files, alternating which of
-// the engine and the raw baseline goes first.
+// engine runs the engine benchmark on SQLite, then on PostgreSQL. A failure of the
+// PostgreSQL row keeps the SQLite row.
 func (h *harness) engine(ctx context.Context) (*engineResult, error) {
-	res := &engineResult{Accounts: h.cfg.Accounts, TasksPerAccount: h.cfg.TasksPerAccount,
-		Tasks: h.cfg.Accounts * h.cfg.TasksPerAccount, Workers: task.DefaultWorkers}
-	var tps, cps, ratios []float64
-	for rep := range h.cfg.Reps {
-		dir := filepath.Join(h.dir, "engine-"+strconv.Itoa(rep))
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, err
-		}
-		var t, c float64
-		runEngine := func() (err error) {
-			t, err = engineRate(ctx, filepath.Join(dir, "store.db"), h.cfg.Accounts, h.cfg.TasksPerAccount)
-			return err
-		}
-		runRaw := func() (err error) {
-			c, err = rawCommitRate(ctx, filepath.Join(dir, "raw.db"), res.Tasks)
-			return err
-		}
-		first, second := runEngine, runRaw
-		if rep%2 == 1 {
-			first, second = runRaw, runEngine
-		}
-		if err := first(); err != nil {
-			return nil, err
-		}
-		if err := second(); err != nil {
-			return nil, err
-		}
-		os.RemoveAll(dir)
-		h.cfg.logf("task engine rep %d: %.0f tasks/s, raw SQLite %.0f commits/s", rep+1, t, c)
-		tps, cps, ratios = append(tps, t), append(cps, c), append(ratios, t/c)
+	res := &engineResult{Workers: task.DefaultWorkers}
+	var err error
+	res.SQLite, err = h.enginePairs(ctx, "SQLite", h.cfg.Accounts, h.cfg.TasksPerAccount,
+		func(rep int) (func() (float64, error), func() (float64, error), func(), error) {
+			dir := filepath.Join(h.dir, "engine-"+strconv.Itoa(rep))
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, nil, nil, err
+			}
+			runEngine := func() (float64, error) {
+				db, err := sqlite.Open(filepath.Join(dir, "store.db"))
+				if err != nil {
+					return 0, err
+				}
+				defer db.Close()
+				return engineRate(ctx, db, h.cfg.Accounts, h.cfg.TasksPerAccount)
+			}
+			runRaw := func() (float64, error) {
+				return rawCommitRate(ctx, filepath.Join(dir, "raw.db"), h.cfg.Accounts*h.cfg.TasksPerAccount)
+			}
+			return runEngine, runRaw, func() { os.RemoveAll(dir) }, nil
+		})
+	if err != nil {
+		return res, fmt.Errorf("sqlite: %w", err)
 	}
-	res.TasksPerSec, res.CommitsPerSec, res.Ratio = median(tps), median(cps), median(ratios)
+	if err := h.enginePostgres(ctx, res); err != nil {
+		return res, fmt.Errorf("postgres: %w", err)
+	}
 	return res, nil
 }
 
-// engineRate fills a new store with accounts × perAccount cloud-account creates (cheap
-// tasks: one insert and a log entry each), runs the task engine with its default workers
-// until every task is final, and returns tasks per second from the engine's start to the
-// last task's end. Every task must complete.
-func engineRate(ctx context.Context, path string, accounts, perAccount int) (float64, error) {
-	db, err := sqlite.Open(path)
-	if err != nil {
-		return 0, err
+// enginePostgres measures the Postgres row on the server of -pg, else of
+// TEST_DATABASE_URL, else on a throwaway cluster it starts and stops. Every repetition
+// uses two new databases, dropped afterwards.
+func (h *harness) enginePostgres(ctx context.Context, res *engineResult) error {
+	admin, started := h.cfg.PG, false
+	if admin == "" {
+		admin = os.Getenv(pgtest.EnvURL)
 	}
-	defer db.Close()
+	if admin == "" {
+		h.cfg.logf("task engine: starting a throwaway PostgreSQL cluster")
+		u, stop, err := pgtest.Start()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		admin, started = u, true
+	}
+	srv, err := newPGServer(ctx, admin)
+	if err != nil {
+		return err
+	}
+	res.PGServer = srv.describe
+	if started {
+		res.PGServer += ", a throwaway cluster the harness started (internal/pgtest)"
+	}
+	accounts, perAccount := h.cfg.PGAccounts, h.cfg.PGTasksPerAccount
+	res.Postgres, err = h.enginePairs(ctx, "PostgreSQL", accounts, perAccount,
+		func(rep int) (func() (float64, error), func() (float64, error), func(), error) {
+			prefix := fmt.Sprintf("clouddb_bench_%d_%d_", os.Getpid(), rep)
+			storeURL, err := srv.createDB(ctx, prefix+"store")
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			rawURL, err := srv.createDB(ctx, prefix+"raw")
+			if err != nil {
+				srv.dropDB(prefix + "store")
+				return nil, nil, nil, err
+			}
+			runEngine := func() (float64, error) {
+				db, err := postgres.Open(ctx, storeURL)
+				if err != nil {
+					return 0, err
+				}
+				defer db.Close()
+				return engineRate(ctx, db, accounts, perAccount)
+			}
+			runRaw := func() (float64, error) {
+				return rawPGCommitRate(ctx, rawURL, accounts*perAccount)
+			}
+			cleanup := func() {
+				for _, name := range []string{prefix + "store", prefix + "raw"} {
+					if err := srv.dropDB(name); err != nil {
+						h.cfg.logf("task engine: %v", err)
+					}
+				}
+			}
+			return runEngine, runRaw, cleanup, nil
+		})
+	return err
+}
+
+// enginePairs runs one store's row Reps times: setup gives the repetition's engine run,
+// raw-commit run and cleanup; which of the two runs goes first alternates.
+func (h *harness) enginePairs(ctx context.Context, store string, accounts, perAccount int,
+	setup func(rep int) (runEngine, runRaw func() (float64, error), cleanup func(), err error)) (*engineRow, error) {
+	row := &engineRow{Accounts: accounts, TasksPerAccount: perAccount, Tasks: accounts * perAccount}
+	var tps, cps, ratios []float64
+	for rep := range h.cfg.Reps {
+		runEngine, runRaw, cleanup, err := setup(rep)
+		if err != nil {
+			return nil, err
+		}
+		var t, c float64
+		err = func() error {
+			defer cleanup()
+			first, second := func() (err error) { t, err = runEngine(); return err }, func() (err error) { c, err = runRaw(); return err }
+			if rep%2 == 1 {
+				first, second = second, first
+			}
+			if err := first(); err != nil {
+				return err
+			}
+			return second()
+		}()
+		if err != nil {
+			return nil, err
+		}
+		h.cfg.logf("task engine on %s rep %d: %.0f tasks/s, raw %s %.0f commits/s", store, rep+1, t, store, c)
+		tps, cps, ratios = append(tps, t), append(cps, c), append(ratios, t/c)
+	}
+	row.TasksPerSec, row.CommitsPerSec, row.Ratio = median(tps), median(cps), median(ratios)
+	return row, nil
+}
+
+// engineRate fills db, a new store, with accounts × perAccount cloud-account creates
+// (cheap tasks: one insert and a log entry each), runs the task engine with its default
+// workers until every task is final, and returns tasks per second from the engine's start
+// to the last task's end. Every task must complete.
+func engineRate(ctx context.Context, db clouddb.Store, accounts, perAccount int) (float64, error) {
 	payload, err := json.Marshal(clouddb.CloudAccountSpec{
 		Name: ptr("bench"), Provider: ptr("AWS"), AccessKeyID: ptr("AKIABENCH"), AccessSecretKey: ptr("bench-secret"),
 		ConsoleUsername: ptr("bench"), ConsolePassword: ptr("bench-password"), SignInLoginURL: ptr("https://signin.example/console"),
@@ -198,3 +295,95 @@ func rawCommitRate(ctx context.Context, path string, n int) (float64, error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// pgServer is the PostgreSQL server of the Postgres row, reached through its maintenance
+// database.
+type pgServer struct {
+	admin    *url.URL
+	describe string
+}
+
+func newPGServer(ctx context.Context, admin string) (*pgServer, error) {
+	u, err := url.Parse(admin)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		// The URL may hold a password: it is not repeated.
+		return nil, errors.New("the PostgreSQL server must be named by a postgres:// URL")
+	}
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	var version, fsync, syncCommit, fpw string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'),
+		current_setting('synchronous_commit'), current_setting('full_page_writes')`).Scan(&version, &fsync, &syncCommit, &fpw); err != nil {
+		return nil, err
+	}
+	if v, _, ok := strings.Cut(version, " "); ok {
+		version = v
+	}
+	return &pgServer{admin: u, describe: fmt.Sprintf("PostgreSQL %s on %s (fsync=%s, synchronous_commit=%s, full_page_writes=%s)",
+		version, u.Host, fsync, syncCommit, fpw)}, nil
+}
+
+// createDB creates an empty database and returns its URL.
+func (s *pgServer) createDB(ctx context.Context, name string) (string, error) {
+	if err := s.exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("create database: %w", err)
+	}
+	u := *s.admin
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// dropDB drops a database, ending the connections still open to it.
+func (s *pgServer) dropDB(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+func (s *pgServer) exec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, s.admin.String())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// rawPGCommitRate commits n transactions of one insert each, a row about the size of a
+// task, on one connection (pgx, as the store uses) to a new database, and returns commits
+// per second.
+func rawPGCommitRate(ctx context.Context, dbURL string, n int) (float64, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `CREATE TABLE rows (seq bigserial PRIMARY KEY, id text NOT NULL UNIQUE,
+		status text NOT NULL, payload bytea, created_at bigint NOT NULL)`); err != nil {
+		return 0, err
+	}
+	payload := []byte(strings.Repeat("x", 256))
+	start := time.Now()
+	for i := range n {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO rows (id, status, payload, created_at) VALUES ($1, $2, $3, $4)`,
+			"row-"+strconv.Itoa(i), "received", payload, time.Now().UnixMicro()); err != nil {
+			tx.Rollback(ctx)
+			return 0, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}

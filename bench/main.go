@@ -5,10 +5,11 @@
 //
 // It measures the read path of the API against a bare net/http handler serving the same
 // bytes, create-database-to-active against a bare redis-server spawn-to-PONG, the task
-// engine against the raw SQLite commit rate, how memory, list latency and restart time
-// grow with the number of databases, and import throughput against a bare redis-server
-// loading the same RDB file at start. Every process it starts is killed before it returns,
-// on failure too, and it only ever uses loopback addresses.
+// engine on SQLite and on PostgreSQL against the raw commit rate of the same store, how
+// memory, list latency and restart time grow with the number of databases, and import
+// throughput against a bare redis-server loading the same RDB file at start. Every process
+// it starts is killed before it returns, on failure too (a PostgreSQL cluster it starts
+// is stopped), and it only ever uses loopback addresses, unless -pg names a server.
 package main
 
 import (
@@ -23,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"clouddb/internal/pgtest"
 )
 
 // Config sizes a run.
@@ -41,6 +44,12 @@ type Config struct {
 	Creates int
 	// Accounts and TasksPerAccount size the task-engine benchmark.
 	Accounts, TasksPerAccount int
+	// PGAccounts and PGTasksPerAccount size the task-engine benchmark on PostgreSQL.
+	PGAccounts, PGTasksPerAccount int
+	// PG is a postgres:// URL of the server for the PostgreSQL row of the task-engine
+	// benchmark, whose role may create databases; empty uses TEST_DATABASE_URL, else a
+	// throwaway cluster the harness starts (initdb and pg_ctl, on loopback).
+	PG string
 	// ScaleNs are the database counts of the scale benchmark, ascending.
 	ScaleNs []int
 	// RestartReps is how many restarts of each kind run at every scale size.
@@ -74,22 +83,24 @@ type Config struct {
 // DefaultConfig is the full run of `make bench`.
 func DefaultConfig() Config {
 	return Config{
-		Out:             "BENCHMARKS.md",
-		Reps:            5,
-		Clients:         []int{1, 8, 64},
-		Duration:        2 * time.Second,
-		Warmup:          300 * time.Millisecond,
-		Creates:         50,
-		Accounts:        1000,
-		TasksPerAccount: 10,
-		ScaleNs:         []int{10, 100, 500},
-		RestartReps:     3,
-		ListReps:        30,
-		Settle:          2 * time.Second,
-		AdoptWait:       2500 * time.Millisecond,
-		ImportMB:        128,
-		PortBase:        16000,
-		Log:             os.Stderr,
+		Out:               "BENCHMARKS.md",
+		Reps:              5,
+		Clients:           []int{1, 8, 64},
+		Duration:          2 * time.Second,
+		Warmup:            300 * time.Millisecond,
+		Creates:           50,
+		Accounts:          1000,
+		TasksPerAccount:   10,
+		PGAccounts:        1000,
+		PGTasksPerAccount: 10,
+		ScaleNs:           []int{10, 100, 500},
+		RestartReps:       3,
+		ListReps:          30,
+		Settle:            2 * time.Second,
+		AdoptWait:         2500 * time.Millisecond,
+		ImportMB:          128,
+		PortBase:          16000,
+		Log:               os.Stderr,
 	}
 }
 
@@ -103,6 +114,8 @@ func QuickConfig() Config {
 	c.Creates = 5
 	c.Accounts = 10
 	c.TasksPerAccount = 10
+	c.PGAccounts = 10
+	c.PGTasksPerAccount = 10
 	c.ScaleNs = []int{5}
 	c.RestartReps = 1
 	c.ListReps = 10
@@ -141,6 +154,9 @@ func parseFlags(args []string) (Config, error) {
 	creates := fs.Int("creates", 0, "database creates of the provisioning benchmark")
 	accounts := fs.Int("accounts", 0, "accounts of the task-engine benchmark")
 	perAccount := fs.Int("tasks-per-account", 0, "tasks per account of the task-engine benchmark")
+	pgURL := fs.String("pg", "", "postgres:// URL of a server for the task engine on PostgreSQL, whose role may create databases (default: $"+pgtest.EnvURL+", else a throwaway cluster)")
+	pgAccounts := fs.Int("pg-accounts", 0, "accounts of the task-engine benchmark on PostgreSQL")
+	pgPerAccount := fs.Int("pg-tasks-per-account", 0, "tasks per account of the task-engine benchmark on PostgreSQL")
 	scale := fs.String("scale", "", "database counts of the scale benchmark, comma-separated")
 	restarts := fs.Int("restart-reps", 0, "restarts of each kind per scale size")
 	importMB := fs.Int("import-mb", 0, "size of the import benchmark's RDB file, in MB")
@@ -159,7 +175,7 @@ func parseFlags(args []string) (Config, error) {
 	if *quick {
 		c = QuickConfig()
 	}
-	c.Out, c.Bin, c.Profile, c.Rev, c.Keep = *out, *bin, *profile, *rev, *keep
+	c.Out, c.Bin, c.Profile, c.Rev, c.Keep, c.PG = *out, *bin, *profile, *rev, *keep, *pgURL
 	setInt := func(dst *int, v int) {
 		if v > 0 {
 			*dst = v
@@ -169,6 +185,8 @@ func parseFlags(args []string) (Config, error) {
 	setInt(&c.Creates, *creates)
 	setInt(&c.Accounts, *accounts)
 	setInt(&c.TasksPerAccount, *perAccount)
+	setInt(&c.PGAccounts, *pgAccounts)
+	setInt(&c.PGTasksPerAccount, *pgPerAccount)
 	setInt(&c.RestartReps, *restarts)
 	setInt(&c.ImportMB, *importMB)
 	setInt(&c.PortBase, *portBase)
@@ -206,7 +224,7 @@ func intList(s string) ([]int, error) {
 
 func (c *Config) validate() error {
 	switch {
-	case c.Reps < 1, c.Creates < 1, c.Accounts < 1, c.TasksPerAccount < 1, c.RestartReps < 1, c.ListReps < 1, c.ImportMB < 1:
+	case c.Reps < 1, c.Creates < 1, c.Accounts < 1, c.TasksPerAccount < 1, c.PGAccounts < 1, c.PGTasksPerAccount < 1, c.RestartReps < 1, c.ListReps < 1, c.ImportMB < 1:
 		return fmt.Errorf("sizes must be positive")
 	case len(c.Clients) == 0 || len(c.ScaleNs) == 0:
 		return fmt.Errorf("need at least one client level and one scale size")

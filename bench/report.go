@@ -39,9 +39,9 @@ func (r *report) markdown() string {
 	p("Written by `make bench` (`go run ./bench -out BENCHMARKS.md`) on %s in %s, source %s.",
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Finished.Sub(r.Started).Round(time.Second), r.Rev)
 	p("Sizes: %d repetitions; read-path runs of %s after %s of warm-up at %s concurrent keep-alive clients; "+
-		"%d database creates; %d accounts × %d tasks; scale at %s active databases with %d restarts of each kind; "+
+		"%d database creates; %d accounts × %d tasks (on PostgreSQL %d × %d); scale at %s active databases with %d restarts of each kind; "+
 		"imports of a %d MB RDB file.",
-		c.Reps, c.Duration, c.Warmup, joinInts(c.Clients), c.Creates, c.Accounts, c.TasksPerAccount, joinInts(c.ScaleNs), c.RestartReps, c.ImportMB)
+		c.Reps, c.Duration, c.Warmup, joinInts(c.Clients), c.Creates, c.Accounts, c.TasksPerAccount, c.PGAccounts, c.PGTasksPerAccount, joinInts(c.ScaleNs), c.RestartReps, c.ImportMB)
 	p("")
 	p("Every figure is a **ratio to a baseline measured in the same run**, with the absolute numbers beside it. " +
 		"The machine is shared and noisy, so measured and baseline runs are interleaved (and which one goes first " +
@@ -113,20 +113,37 @@ func (r *report) markdown() string {
 
 	p("## 3. Task engine")
 	p("")
-	if e := r.Engine; e != nil {
-		p("In-process: `sqlite.Open` on a new file, %d accounts and %d cheap tasks each (cloud-account creates, "+
-			"submitted round-robin) written directly into the store, then `task.Engine{Store, Ports}` with its "+
-			"default %d workers runs until every task is final (all must complete). The baseline commits one insert "+
-			"of a task-sized row per transaction on a new file with the store writer's settings "+
-			"(modernc.org/sqlite, WAL, synchronous=NORMAL, BEGIN IMMEDIATE, one connection).",
-			e.Accounts, e.TasksPerAccount, e.Workers)
+	if e := r.Engine; e != nil && (e.SQLite != nil || e.Postgres != nil) {
+		p("In-process, on each store: a new store, accounts with cheap tasks each (cloud-account creates, "+
+			"submitted round-robin) written directly into it, then `task.Engine{Store, Ports}` with its "+
+			"default %d workers runs until every task is final (all must complete). The baseline, on the same store's "+
+			"engine, commits one insert of a task-sized row per transaction on one connection: for SQLite on a new file "+
+			"with the store writer's settings (modernc.org/sqlite, WAL, synchronous=NORMAL, BEGIN IMMEDIATE), for "+
+			"PostgreSQL in a new database of the same server with pgx.", e.Workers)
 		p("")
-		p("| figure | ratio | clouddb task engine | raw SQLite commits |")
-		p("|---|---:|---:|---:|")
-		p("| %d tasks through the processing phase | **%.2f** | %.0f tasks/s | %.0f commits/s |", e.Tasks, e.Ratio, e.TasksPerSec, e.CommitsPerSec)
+		p("| store | figure | ratio | clouddb task engine | raw commits |")
+		p("|---|---|---:|---:|---:|")
+		if row := e.SQLite; row != nil {
+			p("| SQLite (`sqlite.Open`, new file) | %d accounts × %d = %d tasks through the processing phase | **%.2f** | %.0f tasks/s | %.0f commits/s |",
+				row.Accounts, row.TasksPerAccount, row.Tasks, row.Ratio, row.TasksPerSec, row.CommitsPerSec)
+		} else {
+			p("| SQLite | not measured (failed, see Failures) | | | |")
+		}
+		if row := e.Postgres; row != nil {
+			p("| PostgreSQL (`postgres.Open`, new database) | %d accounts × %d = %d tasks through the processing phase | **%.2f** | %.0f tasks/s | %.0f commits/s |",
+				row.Accounts, row.TasksPerAccount, row.Tasks, row.Ratio, row.TasksPerSec, row.CommitsPerSec)
+		} else {
+			p("| PostgreSQL | not measured (failed, see Failures) | | | |")
+		}
 		p("")
-		p("Each task costs two write transactions on the single writer connection (the claim, then the handler's " +
-			"writes with the task's completion), so 0.5 is the ceiling of this design on SQLite.")
+		if e.PGServer != "" {
+			p("PostgreSQL server: %s. The store runs without a cipher, as the SQLite one does here.", e.PGServer)
+			p("")
+		}
+		p("Each task costs two write transactions (the claim, then the handler's writes with the task's completion), " +
+			"so 0.5 is the ceiling of this design. On SQLite both go through the single writer connection; on " +
+			"PostgreSQL both take the store's advisory write lock (writes are serialised, across replicas too), " +
+			"and each also sends a change notification.")
 	} else {
 		p("%s.", r.missing("engine"))
 	}

@@ -89,6 +89,18 @@ func URL(t testing.TB) string {
 	return u.String()
 }
 
+// Start starts a throwaway cluster for a program outside tests (the benchmark harness) and
+// returns the URL of its maintenance database, whose role may create databases, and a
+// function that stops the cluster and removes its files. It ignores TEST_DATABASE_URL:
+// the caller decides whether to use a named server instead.
+func Start() (url string, stop func(), err error) {
+	c, err := startCluster()
+	if err != nil {
+		return "", nil, fmt.Errorf("pgtest: %w", err)
+	}
+	return c.url, c.stop, nil
+}
+
 // server returns the maintenance URL of the server to use, starting one if needed.
 func server() (string, error) {
 	if u := os.Getenv(EnvURL); u != "" {
