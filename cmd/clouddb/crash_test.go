@@ -28,6 +28,7 @@ import (
 
 	"clouddb"
 	"clouddb/cloudapi/client"
+	"clouddb/internal/pgtest"
 )
 
 // TestCrashLoop kills the real binary with SIGKILL at random moments of a busy workload of
@@ -40,14 +41,35 @@ import (
 // left running by a crash was adopted by the next start, never started again (which
 // would lose the data of a database without persistence). The seed is logged;
 // CRASH_SEED=<n> replays a run's choices (not their timing).
+//
+// It runs on each store. On the shared Postgres store a restarted clouddb waits out the
+// workers' lock's loss window before it works, so the kills are spaced to land while it
+// works.
 func TestCrashLoop(t *testing.T) {
+	bin := buildBinary(t)
+	t.Run("sqlite", func(t *testing.T) {
+		crashLoop(t, bin, nil, 10, [2]time.Duration{100 * time.Millisecond, 1500 * time.Millisecond})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		key := clouddb.NewKey()
+		// clouddb admin, run in this process, reads the key from the environment.
+		t.Setenv(envKey, key)
+		s := &sharedStore{url: pgtest.URL(t), key: key}
+		crashLoop(t, bin, s, 5, [2]time.Duration{3500 * time.Millisecond, 5 * time.Second})
+	})
+}
+
+// sharedStore is the Postgres store a harness's clouddb uses, with its key.
+type sharedStore struct{ url, key string }
+
+func crashLoop(t *testing.T, bin string, shared *sharedStore, iterations int, between [2]time.Duration) {
 	seed := envSeed(t, "CRASH_SEED")
 	rng := rand.New(rand.NewPCG(seed, 1))
 	start := time.Now()
 
 	ports := portBlocks(t, 6)
-	bin := buildBinary(t)
 	h := newHarness(t, bin, ports, "--provisioning-delay", "100ms", "--task-lease", "1s", "--rate-limit", "0", "--log-level", "warn")
+	h.useStore(shared)
 	h.start()
 	servers := newServerTracker(t, h.databasesDir())
 	accounts := h.accounts(3)
@@ -56,16 +78,15 @@ func TestCrashLoop(t *testing.T) {
 		maxSubscriptions: 4, maxDatabases: 8})
 	w.start()
 
-	const iterations = 10
 	for i := range iterations {
-		d := randDuration(rng, 100*time.Millisecond, 1500*time.Millisecond)
+		d := randDuration(rng, between[0], between[1])
 		time.Sleep(d)
 		h.kill()
 		t.Logf("kill %d after %s of workload (%d tasks so far)", i+1, d.Round(time.Millisecond), w.recorded())
 		h.start()
 		w.setURL(h.url)
 	}
-	time.Sleep(randDuration(rng, 100*time.Millisecond, 1500*time.Millisecond))
+	time.Sleep(randDuration(rng, between[0], between[1]))
 	w.stop()
 	// A last crash while tasks are still queued or in hand, then the final restart.
 	h.kill()
@@ -130,6 +151,8 @@ type harness struct {
 	dir  string
 	env  []string
 	args []string
+	// store and key name a shared store; empty for SQLite in dir.
+	store, key string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -161,6 +184,31 @@ func newHarness(t *testing.T, bin, ports string, args ...string) *harness {
 		}
 	})
 	return h
+}
+
+// useStore points the harness's clouddb (and its admin commands) at a shared store; nil
+// keeps SQLite in the data dir.
+func (h *harness) useStore(s *sharedStore) {
+	if s == nil {
+		return
+	}
+	h.store, h.key = s.url, s.key
+	h.args = append(h.args, "--store", s.url)
+	h.env = append(h.env, envKey+"="+s.key)
+}
+
+// config is the configuration that opens the harness's store.
+func (h *harness) config() Config {
+	return Config{DataDir: h.dir, Store: h.store, EncryptionKey: h.key}
+}
+
+// adminArgs are the store arguments of clouddb admin.
+func (h *harness) adminArgs() []string {
+	args := []string{"--data-dir", h.dir}
+	if h.store != "" {
+		args = append(args, "--store", h.store)
+	}
+	return args
 }
 
 func (h *harness) databasesDir() string { return filepath.Join(h.dir, "databases") }
@@ -214,12 +262,12 @@ func (h *harness) accounts(n int) []*testAccount {
 	out := []*testAccount{{index: 0, key: harnessKey, secret: harnessSecret}}
 	for i := 1; i < n; i++ {
 		var stdout, stderr strings.Builder
-		require.NoError(h.t, run(context.Background(), []string{"admin", "accounts", "create", "--name", fmt.Sprintf("tenant-%d", i), "--data-dir", h.dir}, &stdout, &stderr), stderr.String())
+		require.NoError(h.t, run(context.Background(), append([]string{"admin", "accounts", "create", "--name", fmt.Sprintf("tenant-%d", i)}, h.adminArgs()...), &stdout, &stderr), stderr.String())
 		var id int
 		_, err := fmt.Sscanf(stdout.String(), "account %d created", &id)
 		require.NoError(h.t, err, stdout.String())
 		stdout.Reset()
-		require.NoError(h.t, run(context.Background(), []string{"admin", "keys", "create", "--account", strconv.Itoa(id), "--name", "load", "--data-dir", h.dir}, &stdout, &stderr), stderr.String())
+		require.NoError(h.t, run(context.Background(), append([]string{"admin", "keys", "create", "--account", strconv.Itoa(id), "--name", "load"}, h.adminArgs()...), &stdout, &stderr), stderr.String())
 		m := regexp.MustCompile(`x-api-key: (\S+)\nx-api-secret-key: (\S+)`).FindStringSubmatch(stdout.String())
 		require.NotNil(h.t, m, stdout.String())
 		out = append(out, &testAccount{index: i, key: m[1], secret: m[2]})
@@ -650,8 +698,8 @@ type storeState struct {
 	cas   []*clouddb.CloudAccount
 }
 
-func readStore(ctx context.Context, dir string) (*storeState, error) {
-	db, _, err := openState(ctx, Config{DataDir: dir}, nil)
+func readStore(ctx context.Context, c Config) (*storeState, error) {
+	db, _, err := openState(ctx, c, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -712,7 +760,7 @@ func (h *harness) settle(within time.Duration) *storeState {
 	ctx := testContext(h.t)
 	deadline := time.Now().Add(within)
 	for {
-		s, err := readStore(ctx, h.dir)
+		s, err := readStore(ctx, h.config())
 		require.NoError(h.t, err)
 		left := s.unsettled()
 		if left == "" {

@@ -102,7 +102,7 @@ func TestSoak(t *testing.T) {
 // ended, so the order of the stamps is the order of the processing.)
 func checkFIFO(t *testing.T, h *harness) {
 	t.Helper()
-	s, err := readStore(testContext(t), h.dir)
+	s, err := readStore(testContext(t), h.config())
 	require.NoError(t, err)
 	last := map[int]*clouddb.Task{}
 	n := 0
@@ -146,7 +146,7 @@ type sample struct {
 func newMonitor(t *testing.T, h *harness) *monitor {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &monitor{t: t, h: h, cancel: cancel}
-	store, _, err := openState(ctx, Config{DataDir: h.dir}, nil)
+	store, _, err := openState(ctx, h.config(), nil)
 	require.NoError(t, err)
 	m.wg.Go(func() {
 		defer store.Close()
