@@ -124,14 +124,14 @@ func (r *report) markdown() string {
 		p("| store | figure | ratio | clouddb task engine | raw commits |")
 		p("|---|---|---:|---:|---:|")
 		if row := e.SQLite; row != nil {
-			p("| SQLite (`sqlite.Open`, new file) | %d accounts × %d = %d tasks through the processing phase | **%.2f** | %.0f tasks/s | %.0f commits/s |",
-				row.Accounts, row.TasksPerAccount, row.Tasks, row.Ratio, row.TasksPerSec, row.CommitsPerSec)
+			p("| SQLite (`sqlite.Open`, new file) | %d accounts × %d = %d tasks through the processing phase | **%s** | %.0f tasks/s | %.0f commits/s |",
+				row.Accounts, row.TasksPerAccount, row.Tasks, fmtRatio(row.Ratio), row.TasksPerSec, row.CommitsPerSec)
 		} else {
 			p("| SQLite | not measured (failed, see Failures) | | | |")
 		}
 		if row := e.Postgres; row != nil {
-			p("| PostgreSQL (`postgres.Open`, new database) | %d accounts × %d = %d tasks through the processing phase | **%.2f** | %.0f tasks/s | %.0f commits/s |",
-				row.Accounts, row.TasksPerAccount, row.Tasks, row.Ratio, row.TasksPerSec, row.CommitsPerSec)
+			p("| PostgreSQL (`postgres.Open`, new database) | %d accounts × %d = %d tasks through the processing phase | **%s** | %.0f tasks/s | %.0f commits/s |",
+				row.Accounts, row.TasksPerAccount, row.Tasks, fmtRatio(row.Ratio), row.TasksPerSec, row.CommitsPerSec)
 		} else {
 			p("| PostgreSQL | not measured (failed, see Failures) | | | |")
 		}
@@ -245,6 +245,14 @@ func (r *report) missing(section string) string {
 		return "not run (-sections " + strings.Join(r.Config.Sections, ",") + ")"
 	}
 	return "not measured (failed, see Failures)"
+}
+
+// fmtRatio prints a ratio with two decimals, or two significant digits below 0.1.
+func fmtRatio(r float64) string {
+	if r < 0.1 {
+		return fmt.Sprintf("%.2g", r)
+	}
+	return fmt.Sprintf("%.2f", r)
 }
 
 func yesNo(ok bool) string {
