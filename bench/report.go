@@ -116,7 +116,7 @@ func (r *report) markdown() string {
 	if e := r.Engine; e != nil && (e.SQLite != nil || e.Postgres != nil) {
 		p("In-process, on each store: a new store, accounts with cheap tasks each (cloud-account creates, "+
 			"submitted round-robin) written directly into it, then `task.Engine{Store, Ports}` with its "+
-			"default %d workers runs until every task is final (all must complete). The baseline, on the same store's "+
+			"default %d workers runs until every task is final (all must complete). The baseline, on the same database "+
 			"engine, commits one insert of a task-sized row per transaction on one connection: for SQLite on a new file "+
 			"with the store writer's settings (modernc.org/sqlite, WAL, synchronous=NORMAL, BEGIN IMMEDIATE), for "+
 			"PostgreSQL in a new database of the same server with pgx.", e.Workers)
