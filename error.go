@@ -106,5 +106,6 @@ const (
 	ErrTypeInvalidCIDR           = "INVALID_DEPLOYMENT_CIDR"
 	ErrTypeNoDatabases           = "SUBSCRIPTION_DATABASES_REQUIRED"
 	ErrTypeNoPorts               = "NO_FREE_PORT"
+	ErrTypeNoMemory              = "INSUFFICIENT_MEMORY"
 	ErrTypeTaskNotFound          = "TASK_NOT_FOUND"
 )

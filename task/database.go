@@ -3,6 +3,9 @@ package task
 import (
 	"context"
 	"errors"
+	"math"
+	"net/http"
+	"strconv"
 
 	"clouddb"
 )
@@ -107,8 +110,41 @@ func reserveCapacity(ctx context.Context, tx clouddb.Tx, sub *clouddb.Subscripti
 	return tx.UpdateSubscription(ctx, sub)
 }
 
+// reserveMemory checks that the databases still fit the memory the host keeps for them
+// when one of them grows from oldBytes to newBytes (a create grows from 0). Their servers
+// run on this host, each up to its maxmemory: a database that would not fit is refused
+// now rather than killed by the kernel later.
+func reserveMemory(ctx context.Context, v *env, tx clouddb.Tx, oldBytes, newBytes int64) error {
+	if v.MemoryLimit <= 0 || newBytes <= oldBytes {
+		return nil
+	}
+	dbs, _, err := tx.Databases(ctx, clouddb.DatabaseFilter{ExcludeDeleting: true})
+	if err != nil {
+		return err
+	}
+	var taken int64
+	for _, d := range dbs {
+		taken += d.Spec.MaxMemoryBytes()
+	}
+	taken -= oldBytes
+	if taken+newBytes <= v.MemoryLimit {
+		return nil
+	}
+	return clouddb.Errorf(http.StatusInsufficientStorage, clouddb.ErrTypeNoMemory,
+		"database: this host keeps %s of memory for databases (--db-memory), %s of it is taken, and this database needs %s",
+		gib(v.MemoryLimit), gib(taken), gib(newBytes))
+}
+
+// gib renders a byte count in GB, the unit of memoryLimitInGb, to the MB.
+func gib(b int64) string {
+	return strconv.FormatFloat(math.Round(float64(b)/(1<<30)*1000)/1000, 'f', -1, 64) + " GB"
+}
+
 // insertDatabase stores a new database in the pending state on a fresh port.
 func insertDatabase(ctx context.Context, v *env, tx clouddb.Tx, sub *clouddb.Subscription, spec clouddb.DatabaseSpec, password string, replicaOf []string) (*clouddb.Database, error) {
+	if err := reserveMemory(ctx, v, tx, 0, spec.MaxMemoryBytes()); err != nil {
+		return nil, err
+	}
 	port, err := v.Ports.Allocate(ctx, tx, spec.Port)
 	if err != nil {
 		return nil, err
@@ -179,8 +215,11 @@ func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err := u.Validate(); err != nil {
 		return 0, err
 	}
-	oldGB := d.Spec.SizeGB()
+	oldGB, oldBytes := d.Spec.SizeGB(), d.Spec.MaxMemoryBytes()
 	if err := u.Apply(d); err != nil {
+		return 0, err
+	}
+	if err := reserveMemory(ctx, v, tx, oldBytes, d.Spec.MaxMemoryBytes()); err != nil {
 		return 0, err
 	}
 	if err := checkBackupDestinations(&d.Spec); err != nil {

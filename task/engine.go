@@ -48,6 +48,10 @@ type Engine struct {
 	// BackupCheck is how often the periodic-backup schedule is checked; it needs a
 	// Driver.
 	BackupCheck time.Duration
+	// MemoryLimit is the memory, in bytes, that the databases may take together (the sum
+	// of their maxmemory): a create or a size increase past it fails its task. 0 means
+	// no limit.
+	MemoryLimit int64
 	// Processed is called after every task that reached a final state, to wake the
 	// provisioning phase.
 	Processed func(*clouddb.Task)

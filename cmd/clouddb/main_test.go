@@ -64,6 +64,7 @@ type options struct {
 	ports     string
 	rateLimit int // 0: off, so that polling tests are not throttled
 	store     string
+	dbMemory  string
 	key       string // the encryption key; "" lets the service make a key file
 }
 
@@ -75,7 +76,7 @@ func startService(t *testing.T, dir string, o options) *service {
 	logs := &syncBuffer{}
 	m := NewMain(&syncBuffer{}, logs)
 	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", BrowserListen: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", DBPorts: o.ports, ProvisioningDelay: o.delay,
-		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info", Store: o.store, EncryptionKey: o.key}
+		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info", Store: o.store, EncryptionKey: o.key, DBMemory: o.dbMemory}
 	require.NoError(t, m.Config.Validate())
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{t: t, m: m, dir: dir, cancel: cancel, done: make(chan error, 1), logs: logs}

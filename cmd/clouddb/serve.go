@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"clouddb"
 	"clouddb/blob"
 	"clouddb/browser"
@@ -35,11 +38,14 @@ import (
 
 // Config is the configuration of `clouddb serve`.
 type Config struct {
-	DataDir           string
-	Listen            string
-	BrowserListen     string
-	AdvertiseHost     string
-	DBPorts           string
+	DataDir       string
+	Listen        string
+	BrowserListen string
+	AdvertiseHost string
+	DBPorts       string
+	// DBMemory is the memory the databases may take together: "auto" (the machine's
+	// memory), "0" (no limit) or a size such as 16GiB.
+	DBMemory          string
 	ProvisioningDelay time.Duration
 	RateLimit         int
 	TaskLease         time.Duration
@@ -59,6 +65,7 @@ const (
 	DefaultBrowserListen = "127.0.0.1:5540"
 	DefaultAdvertiseHost = "127.0.0.1"
 	DefaultDBPorts       = "10000-19999"
+	DefaultDBMemory      = "auto"
 )
 
 // Main is the running service; tests reach its parts.
@@ -86,7 +93,7 @@ type Main struct {
 // NewMain returns a Main with the default configuration.
 func NewMain(stdout, stderr io.Writer) *Main {
 	return &Main{
-		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts,
+		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts, DBMemory: DefaultDBMemory,
 			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, LogLevel: "info", EncryptionKey: os.Getenv(envKey)},
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
 	}
@@ -102,6 +109,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.BrowserListen, "browser-listen", c.BrowserListen, "address of the browser local API (it has no authentication: keep it on loopback); empty turns it off")
 	fs.StringVar(&c.AdvertiseHost, "advertise-host", c.AdvertiseHost, "host the databases bind and that endpoints name")
 	fs.StringVar(&c.DBPorts, "db-ports", c.DBPorts, "range of ports for the databases, LOW-HIGH")
+	fs.StringVar(&c.DBMemory, "db-memory", c.DBMemory, "memory the databases may take together (the sum of their memoryLimitInGb): auto (this machine's memory), 0 (no limit), or a size such as 16GiB")
 	fs.DurationVar(&c.ProvisioningDelay, "provisioning-delay", c.ProvisioningDelay, "extra time each provisioning step waits before it completes (to watch pending states)")
 	fs.IntVar(&c.RateLimit, "rate-limit", c.RateLimit, "requests per minute per API key (0 turns the limit off)")
 	fs.DurationVar(&c.TaskLease, "task-lease", c.TaskLease, "how long a task in processing is held by its worker before another takes it over (after a crash)")
@@ -138,6 +146,9 @@ func (c *Config) Validate() error {
 	}
 	if net.ParseIP(c.AdvertiseHost) == nil {
 		return fmt.Errorf("--advertise-host %q: want an IP address the databases can bind", c.AdvertiseHost)
+	}
+	if _, err := dbMemory(c.DBMemory); err != nil {
+		return err
 	}
 	if _, _, err := task.ParseRange(c.DBPorts); err != nil {
 		return fmt.Errorf("--db-ports: %v", err)
@@ -221,6 +232,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Reconciler.Store, m.Reconciler.Driver = db, drv
 	m.Engine.Store, m.Engine.Driver = db, drv
 	m.Engine.Ports = &task.Ports{Low: low, High: high, Host: c.AdvertiseHost}
+	m.Engine.MemoryLimit, _ = dbMemory(c.DBMemory)
 	m.Engine.Blob, m.Engine.TempDir = blobOpts, tmpDir
 	api := &cloudapi.Server{Store: db, Tasks: m.Engine, AdvertiseHost: c.AdvertiseHost, RedisVersion: redisVersion(), Logger: m.logger, RateLimit: c.RateLimit}
 
@@ -298,6 +310,37 @@ func makeTempDir(parent string) (string, error) {
 		return "", err
 	}
 	return os.MkdirTemp(parent, strconv.Itoa(os.Getpid())+"-")
+}
+
+// dbMemory is the byte count --db-memory names; 0 means no limit.
+func dbMemory(s string) (int64, error) {
+	switch s {
+	case "", "auto":
+		return machineMemory(), nil
+	case "0":
+		return 0, nil
+	}
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n == 0 || n > math.MaxInt64 {
+		return 0, fmt.Errorf("--db-memory %q: want auto, 0 (no limit) or a size such as 16GiB or 512MiB", s)
+	}
+	return int64(n), nil
+}
+
+// machineMemory is the machine's memory (MemTotal), or 0 (no limit) where it cannot be
+// read.
+func machineMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		var kb int64
+		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // workersLock names the lock that the replica running the workers holds in a shared

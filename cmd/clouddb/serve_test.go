@@ -32,3 +32,19 @@ func TestMakeTempDir(t *testing.T) {
 	require.NoDirExists(t, left)
 	require.NoDirExists(t, stray)
 }
+
+// TestDBMemory: --db-memory takes auto (the machine's memory), 0 (no limit) or a size.
+func TestDBMemory(t *testing.T) {
+	auto, err := dbMemory("auto")
+	require.NoError(t, err)
+	require.Positive(t, auto, "this machine's MemTotal")
+	for in, want := range map[string]int64{"": auto, "0": 0, "16GiB": 16 << 30, "512MiB": 512 << 20, "2GB": 2e9} {
+		got, err := dbMemory(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"banana", "-1GiB", "0B"} {
+		_, err := dbMemory(in)
+		require.ErrorContains(t, err, "--db-memory", in)
+	}
+}

@@ -116,3 +116,44 @@ func parsePorts(s string) (int, int, error) {
 	_, err := fmt.Sscanf(s, "%d-%d", &l, &h)
 	return l, h, err
 }
+
+// TestMemoryBudget: the databases' memory limits together must fit --db-memory: a create
+// or a size increase past it fails its task with the cause and changes nothing, and a
+// delete makes room again.
+func TestMemoryBudget(t *testing.T) {
+	t.Parallel()
+	s := startService(t, t.TempDir(), options{dbMemory: "256MiB"})
+	ctx := testContext(t)
+	subID, first := s.activeSubscription(ctx, "mem", 0.1) // 102.4 MiB
+	second := s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("second"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw")})
+
+	requireNoMemory := func(tk *client.Task, err error) {
+		t.Helper()
+		require.NoError(t, err)
+		_, err = s.c.WaitForTask(ctx, tk.ID)
+		var cerr *client.Error
+		require.ErrorAs(t, err, &cerr)
+		require.Equal(t, "INSUFFICIENT_MEMORY", cerr.Type)
+		require.Equal(t, "database: this host keeps 0.25 GB of memory for databases (--db-memory), 0.2 GB of it is taken, and this database needs 0.1 GB", cerr.Description)
+	}
+	requireNoMemory(s.c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("third"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw")}))
+	dbs, err := s.c.AllDatabases(ctx, subID)
+	require.NoError(t, err)
+	require.Len(t, dbs, 2, "the refused create made nothing")
+
+	tk, err := s.c.UpdateDatabase(ctx, subID, first.ID, client.UpdateDatabase{MemoryLimitInGB: client.Ptr(0.2)})
+	require.NoError(t, err)
+	_, err = s.c.WaitForTask(ctx, tk.ID)
+	var cerr *client.Error
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, "INSUFFICIENT_MEMORY", cerr.Type)
+	got, err := s.c.GetDatabase(ctx, subID, first.ID)
+	require.NoError(t, err)
+	require.Equal(t, 0.1, got.MemoryLimitInGB, "the refused update changed nothing")
+
+	tk, err = s.c.DeleteDatabase(ctx, subID, second.ID)
+	require.NoError(t, err)
+	_, err = s.c.WaitForTask(ctx, tk.ID)
+	require.NoError(t, err)
+	s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("third"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw")})
+}
