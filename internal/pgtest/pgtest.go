@@ -116,26 +116,36 @@ func server() (string, error) {
 
 // cluster is a throwaway PostgreSQL cluster.
 type cluster struct {
-	dir, pgCtl string
-	cred       *syscall.Credential
-	url        string
+	dir  string
+	cred *syscall.Credential
+	url  string
+	// server is the postmaster, a child of this process; exited closes when it ends.
+	server *exec.Cmd
+	exited chan struct{}
 }
 
-// binDir finds the directory that holds initdb and pg_ctl: PATH first, then the Debian
-// layout, newest version first.
+// binDir finds the directory that holds initdb and postgres: next to initdb on PATH
+// (Debian links only the client tools there), then the Debian layout, newest version
+// first.
 func binDir() (string, error) {
+	var dirs []string
 	if p, err := exec.LookPath("initdb"); err == nil {
-		if _, err := exec.LookPath("pg_ctl"); err == nil {
-			return filepath.Dir(p), nil
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			dirs = append(dirs, filepath.Dir(real))
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
-			return dirs[i], nil
+	versions, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	for i := len(versions) - 1; i >= 0; i-- {
+		dirs = append(dirs, versions[i])
+	}
+	for _, d := range dirs {
+		_, err1 := os.Stat(filepath.Join(d, "initdb"))
+		_, err2 := os.Stat(filepath.Join(d, "postgres"))
+		if err1 == nil && err2 == nil {
+			return d, nil
 		}
 	}
-	return "", fmt.Errorf("initdb and pg_ctl not found: set %s to a server, or install PostgreSQL (apt-get install -y postgresql)", EnvURL)
+	return "", fmt.Errorf("initdb and postgres not found: set %s to a server, or install PostgreSQL (apt-get install -y postgresql)", EnvURL)
 }
 
 // startCluster makes and starts a cluster in a temporary directory. PostgreSQL refuses
@@ -145,11 +155,12 @@ func startCluster() (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "clouddb-pgtest-")
+	removeStale()
+	dir, err := os.MkdirTemp("", tempPrefix)
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{dir: dir, pgCtl: filepath.Join(bin, "pg_ctl")}
+	c := &cluster{dir: dir}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -177,17 +188,60 @@ func startCluster() (*cluster, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		// fsync off: the cluster is thrown away, and durability is not what these tests test.
-		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", port, dir)
-		out, err := c.run(c.pgCtl, "start", "-w", "-t", "60", "-D", data, "-l", filepath.Join(dir, "log"), "-o", opts)
+		err = c.start(filepath.Join(bin, "postgres"), data, port)
 		if err == nil {
-			c.url = fmt.Sprintf("postgres://clouddb@127.0.0.1:%d/postgres?sslmode=disable", port)
 			return c, nil
 		}
 		if attempt == 2 {
-			log, _ := os.ReadFile(filepath.Join(dir, "log"))
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("pg_ctl start: %v: %s\n%s", err, out, log)
+			return nil, err
+		}
+	}
+}
+
+// start runs the postmaster as a child that the kernel stops (SIGQUIT: immediate
+// shutdown) when this process dies, so that a test binary killed on a timeout leaves no
+// server behind; then it waits until the server accepts connections.
+func (c *cluster) start(postgres, data string, port int) error {
+	logPath := filepath.Join(c.dir, "log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	// fsync off: the cluster is thrown away, and durability is not what these tests test.
+	cmd := exec.Command(postgres, "-D", data, "-p", strconv.Itoa(port), "-k", c.dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off", "-c", "max_connections=200")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = c.dir, log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Pdeathsig: syscall.SIGQUIT}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	url := fmt.Sprintf("postgres://clouddb@127.0.0.1:%d/postgres?sslmode=disable", port)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn, err := pgx.Connect(ctx, url)
+		cancel()
+		if err == nil {
+			conn.Close(context.Background())
+			c.url, c.server, c.exited = url, cmd, exited
+			return nil
+		}
+		select {
+		case <-exited:
+			out, _ := os.ReadFile(logPath)
+			return fmt.Errorf("postgres exited: %s", out)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-exited
+			out, _ := os.ReadFile(logPath)
+			return fmt.Errorf("postgres not ready after 60s: %s", out)
 		}
 	}
 }
@@ -202,9 +256,37 @@ func (c *cluster) run(name string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
+// tempPrefix names the temporary directories of the clusters.
+const tempPrefix = "clouddb-pgtest-"
+
+// removeStale removes the directories of clusters whose server died with its test binary
+// (killed outright, it could not clean up): those whose postmaster is gone, or that never
+// got one and are older than any start takes.
+func removeStale() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
+		if err != nil {
+			if fi, err := os.Stat(dir); err == nil && time.Since(fi.ModTime()) > time.Minute {
+				os.RemoveAll(dir)
+			}
+			continue
+		}
+		first, _, _ := strings.Cut(string(b), "\n")
+		if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && syscall.Kill(pid, 0) != nil {
+			os.RemoveAll(dir)
+		}
+	}
+}
+
+// stop shuts the server down at once (the data is thrown away) and removes the cluster.
 func (c *cluster) stop() {
-	if _, err := c.run(c.pgCtl, "stop", "-m", "immediate", "-w", "-D", filepath.Join(c.dir, "data")); err != nil {
-		fmt.Fprintf(os.Stderr, "pgtest: pg_ctl stop: %v\n", err)
+	c.server.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-c.exited:
+	case <-time.After(30 * time.Second):
+		c.server.Process.Kill()
+		<-c.exited
 	}
 	os.RemoveAll(c.dir)
 }

@@ -1,7 +1,13 @@
 package pgtest_test
 
 import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -27,4 +33,41 @@ func TestURL(t *testing.T) {
 	var n int
 	require.NoError(t, cb.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE tablename = 't'").Scan(&n))
 	require.Zero(t, n, "the second database does not see the first one's table")
+}
+
+// TestClusterDiesWithItsProcess: a test binary killed outright (a timeout, kill -9) takes
+// its throwaway server with it.
+func TestClusterDiesWithItsProcess(t *testing.T) {
+	if os.Getenv("PGTEST_CHILD") == "1" {
+		url, _, err := pgtest.Start()
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println(url)
+		select {} // until killed
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterDiesWithItsProcess$")
+	cmd.Env = append(os.Environ(), "PGTEST_CHILD=1")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	url := strings.TrimSpace(line)
+	require.True(t, strings.HasPrefix(url, "postgres://"), line)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err, "the child's server runs")
+	conn.Close(ctx)
+
+	require.NoError(t, cmd.Process.Kill())
+	cmd.Wait()
+	require.Eventually(t, func() bool {
+		c, err := pgx.Connect(ctx, url)
+		if err == nil {
+			c.Close(ctx)
+		}
+		return err != nil
+	}, 15*time.Second, 100*time.Millisecond, "the server stopped with the process that started it")
 }
