@@ -77,6 +77,12 @@ var ErrConflict = errors.New("conflict")
 var ErrStorageFull = Errorf(http.StatusInsufficientStorage, "INSUFFICIENT_STORAGE",
 	"clouddb's disk is full, so the change was not made: free space on the data directory's disk and try again")
 
+// ErrUnavailable is what a store returns when it cannot reach its database (a shared
+// store's server is down or unreachable): nothing was done, and the same request may
+// succeed shortly.
+var ErrUnavailable = Errorf(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
+	"clouddb cannot reach its state store just now, so nothing was done: try again shortly")
+
 // Error types used across packages.
 const (
 	ErrTypeGeneral               = "GENERAL_ERROR"

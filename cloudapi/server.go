@@ -232,6 +232,10 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	var tooBig *http.MaxBytesError
 	switch {
 	case e != nil:
+		if e.Status >= http.StatusInternalServerError {
+			// An outage or a full disk: worth a line, with the cause the answer omits.
+			logger.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", err)
+		}
 	case errors.As(err, &tooBig):
 		e = clouddb.Errorf(http.StatusRequestEntityTooLarge, "REQUEST_TOO_LARGE", "request body is larger than %d bytes", tooBig.Limit)
 	case errors.Is(err, clouddb.ErrNotFound):

@@ -174,8 +174,11 @@ func (db *DB) View(ctx context.Context, fn func(clouddb.Tx) error) error {
 		err := db.view(ctx, fn)
 		// A read on a connection the server ended (a restart, a failover, an idle
 		// connection cut) changed nothing: it is run again on a fresh one.
-		if !broken(err) || attempt == connAttempts || ctx.Err() != nil {
+		if !broken(err) || ctx.Err() != nil {
 			return err
+		}
+		if attempt == connAttempts {
+			return unavailable(err)
 		}
 	}
 }
@@ -211,6 +214,12 @@ func (e errBroken) Unwrap() error { return e.err }
 func broken(err error) bool {
 	var b errBroken
 	return errors.As(err, &b)
+}
+
+// unavailable reports a database that fresh connections cannot reach either: callers
+// see clouddb.ErrUnavailable (503 to clients; the task engine tries again later).
+func unavailable(err error) error {
+	return fmt.Errorf("%w (%w)", clouddb.ErrUnavailable, err)
 }
 
 // startErr classifies an error met while starting a transaction, before any of the
@@ -254,8 +263,11 @@ func (db *DB) write(ctx context.Context, fn func(tx pgx.Tx, now time.Time) (chan
 		// Only a failure before fn ran is tried again: after it, the caller's state
 		// may reflect a transaction that did not commit, and a failed commit may have
 		// committed.
-		if !broken(err) || attempt == connAttempts || ctx.Err() != nil {
+		if !broken(err) || ctx.Err() != nil {
 			return err
+		}
+		if attempt == connAttempts {
+			return unavailable(err)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
+	neturl "net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -664,5 +666,41 @@ func TestBrokenConnections(t *testing.T) {
 		as, err := tx.Accounts(ctx)
 		require.Len(t, as, 4, "each write committed once")
 		return err
+	}))
+}
+
+// TestUnavailable: while the database takes no connections, reads and writes fail with
+// clouddb.ErrUnavailable (a 503 for clients, a retry later for the task engine), after a
+// few tries; once it is back they succeed again.
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	db := mustOpen(t, url)
+	// A database's connections are switched off from another one: the server's own.
+	u, err := neturl.Parse(url)
+	require.NoError(t, err)
+	name := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	raw := rawConn(t, u.String())
+	_, err = raw.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` ALLOW_CONNECTIONS false`)
+	require.NoError(t, err)
+	_, err = raw.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name)
+	require.NoError(t, err)
+
+	err = db.View(ctx, func(tx clouddb.Tx) error { _, err := tx.Accounts(ctx); return err })
+	require.ErrorIs(t, err, clouddb.ErrUnavailable)
+	require.Equal(t, http.StatusServiceUnavailable, clouddb.AsError(err).Status)
+	err = db.Update(ctx, func(tx clouddb.Tx) error {
+		return tx.CreateAccount(ctx, &clouddb.Account{Name: "x", Plan: clouddb.PlanFree})
+	})
+	require.ErrorIs(t, err, clouddb.ErrUnavailable)
+	_, err = db.ClaimTask(ctx, "w", time.Now(), time.Minute)
+	require.ErrorIs(t, err, clouddb.ErrUnavailable)
+
+	_, err = raw.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` ALLOW_CONNECTIONS true`)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(ctx, func(tx clouddb.Tx) error {
+		return tx.CreateAccount(ctx, &clouddb.Account{Name: "x", Plan: clouddb.PlanFree})
 	}))
 }

@@ -193,6 +193,12 @@ func (e *Engine) process(ctx context.Context, t *clouddb.Task) error {
 	}
 	switch {
 	case herr == nil:
+	case errors.Is(herr, clouddb.ErrUnavailable):
+		// The store is out of reach: nothing of the task was written, and the failure
+		// could not be either. The task stays in progress until its lease expires, then
+		// it is claimed again, when the store may be back.
+		e.Logger.Warn("task left for later: the store is unavailable", "task", t.ID, "err", herr)
+		return nil
 	case errors.Is(herr, errLeaseLost):
 		// Another worker took the task over and processes it itself.
 		e.Logger.Warn("task lease lost", "task", t.ID)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,4 +50,60 @@ func TestRunPurgesOldTasks(t *testing.T) {
 	<-done
 	require.NoError(t, store.View(ctx, func(tx clouddb.Tx) error { _, err := tx.Task(ctx, 0, recentDone.ID); return err }),
 		"a recent task stays")
+}
+
+// unreachable is a store whose writes fail as a shared store's do while its server is out
+// of reach, as long as down is set; claims and reads go through.
+type unreachable struct {
+	clouddb.Store
+	down atomic.Bool
+}
+
+func (u *unreachable) Update(ctx context.Context, fn func(clouddb.Tx) error) error {
+	if u.down.Load() {
+		return clouddb.ErrUnavailable
+	}
+	return u.Store.Update(ctx, fn)
+}
+
+// TestUnavailableStoreLeavesTask: a task whose processing meets an unreachable store is
+// neither failed nor lost: it stays in progress until its lease expires and is then
+// processed again, once the store is back.
+func TestUnavailableStoreLeavesTask(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	defer db.Close()
+	tk := &clouddb.Task{CommandType: clouddb.CommandCloudAccountCreate,
+		Payload: []byte(`{"name":"c","provider":"AWS","accessKeyId":"k","accessSecretKey":"s","consoleUsername":"u","consolePassword":"p","signInLoginUrl":"https://example.com"}`)}
+	require.NoError(t, db.Update(ctx, func(tx clouddb.Tx) error {
+		a := &clouddb.Account{Name: "a", Plan: clouddb.PlanFlexible}
+		require.NoError(t, tx.CreateAccount(ctx, a))
+		tk.AccountID = a.ID
+		return tx.CreateTask(ctx, tk)
+	}))
+	store := &unreachable{Store: db}
+	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, Lease: 100 * time.Millisecond}
+	status := func() clouddb.TaskStatus {
+		var got *clouddb.Task
+		require.NoError(t, db.View(ctx, func(tx clouddb.Tx) (err error) { got, err = tx.Task(ctx, 0, tk.ID); return err }))
+		return got.Status
+	}
+
+	store.down.Store(true)
+	did, err := e.ProcessNext(ctx)
+	require.NoError(t, err)
+	require.True(t, did)
+	require.Equal(t, clouddb.TaskInProgress, status(), "not failed for a store that is away")
+
+	store.down.Store(false)
+	did, err = e.ProcessNext(ctx)
+	require.NoError(t, err)
+	require.False(t, did, "the task is held until its lease expires")
+	time.Sleep(150 * time.Millisecond)
+	did, err = e.ProcessNext(ctx)
+	require.NoError(t, err)
+	require.True(t, did)
+	require.Equal(t, clouddb.TaskCompleted, status())
 }

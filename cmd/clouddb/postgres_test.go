@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -152,4 +153,51 @@ func TestAdminPostgres(t *testing.T) {
 	acct, err := client.New("http://"+s.m.Addr+"/v1", m[1], m[2]).GetAccount(ctx)
 	require.NoError(t, err, "the serving replica authenticates a key made by admin")
 	require.Equal(t, id, acct.ID)
+}
+
+// TestPostgresOutage: while the store's database takes no connections, writes answer 503
+// SERVICE_UNAVAILABLE with a JSON error and the service keeps running; once it is back,
+// the replica takes the workers' lock again and work goes on.
+func TestPostgresOutage(t *testing.T) {
+	t.Parallel()
+	dir, pg, key := t.TempDir(), pgtest.URL(t), clouddb.NewKey()
+	s := startService(t, dir, options{store: pg, key: key})
+	ctx := testContext(t)
+	require.Eventually(t, s.m.Leading, 10*time.Second, 20*time.Millisecond)
+	pm := s.paymentMethod(ctx)
+
+	setConnections(t, pg, false)
+	_, err := s.c.CreateSubscription(ctx, subscriptionBody(pm, "during", planDB("during-db", 0.1)))
+	var cerr *client.Error
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, 503, cerr.StatusCode)
+	require.Equal(t, "SERVICE_UNAVAILABLE", cerr.Type)
+	require.Eventually(t, func() bool { return !s.m.Leading() }, 10*time.Second, 20*time.Millisecond,
+		"the replica stops working when its lock's connection is gone")
+
+	setConnections(t, pg, true)
+	require.Eventually(t, s.m.Leading, 20*time.Second, 50*time.Millisecond, "it takes the lock again")
+	_, db := s.activeSubscription(ctx, "after", 0.1)
+	require.NoError(t, redisOf(t, db).Ping(ctx).Err())
+}
+
+// setConnections lets the database named by url take connections or not; switching them
+// off also ends the open ones, as a server restart would.
+func setConnections(t *testing.T, url string, allow bool) {
+	t.Helper()
+	u, err := neturl.Parse(url)
+	require.NoError(t, err)
+	name := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u.String())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS %t`, pgx.Identifier{name}.Sanitize(), allow))
+	require.NoError(t, err)
+	if !allow {
+		_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name)
+		require.NoError(t, err)
+	}
 }
