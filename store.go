@@ -8,7 +8,9 @@ import (
 // Store is the durable state of clouddb. Every read and write goes through a transaction,
 // so a task's state change and its completion commit together.
 type Store interface {
-	// View runs fn in a read-only transaction.
+	// View runs fn in a read-only transaction. fn may run more than once (a shared store
+	// runs a read again when its connection broke under it), so it must assign what it
+	// reads, not accumulate it.
 	View(ctx context.Context, fn func(Tx) error) error
 	// Update runs fn in a read-write transaction; it commits when fn returns nil.
 	Update(ctx context.Context, fn func(Tx) error) error

@@ -191,7 +191,9 @@ func (db *DB) view(ctx context.Context, fn func(clouddb.Tx) error) error {
 	// Nothing to commit: rolling back just ends the snapshot.
 	defer rollback(ctx, tx)
 	if err := fn(&Tx{tx: tx, now: db.now(), seal: db.seal}); err != nil {
-		if tx.Conn().IsClosed() {
+		// pgx also closes a connection whose query a cancelled context cut short: that
+		// one says nothing about the others.
+		if tx.Conn().IsClosed() && ctx.Err() == nil {
 			db.pool.Reset()
 			return errBroken{err}
 		}

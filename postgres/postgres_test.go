@@ -450,8 +450,11 @@ func TestLead(t *testing.T) {
 	raw := rawConn(t, url)
 	require.Eventually(t, func() bool {
 		var waiting int
+		// Only Lead's locks (two-key, objsubid 2) of this test's database: other tests'
+		// writers may be queued for their own write locks meanwhile.
 		require.NoError(t, raw.QueryRow(ctx, `SELECT count(*) FROM pg_locks
-			WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting))
+			WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiting))
 		return waiting == 0
 	}, wait, 10*time.Millisecond)
 

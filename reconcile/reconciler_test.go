@@ -108,19 +108,19 @@ func TestRunAgainEnsuresAgain(t *testing.T) {
 	drv := newRecorder()
 	r := &reconcile.Reconciler{Store: store, Driver: drv, Interval: 10 * time.Millisecond}
 
-	run := func() {
+	run := func(want int) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { r.Run(ctx); close(done) }()
-		// Several passes: the first ensures, the later ones only check.
-		time.Sleep(150 * time.Millisecond)
+		require.Eventually(t, func() bool { return drv.ensures(id) == want }, 5*time.Second, 5*time.Millisecond)
+		// Several more passes (every 10ms): they only check.
+		time.Sleep(100 * time.Millisecond)
 		cancel()
 		<-done
+		require.Equal(t, want, drv.ensures(id), "later passes of a run only check")
 	}
-	run()
-	require.Equal(t, 1, drv.ensures(id), "ensured once, then only checked")
-	run()
-	require.Equal(t, 2, drv.ensures(id), "a new run ensures again")
+	run(1)
+	run(2) // a new run ensures again
 }
 
 // TestDeadServerRestarted: a server that stops running is ensured again on the next

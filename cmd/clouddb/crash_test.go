@@ -42,9 +42,7 @@ import (
 // would lose the data of a database without persistence). The seed is logged;
 // CRASH_SEED=<n> replays a run's choices (not their timing).
 //
-// It runs on each store. On the shared Postgres store a restarted clouddb waits out the
-// workers' lock's loss window before it works, so the kills are spaced to land while it
-// works.
+// It runs on each store.
 func TestCrashLoop(t *testing.T) {
 	bin := buildBinary(t)
 	t.Run("sqlite", func(t *testing.T) {
@@ -55,7 +53,7 @@ func TestCrashLoop(t *testing.T) {
 		// clouddb admin, run in this process, reads the key from the environment.
 		t.Setenv(envKey, key)
 		s := &sharedStore{url: pgtest.URL(t), key: key}
-		crashLoop(t, bin, s, 5, [2]time.Duration{3500 * time.Millisecond, 5 * time.Second})
+		crashLoop(t, bin, s, 10, [2]time.Duration{100 * time.Millisecond, 1500 * time.Millisecond})
 	})
 }
 

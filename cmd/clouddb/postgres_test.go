@@ -15,6 +15,7 @@ import (
 	"clouddb"
 	"clouddb/cloudapi/client"
 	"clouddb/internal/pgtest"
+	"clouddb/postgres"
 )
 
 // TestPostgresStore: the README walk-through with --store postgres://: a subscription
@@ -24,7 +25,7 @@ func TestPostgresStore(t *testing.T) {
 	dir, pg, key := t.TempDir(), pgtest.URL(t), clouddb.NewKey()
 	s := startService(t, dir, options{store: pg, key: key})
 	ctx := testContext(t)
-	require.Eventually(t, s.m.Leading, 5*time.Second, 20*time.Millisecond, "a lone replica takes the workers' lock")
+	require.Eventually(t, s.m.Leading, 15*time.Second, 20*time.Millisecond, "a lone replica takes the workers' lock")
 	sub, db := s.activeSubscription(ctx, "pg", 0.1)
 	require.NoError(t, redisOf(t, db).Set(ctx, "k", "v", 0).Err())
 	s.stop()
@@ -48,7 +49,7 @@ func TestPostgresReplicas(t *testing.T) {
 	ctx := testContext(t)
 	o := options{store: pg, key: key}
 	a := startService(t, dir, o)
-	require.Eventually(t, a.m.Leading, 5*time.Second, 20*time.Millisecond)
+	require.Eventually(t, a.m.Leading, 15*time.Second, 20*time.Millisecond)
 	b := startService(t, dir, o)
 	require.Never(t, b.m.Leading, 300*time.Millisecond, 20*time.Millisecond, "one replica runs the workers")
 
@@ -70,7 +71,7 @@ func TestPostgresReplicas(t *testing.T) {
 	killBackends(t, pg)
 	// Past the loss window the old holder knows it lost the lock; from then on a
 	// replica that leads holds it.
-	time.Sleep(a.m.Store.(leader).LossWindow())
+	time.Sleep(a.m.Store.(*postgres.DB).LossWindow())
 	var holder, standby *service
 	require.Eventually(t, func() bool {
 		require.False(t, a.m.Leading() && b.m.Leading(), "two replicas run the workers at once")

@@ -36,11 +36,9 @@ func TestCrashLoopReplicas(t *testing.T) {
 		maxSubscriptions: 4, maxDatabases: 8})
 	w.start()
 
-	// Kills are spaced past a new leader's wait (the lock's loss window) so that some
-	// land while it works.
-	const iterations = 6
+	const iterations = 8
 	for i := range iterations {
-		d := randDuration(rng, 3500*time.Millisecond, 5*time.Second)
+		d := randDuration(rng, 300*time.Millisecond, 2*time.Second)
 		time.Sleep(d)
 		victim := rng.IntN(2)
 		w.setURL(replicas[1-victim].url) // the workload goes on through the other one
@@ -48,7 +46,7 @@ func TestCrashLoopReplicas(t *testing.T) {
 		t.Logf("kill %d: replica %d after %s (%d tasks so far)", i+1, victim, d.Round(time.Millisecond), w.recorded())
 		replicas[victim].start()
 	}
-	time.Sleep(randDuration(rng, 3500*time.Millisecond, 5*time.Second))
+	time.Sleep(randDuration(rng, 300*time.Millisecond, 2*time.Second))
 	w.stop()
 	// A last crash of each while tasks may still be queued or in hand.
 	b.kill()

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -17,11 +16,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -224,11 +221,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.Driver = drv
 	low, high, _ := task.ParseRange(c.DBPorts)
-	tmpDir, err := makeTempDir(filepath.Join(c.DataDir, "tmp"))
+	tmpDir, releaseTmp, err := makeTempDir(filepath.Join(c.DataDir, "tmp"))
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmpDir)
+	defer releaseTmp()
 	m.Reconciler.Store, m.Reconciler.Driver = db, drv
 	m.Engine.Store, m.Engine.Driver = db, drv
 	m.Engine.Ports = &task.Ports{Low: low, High: high, Host: c.AdvertiseHost}
@@ -289,29 +286,6 @@ func (m *Main) Run(ctx context.Context) error {
 	return err
 }
 
-// makeTempDir makes this process's directory for the files imports download,
-// <parent>/<pid>-<random>, and removes those of processes that no longer run (a crash
-// leaves them). Replicas sharing a data dir each keep their own.
-func makeTempDir(parent string) (string, error) {
-	entries, err := os.ReadDir(parent)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", err
-	}
-	for _, e := range entries {
-		prefix, _, _ := strings.Cut(e.Name(), "-")
-		if pid, err := strconv.Atoi(prefix); err == nil && syscall.Kill(pid, 0) == nil {
-			continue // a running replica's
-		}
-		if err := os.RemoveAll(filepath.Join(parent, e.Name())); err != nil {
-			return "", err
-		}
-	}
-	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return "", err
-	}
-	return os.MkdirTemp(parent, strconv.Itoa(os.Getpid())+"-")
-}
-
 // dbMemory is the byte count --db-memory names; 0 means no limit.
 func dbMemory(s string) (int64, error) {
 	switch s {
@@ -350,19 +324,36 @@ const workersLock = "clouddb-workers"
 // leader is a store several replicas share: one at a time holds a named lock.
 type leader interface {
 	Lead(ctx context.Context, name string) (lost <-chan struct{}, release func(), err error)
-	// LossWindow is how long a holder whose connection broke may still think it holds
-	// the lock.
-	LossWindow() time.Duration
 }
 
+// workersFile is the lock file in the data dir that the process running the workers
+// holds: the fence that keeps two supervisors off one data dir. A replica that lost the
+// store's lock holds it until its workers have stopped, so the next holder never acts
+// while the previous one still does.
+const workersFile = "workers.lock"
+
 // work runs the task engine and the reconciler (with the database servers it supervises)
-// until ctx ends, then stops the database servers cleanly. With a shared store only the
-// replica that holds the workers' lock runs them: the local driver's servers live on one
-// machine, and one supervisor must own them. The others serve the APIs and stand by; one
-// takes over when the holder stops or its store connection breaks.
+// until ctx ends, then stops the database servers cleanly. One process at a time runs
+// them for a data dir: the local driver's servers live on this machine, and one
+// supervisor must own them. It holds the data dir's lock file and, with a shared store,
+// the store's workers' lock too; the other processes serve the APIs and stand by, and
+// one takes over when the holder stops or loses the store.
 func (m *Main) work(ctx context.Context) {
+	path := filepath.Join(m.Config.DataDir, workersFile)
 	l, shared := m.Store.(leader)
 	if !shared {
+		fl, ok, err := tryLock(path)
+		if err == nil && !ok {
+			m.logger.Warn("another clouddb runs the workers of this data dir: standing by until it stops")
+			fl, err = lockFile(ctx, path)
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				m.logger.Error("lock the data dir", "err", err)
+			}
+			return
+		}
+		defer fl.unlock()
 		m.lead(ctx, nil)
 		return
 	}
@@ -375,16 +366,22 @@ func (m *Main) work(ctx context.Context) {
 			}
 			continue
 		}
-		// A previous holder cut off from the store may not know yet that it lost the
-		// lock; two supervisors of one data dir would start servers twice.
-		m.logger.Info("took the workers' lock; starting once the previous holder must have stopped", "wait", l.LossWindow())
-		sleep(ctx, l.LossWindow())
-		select {
-		case <-lost:
-		case <-ctx.Done():
-		default:
+		// The previous holder, if it runs here still, holds the file until its workers
+		// have stopped.
+		fctx, stop := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-lost:
+				stop()
+			case <-fctx.Done():
+			}
+		}()
+		fl, err := lockFile(fctx, path)
+		stop()
+		if err == nil {
 			m.logger.Info("this replica runs the task engine and the databases")
 			m.lead(ctx, lost)
+			fl.unlock()
 		}
 		release()
 		if ctx.Err() == nil {

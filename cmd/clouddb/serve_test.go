@@ -2,35 +2,35 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// TestMakeTempDir: each process gets a directory of its own; what a process that no
-// longer runs left behind is removed, a running replica's is kept.
+// TestMakeTempDir: each service gets a directory of its own; what a process that no
+// longer runs left behind (its lock file unlocked) is removed, a running service's is
+// kept, and release removes its own.
 func TestMakeTempDir(t *testing.T) {
 	parent := t.TempDir()
-	dead := exec.Command("true")
-	require.NoError(t, dead.Run())
-	left := filepath.Join(parent, strconv.Itoa(dead.Process.Pid)+"-123")
-	stray := filepath.Join(parent, "not-a-pid")
-	running := filepath.Join(parent, "1-456") // pid 1 always runs
-	for _, d := range []string{left, stray, running} {
+	left := filepath.Join(parent, "import-left")
+	stray := filepath.Join(parent, "not-ours")
+	for _, d := range []string{left, stray} {
 		require.NoError(t, os.MkdirAll(filepath.Join(d, "part"), 0o700))
 	}
-	a, err := makeTempDir(parent)
+	require.NoError(t, os.WriteFile(filepath.Join(left, ".lock"), nil, 0o600))
+	a, releaseA, err := makeTempDir(parent)
 	require.NoError(t, err)
-	b, err := makeTempDir(parent)
+	b, releaseB, err := makeTempDir(parent)
 	require.NoError(t, err)
 	require.NotEqual(t, a, b, "two services of one process do not share a directory")
-	require.DirExists(t, a, "the first is kept: its process runs")
-	require.DirExists(t, running)
+	require.DirExists(t, a, "the first is kept: its service runs")
 	require.NoDirExists(t, left)
 	require.NoDirExists(t, stray)
+	releaseB()
+	require.NoDirExists(t, b)
+	releaseA()
+	require.NoDirExists(t, a)
 }
 
 // TestDBMemory: --db-memory takes auto (the machine's memory), 0 (no limit) or a size.

@@ -157,3 +157,25 @@ func TestMemoryBudget(t *testing.T) {
 	require.NoError(t, err)
 	s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("third"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw")})
 }
+
+// TestSecondServiceStandsBy: a second clouddb on the same data dir serves the API but
+// leaves the databases to the first (two supervisors would start servers twice); when the
+// first stops, it takes over and brings them back.
+func TestSecondServiceStandsBy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := startService(t, dir, options{})
+	ctx := testContext(t)
+	require.Eventually(t, a.m.Leading, 10*time.Second, 20*time.Millisecond)
+	sub, db := a.activeSubscription(ctx, "standby", 0.1)
+	b := startService(t, dir, options{})
+	require.Never(t, b.m.Leading, 500*time.Millisecond, 20*time.Millisecond, "the second stands by")
+	got, err := b.c.GetDatabase(ctx, sub, db.ID)
+	require.NoError(t, err, "and serves the API")
+	require.Equal(t, db.PublicEndpoint, got.PublicEndpoint)
+
+	a.stop()
+	require.Eventually(t, b.m.Leading, 10*time.Second, 20*time.Millisecond, "it takes over")
+	r := redisOf(t, got)
+	require.Eventually(t, func() bool { return r.Ping(ctx).Err() == nil }, 15*time.Second, 50*time.Millisecond, "the database is back")
+}
