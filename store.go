@@ -98,6 +98,11 @@ type Tx interface {
 
 	CreateLogEntry(ctx context.Context, e *LogEntry) error
 	LogEntries(ctx context.Context, f LogFilter) ([]*LogEntry, error)
+
+	// Setting reads a value the service keeps for itself; ErrNotFound when it is unset.
+	Setting(ctx context.Context, name string) (string, error)
+	// PutSetting writes a setting, replacing any value it had.
+	PutSetting(ctx context.Context, name, value string) error
 }
 
 // CloudAccountFilter selects cloud accounts; the internal account is included for any

@@ -28,6 +28,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("ClaimTask", func(t *testing.T) { testClaimTask(t, open) })
 	t.Run("Log", func(t *testing.T) { testLog(t, open) })
 	t.Run("Version", func(t *testing.T) { testVersion(t, open) })
+	t.Run("Setting", func(t *testing.T) { testSetting(t, open) })
 }
 
 // base is a fixed instant with microsecond precision, the precision every store keeps.

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"clouddb"
 )
@@ -20,7 +19,11 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fs := flag.NewFlagSet("clouddb admin "+args[0]+" "+args[1], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c := Config{DataDir: DefaultDataDir, EncryptionKey: os.Getenv(envKey)}
+	key, err := envEncryptionKey()
+	if err != nil {
+		return err
+	}
+	c := Config{DataDir: DefaultDataDir, EncryptionKey: key}
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the state")
 	fs.StringVar(&c.Store, "store", c.Store, "sqlite (a file in the data dir) or the postgres:// URL of the service's store")
 	switch args[0] + " " + args[1] {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"clouddb"
 )
@@ -16,6 +17,17 @@ const keyFile = "encryption.key"
 // envKey is the environment variable that holds the encryption key. It has no flag twin:
 // a key on a command line is visible to every user of the machine.
 const envKey = "CLOUDDB_ENCRYPTION_KEY"
+
+// envEncryptionKey reads CLOUDDB_ENCRYPTION_KEY. Set but empty is an error, not "unset":
+// a secret that failed to reach the environment must not make clouddb fall back to a
+// key file of its own.
+func envEncryptionKey() (string, error) {
+	v, ok := os.LookupEnv(envKey)
+	if ok && strings.TrimSpace(v) == "" {
+		return "", fmt.Errorf("%s is set but empty: give the key, or unset it to use %s in the data dir", envKey, keyFile)
+	}
+	return v, nil
+}
 
 // loadCipher returns the cipher for secrets at rest: the key is envText (the value of
 // CLOUDDB_ENCRYPTION_KEY) when set, else the one in <data-dir>/encryption.key, which is

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	neturl "net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -137,9 +139,13 @@ func TestAdminPostgres(t *testing.T) {
 		return out.String(), err
 	}
 
-	t.Setenv(envKey, "")
+	t.Setenv(envKey, "") // restored when the test ends
+	os.Unsetenv(envKey)
 	_, err := admin("accounts", "create", "--name", "nokey")
-	require.ErrorContains(t, err, envKey, "a shared store needs the key")
+	require.ErrorContains(t, err, "a shared store needs the same encryption key")
+	t.Setenv(envKey, " ")
+	_, err = admin("accounts", "create", "--name", "emptykey")
+	require.ErrorContains(t, err, "is set but empty")
 
 	t.Setenv(envKey, key)
 	out, err := admin("accounts", "create", "--name", "team-pg", "--plan", "flexible")
@@ -201,4 +207,18 @@ func setConnections(t *testing.T, url string, allow bool) {
 		_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name)
 		require.NoError(t, err)
 	}
+}
+
+// TestPostgresKeyMismatch: a replica given another encryption key than the one the shared
+// store's secrets are sealed with refuses to start, even before any secret is stored.
+func TestPostgresKeyMismatch(t *testing.T) {
+	t.Parallel()
+	dir, pg := t.TempDir(), pgtest.URL(t)
+	startService(t, dir, options{store: pg, key: clouddb.NewKey()})
+	m := NewMain(io.Discard, io.Discard)
+	m.Config = Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", BrowserListen: "", AdvertiseHost: "127.0.0.1", DBPorts: portRange(),
+		TaskLease: time.Second, LogLevel: "info", Store: pg, EncryptionKey: clouddb.NewKey()}
+	require.NoError(t, m.Config.Validate())
+	err := m.Run(testContext(t))
+	require.ErrorContains(t, err, "the encryption key does not open the secrets in the store")
 }

@@ -91,7 +91,7 @@ type Main struct {
 func NewMain(stdout, stderr io.Writer) *Main {
 	return &Main{
 		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts, DBMemory: DefaultDBMemory,
-			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, LogLevel: "info", EncryptionKey: os.Getenv(envKey)},
+			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, LogLevel: "info"},
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
 	}
 }
@@ -118,6 +118,11 @@ func (m *Main) ParseFlags(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	key, err := envEncryptionKey()
+	if err != nil {
+		return err
+	}
+	c.EncryptionKey = key
 	return c.Validate()
 }
 

@@ -59,25 +59,49 @@ func openState(ctx context.Context, c Config, onChange func()) (clouddb.Store, *
 	if err != nil {
 		return nil, nil, fmt.Errorf("open store: %w", err)
 	}
-	if err := checkKey(ctx, db); err != nil {
+	if err := checkKey(ctx, db, cipher); err != nil {
 		db.Close()
 		return nil, nil, err
 	}
 	return db, cipher, nil
 }
 
-// checkKey reads the sealed secrets of the store once, so that a wrong key stops the
-// start with a clear message instead of failing requests later.
-func checkKey(ctx context.Context, db clouddb.Store) error {
-	err := db.View(ctx, func(tx clouddb.Tx) error {
-		if _, _, err := tx.Databases(ctx, clouddb.DatabaseFilter{}); err != nil {
+// keyCheck names the setting that holds a value sealed with the store's key.
+const keyCheck = "encryption-key-check"
+
+// checkKey makes sure that c is the key the store's secrets are sealed with, so that a
+// wrong key stops the start with a clear message instead of failing requests later: the
+// first start seals a known value into the store; every start opens it. Replicas that
+// share a store and were given different keys are caught even before any secret exists.
+func checkKey(ctx context.Context, db clouddb.Store, c *clouddb.Cipher) error {
+	const known = "clouddb"
+	err := db.Update(ctx, func(tx clouddb.Tx) error {
+		sealed, err := tx.Setting(ctx, keyCheck)
+		if errors.Is(err, clouddb.ErrNotFound) {
+			// A store from before the check: its secrets, if any, must open.
+			if err := openSecrets(ctx, tx); err != nil {
+				return err
+			}
+			return tx.PutSetting(ctx, keyCheck, c.Seal(known))
+		} else if err != nil {
 			return err
 		}
-		_, err := tx.CloudAccounts(ctx, clouddb.CloudAccountFilter{})
-		return err
+		if plain, err := c.Open(sealed); err != nil || plain != known {
+			return clouddb.ErrSealed
+		}
+		return nil
 	})
 	if errors.Is(err, clouddb.ErrSealed) {
 		return fmt.Errorf("the encryption key does not open the secrets in the store: start with the key they were sealed with (%s or %s)", envKey, keyFile)
 	}
+	return err
+}
+
+// openSecrets reads every sealed secret once.
+func openSecrets(ctx context.Context, tx clouddb.Tx) error {
+	if _, _, err := tx.Databases(ctx, clouddb.DatabaseFilter{}); err != nil {
+		return err
+	}
+	_, err := tx.CloudAccounts(ctx, clouddb.CloudAccountFilter{})
 	return err
 }
