@@ -707,3 +707,31 @@ func TestUnavailable(t *testing.T) {
 		return tx.CreateAccount(ctx, &clouddb.Account{Name: "x", Plan: clouddb.PlanFree})
 	}))
 }
+
+// TestViewRetriedMidRead: a read whose connection the server ends while fn runs is run
+// again, whole, on a fresh connection; fn sees a clean transaction the second time.
+func TestViewRetriedMidRead(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	db := mustOpen(t, url)
+	require.NoError(t, db.Update(ctx, func(tx clouddb.Tx) error {
+		return tx.CreateAccount(ctx, &clouddb.Account{Name: "a", Plan: clouddb.PlanFree})
+	}))
+	raw := rawConn(t, url)
+	calls := 0
+	var got []*clouddb.Account
+	require.NoError(t, db.View(ctx, func(tx clouddb.Tx) error {
+		calls++
+		if calls == 1 {
+			_, err := raw.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name <> 'clouddb-listener'`)
+			require.NoError(t, err)
+		}
+		var err error
+		got, err = tx.Accounts(ctx)
+		return err
+	}))
+	require.Equal(t, 2, calls, "the broken read ran again")
+	require.Len(t, got, 1)
+}
