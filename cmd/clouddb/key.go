@@ -40,7 +40,7 @@ func loadCipher(dataDir, envText string, generate bool) (*clouddb.Cipher, error)
 		b, err := os.ReadFile(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && !generate:
-			return nil, fmt.Errorf("a shared store needs the same encryption key on every replica: set %s (32 random bytes in base64, e.g. `openssl rand -base64 32`) or copy %s from the first replica", envKey, keyFile)
+			return nil, fmt.Errorf("a shared store needs the same encryption key on every replica: set %s (32 random bytes in base64, e.g. `openssl rand -base64 32`) or put it in %s in the data dir", envKey, keyFile)
 		case errors.Is(err, fs.ErrNotExist):
 			text = clouddb.NewKey()
 			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
