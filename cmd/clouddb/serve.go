@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -306,20 +307,32 @@ func dbMemory(s string) (int64, error) {
 	return int64(n), nil
 }
 
-// machineMemory is the machine's memory (MemTotal), or 0 (no limit) where it cannot be
-// read.
+// machineMemory is the memory this process may use: the machine's (MemTotal), or its
+// control group's limit when that is lower (a container); 0 (no limit) where neither can
+// be read.
 func machineMemory() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		var kb int64
-		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
-			return kb << 10
+	var total int64
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			var kb int64
+			if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+				total = kb << 10
+				break
+			}
 		}
 	}
-	return 0
+	// cgroup v2, then v1; "max" or a huge number means no limit.
+	for _, path := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		if limit, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && limit > 0 && (total == 0 || limit < total) {
+			total = limit
+		}
+		break
+	}
+	return total
 }
 
 // workersLock names the lock that the replica running the workers holds in a shared
