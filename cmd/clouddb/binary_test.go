@@ -201,10 +201,18 @@ func TestFlags(t *testing.T) {
 	t.Setenv("CLOUDDB_DATA_DIR", "/from/env")
 	t.Setenv("CLOUDDB_PROVISIONING_DELAY", "3s")
 	t.Setenv("CLOUDDB_DB_PORTS", "30000-30010")
+	t.Setenv("CLOUDDB_STORE", "postgres://clouddb@127.0.0.1/clouddb")
+	t.Setenv("CLOUDDB_ENCRYPTION_KEY", "the-key")
 	m := NewMain(os.Stdout, os.Stderr)
-	require.NoError(t, m.ParseFlags([]string{"--db-ports", "40000-40100"}))
+	require.NoError(t, m.ParseFlags([]string{"--db-ports", "40000-40100", "--db-memory", "8GiB"}))
 	require.Equal(t, Config{DataDir: "/from/env", Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: "40000-40100",
-		ProvisioningDelay: 3 * time.Second, RateLimit: 400, TaskLease: 30 * time.Second, LogLevel: "info"}, m.Config)
+		DBMemory: "8GiB", ProvisioningDelay: 3 * time.Second, RateLimit: 400, TaskLease: 30 * time.Second, LogLevel: "info",
+		Store: "postgres://clouddb@127.0.0.1/clouddb", EncryptionKey: "the-key"}, m.Config)
+	t.Setenv("CLOUDDB_STORE", "")
+	t.Setenv("CLOUDDB_ENCRYPTION_KEY", "")
+	err := NewMain(os.Stdout, os.Stderr).ParseFlags(nil)
+	require.ErrorContains(t, err, "CLOUDDB_ENCRYPTION_KEY is set but empty")
+	os.Unsetenv("CLOUDDB_ENCRYPTION_KEY")
 
 	for _, tc := range []struct {
 		args []string
@@ -218,6 +226,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--rate-limit", "-1"}, "--rate-limit"},
 		{[]string{"--browser-listen", "0.0.0.0:5540"}, "loopback only"},
 		{[]string{"--task-lease", "1ms"}, "--task-lease"},
+		{[]string{"--db-memory", "lots"}, "--db-memory"},
+		{[]string{"--store", "mysql://x"}, "--store"},
 	} {
 		err := NewMain(os.Stdout, os.Stderr).ParseFlags(tc.args)
 		require.ErrorContains(t, err, tc.want)
