@@ -94,6 +94,25 @@ func (s *DatabaseSpec) MaxMemoryBytes() int64 {
 	return int64(s.SizeGB() * (1 << 30))
 }
 
+// MapSecrets returns a copy of s whose fields that may carry credentials (the backup
+// destinations: s3://KEY:SECRET@…, ftp://user:password@…) went through f; s itself is
+// left as it is. Stores seal those fields with it, and open them.
+func (s DatabaseSpec) MapSecrets(f func(string) (string, error)) (DatabaseSpec, error) {
+	out := s
+	var err error
+	if out.PeriodicBackupPath, err = f(s.PeriodicBackupPath); err != nil {
+		return s, err
+	}
+	if b := s.RemoteBackup; b != nil {
+		mapped := *b
+		if mapped.StoragePath, err = f(b.StoragePath); err != nil {
+			return s, err
+		}
+		out.RemoteBackup = &mapped
+	}
+	return out, nil
+}
+
 // DatabaseSpec is the configuration of a database as the caller asked for it. Fields are
 // kept as sent so that they read back unchanged.
 type DatabaseSpec struct {

@@ -15,12 +15,9 @@ import (
 func (se sealer) specArg(d *clouddb.Database) (string, error) {
 	d.Spec.Password = ""
 	d.Spec.ReplicaOf = nil
-	spec := d.Spec
-	spec.PeriodicBackupPath = se.arg(spec.PeriodicBackupPath)
-	if b := spec.RemoteBackup; b != nil {
-		sealed := *b
-		sealed.StoragePath = se.arg(b.StoragePath)
-		spec.RemoteBackup = &sealed
+	spec, err := d.Spec.MapSecrets(func(v string) (string, error) { return se.arg(v), nil })
+	if err != nil {
+		return "", err
 	}
 	return jsonArg(spec)
 }
@@ -30,13 +27,8 @@ func (se sealer) openSpec(s *clouddb.DatabaseSpec) error {
 	if se.c == nil {
 		return nil
 	}
-	var err error
-	if s.PeriodicBackupPath, err = se.c.Open(s.PeriodicBackupPath); err != nil {
-		return err
-	}
-	if b := s.RemoteBackup; b != nil {
-		b.StoragePath, err = se.c.Open(b.StoragePath)
-	}
+	opened, err := s.MapSecrets(se.c.Open)
+	*s = opened
 	return err
 }
 
