@@ -151,6 +151,24 @@ func TestMemoryBudget(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0.1, got.MemoryLimitInGB, "the refused update changed nothing")
 
+	// The same for datasetSizeInGb, the size the real clients send.
+	tk, err = s.c.UpdateDatabase(ctx, subID, first.ID, client.UpdateDatabase{DatasetSizeInGB: client.Ptr(0.2)})
+	require.NoError(t, err)
+	_, err = s.c.WaitForTask(ctx, tk.ID)
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, "INSUFFICIENT_MEMORY", cerr.Type)
+	// And for the databases of a subscription's creation plan: nothing of it is made.
+	before, err := s.c.ListSubscriptions(ctx)
+	require.NoError(t, err)
+	tk, err = s.c.CreateSubscription(ctx, subscriptionBody(s.paymentMethod(ctx), "too-big", planDB("too-big-db", 0.1)))
+	require.NoError(t, err)
+	_, err = s.c.WaitForTask(ctx, tk.ID)
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, "INSUFFICIENT_MEMORY", cerr.Type)
+	after, err := s.c.ListSubscriptions(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(before.Subscriptions), len(after.Subscriptions), "the refused subscription was not made")
+
 	tk, err = s.c.DeleteDatabase(ctx, subID, second.ID)
 	require.NoError(t, err)
 	_, err = s.c.WaitForTask(ctx, tk.ID)
