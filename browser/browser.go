@@ -272,6 +272,11 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	case e != nil:
 	case errors.As(err, &tooBig):
 		e = clouddb.Errorf(http.StatusRequestEntityTooLarge, "REQUEST_TOO_LARGE", "request body is larger than %d bytes", tooBig.Limit)
+	case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
+		// The client went away mid-request (a connection test it stopped waiting for):
+		// nothing failed here, and nobody reads the answer.
+		logger.Debug("browser: request cancelled by the client", "method", r.Method, "path", r.URL.Path)
+		e = clouddb.Errorf(499, "CLIENT_CLOSED_REQUEST", "the client closed the request")
 	default:
 		logger.Error("browser: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = clouddb.Errorf(http.StatusInternalServerError, clouddb.ErrTypeGeneral, "internal error")

@@ -240,6 +240,11 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		e = clouddb.Errorf(http.StatusRequestEntityTooLarge, "REQUEST_TOO_LARGE", "request body is larger than %d bytes", tooBig.Limit)
 	case errors.Is(err, clouddb.ErrNotFound):
 		e = clouddb.NotFound(clouddb.ErrTypeNotFound, "not found")
+	case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
+		// The client went away mid-request: nothing failed on this side, and nobody
+		// reads the answer (499, as proxies log it).
+		logger.Debug("request cancelled by the client", "method", r.Method, "path", r.URL.Path)
+		e = clouddb.Errorf(499, "CLIENT_CLOSED_REQUEST", "the client closed the request")
 	default:
 		logger.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = clouddb.Errorf(http.StatusInternalServerError, clouddb.ErrTypeGeneral, "internal error")
