@@ -260,22 +260,25 @@ func (c *cluster) run(name string, args ...string) (string, error) {
 const tempPrefix = "clouddb-pgtest-"
 
 // removeStale removes the directories of clusters whose server died with its test binary
-// (killed outright, it could not clean up): those whose postmaster is gone, or that never
-// got one and are older than any start takes.
+// (killed outright, it could not clean up): those older than any start takes whose
+// postmaster is gone or never came. A young directory may be another test binary's
+// cluster being made: initdb's own standalone server writes its pid (negated) into
+// postmaster.pid and exits.
 func removeStale() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
 	for _, dir := range dirs {
-		b, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
-		if err != nil {
-			if fi, err := os.Stat(dir); err == nil && time.Since(fi.ModTime()) > time.Minute {
-				os.RemoveAll(dir)
-			}
+		fi, err := os.Stat(dir)
+		if err != nil || time.Since(fi.ModTime()) < time.Minute {
 			continue
 		}
-		first, _, _ := strings.Cut(string(b), "\n")
-		if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && syscall.Kill(pid, 0) != nil {
-			os.RemoveAll(dir)
+		if b, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid")); err == nil {
+			first, _, _ := strings.Cut(string(b), "\n")
+			pid, err := strconv.Atoi(strings.TrimSpace(first))
+			if err == nil && pid != 0 && syscall.Kill(max(pid, -pid), 0) == nil {
+				continue // its server runs
+			}
 		}
+		os.RemoveAll(dir)
 	}
 }
 
