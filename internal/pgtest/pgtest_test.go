@@ -3,8 +3,10 @@ package pgtest_test
 import (
 	"bufio"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,4 +72,18 @@ func TestClusterDiesWithItsProcess(t *testing.T) {
 		}
 		return err != nil
 	}, 15*time.Second, 100*time.Millisecond, "the server stopped with the process that started it")
+
+	// The child could not remove its cluster's directory: this test does, found by the
+	// port its server's log names.
+	u, err := neturl.Parse(url)
+	require.NoError(t, err)
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "clouddb-pgtest-*"))
+	removed := 0
+	for _, dir := range dirs {
+		if b, err := os.ReadFile(filepath.Join(dir, "log")); err == nil && strings.Contains(string(b), "port "+u.Port()+"\n") {
+			require.NoError(t, os.RemoveAll(dir))
+			removed++
+		}
+	}
+	require.Equal(t, 1, removed, "the child's cluster directory")
 }
