@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -468,7 +469,15 @@ func (s *Server) putDatabaseTags(r *http.Request, c *caller) (int, any, error) {
 			return err
 		}
 		d.Spec.Tags = *body.Tags
-		return tx.UpdateDatabase(r.Context(), d)
+		if err := tx.UpdateDatabase(r.Context(), d); err != nil {
+			return err
+		}
+		// Like every change made through the API, it is in the account's system log.
+		return tx.CreateLogEntry(r.Context(), &clouddb.LogEntry{
+			AccountID: c.account.ID, Time: s.Now(), Originator: "API", APIKeyName: c.key.Name,
+			Resource: d.Spec.Name, ResourceID: d.ID, Type: clouddb.LogTypeDatabase,
+			Description: fmt.Sprintf("Tags of database %q (id %d) set (%d tags)", d.Spec.Name, d.ID, len(d.Spec.Tags)),
+		})
 	})
 	if err != nil {
 		return 0, nil, err

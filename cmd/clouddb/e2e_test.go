@@ -367,3 +367,84 @@ func TestCreationPlanWithQuantity(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"shard", "shard-2", "shard-3", "solo"}, names)
 }
+
+// TestLogsEveryChange: every change made through the API is in GET /logs, with its
+// resource: updates, deletes and tag changes as well as creates.
+func TestLogsEveryChange(t *testing.T) {
+	t.Parallel()
+	s := startService(t, t.TempDir(), options{})
+	ctx := testContext(t)
+	subID, plan := s.activeSubscription(ctx, "logged", 0.1)
+	db := s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("second"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw")})
+
+	wait := func(tk *client.Task, err error) {
+		t.Helper()
+		require.NoError(t, err)
+		_, err = s.c.WaitForTask(ctx, tk.ID)
+		require.NoError(t, err)
+	}
+	latest := func() client.LogEntry {
+		t.Helper()
+		logs, err := s.c.Logs(ctx, client.LogQuery{Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, logs, 1)
+		return logs[0]
+	}
+	// step checks that do made exactly one entry by the API (the service's own entries,
+	// such as a database turning active, come besides).
+	step := func(what, typ string, id int, do func()) {
+		t.Helper()
+		before := latest()
+		do()
+		logs, err := s.c.Logs(ctx, client.LogQuery{Limit: 100})
+		require.NoError(t, err)
+		var byAPI []client.LogEntry
+		for _, e := range logs {
+			if e.ID > before.ID && e.Originator == "API" {
+				byAPI = append(byAPI, e)
+			}
+		}
+		require.Len(t, byAPI, 1, "%s: entries by the API", what)
+		require.Equal(t, typ, byAPI[0].Type, what)
+		require.Equal(t, id, byAPI[0].ResourceID, what)
+		t.Logf("%s: %q", what, byAPI[0].Description)
+	}
+
+	step("database update", "Database", db.ID, func() {
+		wait(s.c.UpdateDatabase(ctx, subID, db.ID, client.UpdateDatabase{DataEvictionPolicy: client.Ptr("allkeys-lru")}))
+		_, err := s.c.WaitForDatabaseStatus(ctx, subID, db.ID, "active")
+		require.NoError(t, err)
+	})
+	step("database tags", "Database", db.ID, func() {
+		_, err := s.c.PutDatabaseTags(ctx, subID, db.ID, []client.Tag{{Key: "team", Value: "a"}})
+		require.NoError(t, err)
+	})
+	step("database delete", "Database", db.ID, func() { wait(s.c.DeleteDatabase(ctx, subID, db.ID)) })
+	step("subscription update", "Subscription", subID, func() {
+		wait(s.c.UpdateSubscription(ctx, subID, client.UpdateSubscription{Name: client.Ptr("renamed")}))
+		_, err := s.c.WaitForSubscriptionStatus(ctx, subID, "active")
+		require.NoError(t, err)
+	})
+	wait(s.c.DeleteDatabase(ctx, subID, plan.ID))
+	step("subscription delete", "Subscription", subID, func() { wait(s.c.DeleteSubscription(ctx, subID)) })
+
+	tk, err := s.c.CreateCloudAccount(ctx, client.CreateCloudAccount{Name: client.Ptr("ca"), Provider: client.Ptr("AWS"), AccessKeyID: client.Ptr("AKIA1"),
+		AccessSecretKey: client.Ptr("secret"), ConsoleUsername: client.Ptr("u"), ConsolePassword: client.Ptr("p"), SignInLoginURL: client.Ptr("https://example.com")})
+	require.NoError(t, err)
+	done, err := s.c.WaitForTask(ctx, tk.ID)
+	require.NoError(t, err)
+	caID := done.ResourceID()
+	require.Eventually(t, func() bool {
+		ca, err := s.c.GetCloudAccount(ctx, caID)
+		return err == nil && ca.Status == "active"
+	}, 10*time.Second, 20*time.Millisecond)
+	step("cloud account update", "CloudAccount", caID, func() {
+		wait(s.c.UpdateCloudAccount(ctx, caID, client.UpdateCloudAccount{Name: client.Ptr("ca-renamed"), AccessKeyID: client.Ptr("AKIA2"),
+			AccessSecretKey: client.Ptr("secret2"), ConsoleUsername: client.Ptr("u"), ConsolePassword: client.Ptr("p")}))
+	})
+	require.Eventually(t, func() bool {
+		ca, err := s.c.GetCloudAccount(ctx, caID)
+		return err == nil && ca.Status == "active"
+	}, 10*time.Second, 20*time.Millisecond)
+	step("cloud account delete", "CloudAccount", caID, func() { wait(s.c.DeleteCloudAccount(ctx, caID)) })
+}
