@@ -153,6 +153,14 @@ func TestDatabaseCreateRules(t *testing.T) {
 			b.RemoteBackup = &client.RemoteBackup{Active: client.Ptr(true), StorageType: client.Ptr("google-blob-storage"), StoragePath: client.Ptr("gs://bucket/x")}
 		}), client.TaskError{Type: "INVALID_FIELD", Status: "400 BAD_REQUEST",
 			Description: "database: remoteBackup.storagePath: unsupported: storage type google-blob-storage is not supported by this server"}},
+		{"replica of a metadata address", subID, ok(func(b *client.CreateDatabase) {
+			b.ReplicaOf = []string{"redis://user:hidden-pw@169.254.169.254:6379"}
+		}), client.TaskError{Type: "INVALID_FIELD", Status: "400 BAD_REQUEST",
+			Description: "database: replicaOf[0] (host 169.254.169.254): forbidden address: 169.254.169.254 (cloud metadata address)"}},
+		{"replica of a metadata host", subID, ok(func(b *client.CreateDatabase) {
+			b.ReplicaOf = []string{"redis://metadata.google.internal:6379"}
+		}), client.TaskError{Type: "INVALID_FIELD", Status: "400 BAD_REQUEST",
+			Description: "database: replicaOf[0] (host metadata.google.internal): forbidden address: metadata.google.internal (cloud metadata host)"}},
 		{"pending subscription", pendingSub, ok(func(*client.CreateDatabase) {}),
 			client.TaskError{Type: "SUBSCRIPTION_NOT_ACTIVE", Status: "403 FORBIDDEN",
 				Description: fmt.Sprintf("subscription %d is pending; wait until it is active", pendingSub)}},

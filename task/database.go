@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"clouddb"
+	"clouddb/blob"
 )
 
 func findDatabase(ctx context.Context, tx clouddb.Tx, t *clouddb.Task) (*clouddb.Database, error) {
@@ -63,6 +64,11 @@ func checkReplicaOf(ctx context.Context, tx clouddb.Tx, accountID, selfID int, u
 	var dbs []*clouddb.Database
 	for i, s := range srcs {
 		if !s.SameAccount {
+			// Refused at once, rather than when the replicator first dials it; the
+			// dialer's guard still checks what a host name resolves to.
+			if err := blob.CheckHost(s.Host); err != nil {
+				return clouddb.Invalid(clouddb.ErrTypeInvalidField, "database: replicaOf[%d] (host %s): %v", i, s.Host, err)
+			}
 			continue
 		}
 		if dbs == nil {
