@@ -32,8 +32,7 @@ import (
 // The fuzz targets feed arbitrary request bodies, path segments and query parameters to
 // the real server (real SQLite store, real task engine) over HTTP and check what every
 // answer must satisfy:
-//   - the status is below 500 (501 NOT_IMPLEMENTED excepted: it is the documented answer
-//     to backups, imports and replicaOf sources, and creates no task);
+//   - the status is below 500;
 //   - an error answer is a JSON {"error": {type, status, description}} with the HTTP
 //     status, and it changed nothing: no task, no log entry, no row written;
 //   - a 2xx that enqueued a task made exactly that one task, and the engine takes it to a
@@ -343,12 +342,9 @@ func (fe *fuzzEnv) check(t *testing.T, method, path string, body []byte) {
 	switch {
 	case r.status >= 200 && r.status < 300:
 		fe.checkSuccess(method, path, r, mark, before, after)
-	case r.status >= 400 && r.status < 500, r.status == http.StatusNotImplemented:
+	case r.status >= 400 && r.status < 500:
 		if method != http.MethodHead {
 			e := requireError(t, r, r.status, "")
-			if r.status == http.StatusNotImplemented {
-				require.Equal(t, clouddb.ErrTypeNotImplemented, e.Error.Type, "a 501 is only for what clouddb does not offer yet: %s", r.body)
-			}
 			require.NotEqual(t, clouddb.ErrTypeGeneral, e.Error.Type, "body: %s", r.body)
 		}
 		require.Empty(t, newTasks(before, after), "%s %s answered %d but enqueued a task", method, path, r.status)
