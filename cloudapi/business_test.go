@@ -230,3 +230,57 @@ func TestSubscriptionDeleteWithDatabases(t *testing.T) {
 	require.Equal(t, client.SubscriptionDeleting, s.Status)
 	require.Equal(t, clouddb.SubscriptionDeleting, e.subscription(subID).Status)
 }
+
+// Database updates and deletes in a subscription that is not active fail with
+// SUBSCRIPTION_NOT_ACTIVE, like creates, and change nothing.
+func TestDatabaseChangesNeedActiveSubscription(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	subID := e.createSubscription(e.main, e.mainPM, "still-pending")
+	page, err := e.main.ListDatabases(ctx, subID, 100, 0)
+	require.NoError(t, err)
+	dbID := page.Subscription[0].Databases[0].ID
+	before := e.counts(e.mainAccount)
+	want := client.TaskError{Type: "SUBSCRIPTION_NOT_ACTIVE", Status: "403 FORBIDDEN",
+		Description: fmt.Sprintf("subscription %d is pending; wait until it is active", subID)}
+
+	tk, err := e.main.UpdateDatabase(ctx, subID, dbID, client.UpdateDatabase{Name: client.Ptr("renamed")})
+	requireTaskFails(t, e.main, tk, err, want)
+	tk, err = e.main.DeleteDatabase(ctx, subID, dbID)
+	requireTaskFails(t, e.main, tk, err, want)
+
+	after := e.counts(e.mainAccount)
+	require.Equal(t, before.tasks+2, after.tasks)
+	after.tasks = before.tasks
+	require.Equal(t, before, after, "a failed task wrote something")
+}
+
+// memoryLimitInGb and datasetSizeInGb may come together: both are kept and read back as
+// sent. A size of zero is refused like a negative one (as a size not given: the body's
+// zero and an absent field are one to the spec).
+func TestDatabaseSizes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	subID, _ := e.activeSubscription("sizes")
+	tk, err := e.main.Wait(ctx)(e.main.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("both"),
+		MemoryLimitInGB: client.Ptr(0.5), DatasetSizeInGB: client.Ptr(0.25), Password: client.Ptr("pw")}))
+	require.NoError(t, err)
+	got, err := e.main.GetDatabase(ctx, subID, tk.ResourceID())
+	require.NoError(t, err)
+	require.Equal(t, 0.5, got.MemoryLimitInGB)
+	require.Equal(t, 0.25, got.DatasetSizeInGB)
+
+	for _, body := range []client.CreateDatabase{
+		{Name: client.Ptr("zero"), MemoryLimitInGB: client.Ptr(0.0), Password: client.Ptr("pw")},
+		{Name: client.Ptr("zero-dataset"), DatasetSizeInGB: client.Ptr(0.0), Password: client.Ptr("pw")},
+	} {
+		tk, err := e.main.CreateDatabase(ctx, subID, body)
+		require.NoError(t, err)
+		got, err := e.main.WaitForTask(ctx, tk.ID)
+		require.Error(t, err, *body.Name)
+		require.Equal(t, "DATABASE_INVALID_SIZE", got.Response.Error.Type, *body.Name)
+		require.Equal(t, "database: memoryLimitInGb or datasetSizeInGb is required", got.Response.Error.Description, *body.Name)
+	}
+}
