@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -400,4 +401,40 @@ func TestReplicaSourceGoesAway(t *testing.T) {
 	eventually(t, 10*time.Second, "streaming reported", logHas("is streaming"))
 	require.NoError(t, s.m.Driver.Stop(ctx, srcID)) // the source goes away
 	eventually(t, 10*time.Second, "the lost source is reported", logHas("is error"))
+}
+
+// TestBackupFailure: a backup whose destination cannot be reached fails its task with the
+// cause, and GET …/backup reports the failure and its reason, without the destination's
+// password; the database is untouched.
+func TestBackupFailure(t *testing.T) {
+	t.Parallel()
+	s := startService(t, t.TempDir(), options{})
+	ctx := testContext(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	subID, _ := s.activeSubscription(ctx, "bkfail", 0.2)
+	db := s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("src"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw"),
+		PeriodicBackupPath: client.Ptr("ftp://user:ftp-secret-7c1@" + closed + "/backups")})
+	r := redisOf(t, db)
+	require.NoError(t, r.Set(ctx, "k", "v", 0).Err())
+
+	task, err := s.c.BackupDatabase(ctx, subID, db.ID)
+	require.NoError(t, err)
+	done, err := s.c.WaitForTask(ctx, task.ID)
+	var cerr *client.Error
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, "DATABASE_BACKUP_FAILED", cerr.Type)
+	require.Contains(t, cerr.Description, "source-unreachable")
+	raw, _ := json.Marshal(done)
+	require.NotContains(t, string(raw), "ftp-secret-7c1", "the task does not show the destination's password")
+
+	var st operationStatus
+	statusTask, err := s.c.BackupStatus(ctx, subID, db.ID)
+	require.NoError(t, err)
+	taskResource(t, s, statusTask, &st)
+	require.Equal(t, "failed", st.Status)
+	require.Equal(t, "source-unreachable", st.FailureReason)
+	require.Equal(t, "v", r.Get(ctx, "k").Val())
 }

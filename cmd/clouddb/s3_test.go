@@ -28,8 +28,8 @@ func TestBackupImportS3(t *testing.T) {
 		RemoteBackup: &client.RemoteBackup{Active: client.Ptr(true), Interval: client.Ptr("every-12-hours"), TimeUTC: client.Ptr("03:30"),
 			StorageType: client.Ptr("aws-s3"), StoragePath: client.Ptr(dest)}})
 	dst := s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("dst"), MemoryLimitInGB: client.Ptr(0.2), Password: client.Ptr("pw-dst")})
-	require.True(t, src.Backup.EnableRemoteBackup)
-	require.Equal(t, "every-12-hours", src.Backup.Interval)
+	require.Equal(t, &client.Backup{EnableRemoteBackup: true, Interval: "every-12-hours", TimeUTC: "03:30", Destination: dest}, src.Backup,
+		"GET shows the remoteBackup settings as the response's backup object")
 	rs := redisOf(t, src)
 	fillEveryType(t, rs, "s3", 300)
 
