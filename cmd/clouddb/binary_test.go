@@ -120,6 +120,53 @@ func TestBinarySIGTERM(t *testing.T) {
 	require.Equal(t, "42", r.Get(ctx, "answer").Val())
 }
 
+// TestBinarySIGINTWithWorkInFlight: SIGINT while tasks wait, are processed and are being
+// provisioned: clouddb exits 0 without losing any, and after a restart every task whose
+// id was returned ends and every database it made runs.
+func TestBinarySIGINTWithWorkInFlight(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	t.Cleanup(func() { sweepServers(dir) })
+	env := []string{"CLOUDDB_BOOTSTRAP_API_KEY=ci-key", "CLOUDDB_BOOTSTRAP_SECRET_KEY=ci-secret-0123456789", "CLOUDDB_DATA_DIR=" + dir,
+		"CLOUDDB_DB_PORTS=" + portRange(), "CLOUDDB_RATE_LIMIT=0"}
+	args := []string{"--listen", "127.0.0.1:0", "--provisioning-delay", "300ms"}
+	cmd, url := runBinary(t, bin, env, args...)
+	c := client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
+	ctx := testContext(t)
+	pms, err := c.ListPaymentMethods(ctx)
+	require.NoError(t, err)
+	task, err := c.CreateSubscription(ctx, subscriptionBody(pms[0].ID, "inflight", planDB("first", 0.1)))
+	require.NoError(t, err)
+	done, err := c.WaitForTask(ctx, task.ID)
+	require.NoError(t, err)
+	subID := done.ResourceID()
+	_, err = c.WaitForSubscriptionStatus(ctx, subID, "active")
+	require.NoError(t, err)
+
+	var ids []string
+	for i := range 6 {
+		task, err := c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr(fmt.Sprintf("db-%d", i)), MemoryLimitInGB: client.Ptr(0.01),
+			Password: client.Ptr("pw")})
+		require.NoError(t, err)
+		ids = append(ids, task.ID)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	waitExit(t, cmd, 30*time.Second)
+	require.Empty(t, serversIn(dir), "the stop left no database server running")
+
+	_, url = runBinary(t, bin, env, args...)
+	c = client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
+	for _, id := range ids {
+		done, err := c.WaitForTask(ctx, id)
+		require.NoError(t, err, "task %s", id)
+		db, err := c.WaitForDatabaseStatus(ctx, subID, done.ResourceID(), "active")
+		require.NoError(t, err)
+		r := redisOf(t, db)
+		eventually(t, 15*time.Second, "database "+db.Name+" answers", func() bool { return r.Ping(ctx).Err() == nil })
+	}
+}
+
 func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) {
 	t.Helper()
 	exited := make(chan error, 1)
