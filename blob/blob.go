@@ -57,7 +57,8 @@ import (
 // Sentinel errors; test with errors.Is.
 var (
 	// ErrForbiddenAddress: the host is, or resolves to, an address that may not be dialed
-	// (link-local, cloud metadata, unspecified, multicast, broadcast).
+	// (link-local, cloud metadata, unspecified, multicast, broadcast), or a local path
+	// outside Options.LocalRoots.
 	ErrForbiddenAddress = errors.New("forbidden address")
 	// ErrUnsupported: a scheme or storage/source type that this package does not handle.
 	ErrUnsupported = errors.New("unsupported")
@@ -99,6 +100,12 @@ type Options struct {
 	AzureEndpoint string
 	// AzureKey is the account key used when the URI has none (AZURE_STORAGE_KEY).
 	AzureKey string
+
+	// LocalRoots, when set, are the only local directories a file may be written under
+	// (local paths and file:// URIs, after symlinks): a service whose users choose
+	// backup destinations must not let them write anywhere its own user may. Empty means
+	// anywhere.
+	LocalRoots []string
 
 	// TLSConfig is used for https, and for s3/abs endpoints over TLS. Nil means the system
 	// roots.

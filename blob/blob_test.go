@@ -187,3 +187,34 @@ func TestRedact(t *testing.T) {
 		require.NotContains(t, blob.Redact("ftp://user:"+secret+"@host/x"), secret)
 	}
 }
+
+// TestLocalRoots: with LocalRoots set, files are written only under them, whatever the
+// path says: a path outside, or a link inside a root that points out of it, is refused
+// before anything is written; without roots any absolute path goes.
+func TestLocalRoots(t *testing.T) {
+	ctx := testCtx(t)
+	root, outside := t.TempDir(), t.TempDir()
+	require.NoError(t, os.Symlink(outside, filepath.Join(root, "escape")))
+	opts := blob.Options{LocalRoots: []string{root}}
+	put := func(dest string) error {
+		_, err := blob.Put(ctx, dest, "b.rdb", strings.NewReader("data"), opts)
+		return err
+	}
+	for _, dest := range []string{root, filepath.Join(root, "nested", "dir"), "file://" + filepath.Join(root, "uri")} {
+		require.NoError(t, blob.CheckLocal(dest, opts), dest)
+		require.NoError(t, put(dest), dest)
+	}
+	for _, dest := range []string{outside, filepath.Join(root, "escape"), filepath.Join(root, "escape", "deeper"), "file://" + outside, root + "-sibling"} {
+		require.ErrorIs(t, blob.CheckLocal(dest, opts), blob.ErrForbiddenAddress, dest)
+		require.ErrorIs(t, put(dest), blob.ErrForbiddenAddress, dest)
+	}
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing was written outside the root")
+	_, err = os.Stat(root + "-sibling")
+	require.True(t, os.IsNotExist(err), "not even a directory")
+
+	require.NoError(t, blob.CheckLocal("s3://bucket/x", opts), "only local paths are held to the roots")
+	require.NoError(t, blob.CheckLocal(outside, blob.Options{}), "no roots, no limit")
+	require.NoError(t, blob.CheckLocal(outside, blob.Options{LocalRoots: []string{"/"}}), "the root of the file system holds everything")
+}

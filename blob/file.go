@@ -75,6 +75,9 @@ func putFile(op *call, name string, r io.Reader) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := withinRoots(dir, op.opts.LocalRoots); err != nil {
+		return "", err
+	}
 	target := filepath.Join(dir, filepath.FromSlash(name))
 	tdir := filepath.Dir(target)
 	if err := os.MkdirAll(tdir, 0o750); err != nil {
@@ -112,4 +115,50 @@ func putFile(op *call, name string, r io.Reader) (string, error) {
 		return (&url.URL{Scheme: SchemeFile, Path: filepath.ToSlash(target)}).String(), nil
 	}
 	return target, nil
+}
+
+// CheckLocal reports whether a destination may be written to under opts: nil for
+// anything but a local path or file:// URI, which must lie within opts.LocalRoots.
+func CheckLocal(uri string, opts Options) error {
+	if s, err := schemeOf(uri); err != nil || s != SchemeFile {
+		return err
+	}
+	dir, _, err := localPath(uri)
+	if err != nil {
+		return err
+	}
+	return withinRoots(dir, opts.LocalRoots)
+}
+
+// withinRoots refuses a directory outside every root, symlinks resolved as far as the
+// path exists (a link inside a root may point out of it).
+func withinRoots(dir string, roots []string) error {
+	if len(roots) == 0 {
+		return nil
+	}
+	real := resolveExisting(dir)
+	for _, root := range roots {
+		rel, err := filepath.Rel(resolveExisting(filepath.Clean(root)), real)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s is outside the directories backups may be written to (%s)", ErrForbiddenAddress, dir, strings.Join(roots, ", "))
+}
+
+// resolveExisting resolves the symlinks of the longest existing prefix of the absolute
+// path p and appends the rest unchanged.
+func resolveExisting(p string) string {
+	rest := ""
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(p, rest)
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
 }

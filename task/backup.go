@@ -77,16 +77,23 @@ func backupDestination(s *clouddb.DatabaseSpec) string {
 }
 
 // checkBackupDestinations refuses a backup path that no backup could be written to (an
-// unsupported scheme or storage type, a relative path), so that the mistake shows when
-// the path is set rather than as failed backups later.
-func checkBackupDestinations(s *clouddb.DatabaseSpec) error {
+// unsupported scheme or storage type, a relative path, a local directory outside those
+// backups may go to), so that the mistake shows when the path is set rather than as
+// failed backups later.
+func checkBackupDestinations(s *clouddb.DatabaseSpec, opts blob.Options) error {
+	check := func(typ, uri string) error {
+		if err := blob.CheckType(typ, uri); err != nil {
+			return err
+		}
+		return blob.CheckLocal(uri, opts)
+	}
 	if p := s.PeriodicBackupPath; p != "" {
-		if err := blob.CheckType("", p); err != nil {
+		if err := check("", p); err != nil {
 			return clouddb.Invalid(clouddb.ErrTypeInvalidField, "database: periodicBackupPath: %s", blobError(err))
 		}
 	}
 	if b := s.RemoteBackup; b != nil && b.Active && b.StoragePath != "" {
-		if err := blob.CheckType(b.StorageType, b.StoragePath); err != nil {
+		if err := check(b.StorageType, b.StoragePath); err != nil {
 			return clouddb.Invalid(clouddb.ErrTypeInvalidField, "database: remoteBackup.storagePath: %s", blobError(err))
 		}
 	}

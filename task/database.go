@@ -185,7 +185,7 @@ func createDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err := spec.ValidateCreate(); err != nil {
 		return 0, err
 	}
-	if err := checkBackupDestinations(&spec); err != nil {
+	if err := checkBackupDestinations(&spec, v.Blob); err != nil {
 		return 0, err
 	}
 	if err := checkName(ctx, tx, sub.ID, 0, spec.Name); err != nil {
@@ -228,7 +228,7 @@ func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err := reserveMemory(ctx, v, tx, oldBytes, d.Spec.MaxMemoryBytes()); err != nil {
 		return 0, err
 	}
-	if err := checkBackupDestinations(&d.Spec); err != nil {
+	if err := checkBackupDestinations(&d.Spec, v.Blob); err != nil {
 		return 0, err
 	}
 	if u.ReplicaOf != nil {

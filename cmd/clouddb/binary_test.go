@@ -275,6 +275,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--task-lease", "1ms"}, "--task-lease"},
 		{[]string{"--db-memory", "lots"}, "--db-memory"},
 		{[]string{"--store", "mysql://x"}, "--store"},
+		{[]string{"--backup-dirs", "/srv/backups,relative/dir"}, "--backup-dirs"},
 	} {
 		err := NewMain(os.Stdout, os.Stderr).ParseFlags(tc.args)
 		require.ErrorContains(t, err, tc.want)

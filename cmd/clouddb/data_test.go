@@ -438,3 +438,46 @@ func TestBackupFailure(t *testing.T) {
 	require.Equal(t, "source-unreachable", st.FailureReason)
 	require.Equal(t, "v", r.Get(ctx, "k").Val())
 }
+
+// TestBackupDirs: local backups go only under --backup-dirs: a path outside is refused when
+// it is set, an ad hoc backup there fails with forbidden-address and writes nothing, and a
+// path inside works. (Users choose backup paths; without this they could make clouddb
+// write wherever its own user may.)
+func TestBackupDirs(t *testing.T) {
+	t.Parallel()
+	allowed, outside := t.TempDir(), t.TempDir()
+	s := startService(t, t.TempDir(), options{backupDirs: allowed})
+	ctx := testContext(t)
+	subID, _ := s.activeSubscription(ctx, "dirs", 0.2)
+
+	tk, err := s.c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("out"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw"),
+		PeriodicBackupPath: client.Ptr(outside)})
+	require.NoError(t, err)
+	_, err = s.c.WaitForTask(ctx, tk.ID)
+	var cerr *client.Error
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, "INVALID_FIELD", cerr.Type)
+	require.Contains(t, cerr.Description, "periodicBackupPath")
+	require.Contains(t, cerr.Description, "is outside the directories backups may be written to")
+
+	db := s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("in"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw"),
+		PeriodicBackupPath: client.Ptr(filepath.Join(allowed, "nightly"))})
+	path := fmt.Sprintf("/subscriptions/%d/databases/%d/backup", subID, db.ID)
+	var adhoc client.Task
+	require.NoError(t, s.c.Do(ctx, http.MethodPost, path, map[string]string{"adhocBackupPath": outside}, &adhoc))
+	_, err = s.c.WaitForTask(ctx, adhoc.ID)
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, "DATABASE_BACKUP_FAILED", cerr.Type)
+	require.Contains(t, cerr.Description, "forbidden-address")
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing was written outside --backup-dirs")
+
+	tk, err = s.c.BackupDatabase(ctx, subID, db.ID)
+	require.NoError(t, err)
+	_, err = s.c.WaitForTask(ctx, tk.ID)
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(allowed, "nightly", "in-*.rdb"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+}

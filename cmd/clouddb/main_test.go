@@ -65,7 +65,9 @@ type options struct {
 	rateLimit int // 0: off, so that polling tests are not throttled
 	store     string
 	dbMemory  string
-	key       string // the encryption key; "" lets the service make a key file
+	// backupDirs defaults to the system's temporary directory, where tests' backups go.
+	backupDirs string
+	key        string // the encryption key; "" lets the service make a key file
 }
 
 func startService(t *testing.T, dir string, o options) *service {
@@ -73,10 +75,13 @@ func startService(t *testing.T, dir string, o options) *service {
 	if o.ports == "" {
 		o.ports = portRange()
 	}
+	if o.backupDirs == "" {
+		o.backupDirs = os.TempDir()
+	}
 	logs := &syncBuffer{}
 	m := NewMain(&syncBuffer{}, logs)
 	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", BrowserListen: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", DBPorts: o.ports, ProvisioningDelay: o.delay,
-		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info", Store: o.store, EncryptionKey: o.key, DBMemory: o.dbMemory}
+		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info", Store: o.store, EncryptionKey: o.key, DBMemory: o.dbMemory, BackupDirs: o.backupDirs}
 	require.NoError(t, m.Config.Validate())
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{t: t, m: m, dir: dir, cancel: cancel, done: make(chan error, 1), logs: logs}

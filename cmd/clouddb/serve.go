@@ -43,7 +43,10 @@ type Config struct {
 	DBPorts       string
 	// DBMemory is the memory the databases may take together: "auto" (the machine's
 	// memory), "0" (no limit) or a size such as 16GiB.
-	DBMemory          string
+	DBMemory string
+	// BackupDirs are the local directories (comma-separated) that backups may be written
+	// under; empty means <data-dir>/backups.
+	BackupDirs        string
 	ProvisioningDelay time.Duration
 	RateLimit         int
 	TaskLease         time.Duration
@@ -107,6 +110,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.BrowserListen, "browser-listen", c.BrowserListen, "address of the browser local API (it has no authentication: keep it on loopback); empty turns it off")
 	fs.StringVar(&c.AdvertiseHost, "advertise-host", c.AdvertiseHost, "host the databases bind and that endpoints name")
 	fs.StringVar(&c.DBPorts, "db-ports", c.DBPorts, "range of ports for the databases, LOW-HIGH")
+	fs.StringVar(&c.BackupDirs, "backup-dirs", c.BackupDirs, "local directories, comma-separated, that backups to a local path or file:// URI may be written under (default <data-dir>/backups; / allows any)")
 	fs.StringVar(&c.DBMemory, "db-memory", c.DBMemory, "memory the databases may take together (the sum of their memoryLimitInGb): auto (this machine's memory), 0 (no limit), or a size such as 16GiB")
 	fs.DurationVar(&c.ProvisioningDelay, "provisioning-delay", c.ProvisioningDelay, "extra time each provisioning step waits before it completes (to watch pending states)")
 	fs.IntVar(&c.RateLimit, "rate-limit", c.RateLimit, "requests per minute per API key (0 turns the limit off)")
@@ -152,6 +156,11 @@ func (c *Config) Validate() error {
 	}
 	if _, err := dbMemory(c.DBMemory); err != nil {
 		return err
+	}
+	for _, d := range backupDirs(*c) {
+		if !filepath.IsAbs(d) {
+			return fmt.Errorf("--backup-dirs: %q is not an absolute path", d)
+		}
 	}
 	if _, _, err := task.ParseRange(c.DBPorts); err != nil {
 		return fmt.Errorf("--db-ports: %v", err)
@@ -209,8 +218,14 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	// Sources of imports and replicas are where users point clouddb: every connection to
-	// them goes through the address guard.
+	// them goes through the address guard. Local backups go only where the operator said.
 	blobOpts := blob.OptionsFromEnv(nil)
+	blobOpts.LocalRoots = backupDirs(c)
+	for _, d := range blobOpts.LocalRoots {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("--backup-dirs: %w", err)
+		}
+	}
 	drv, err := local.New(local.Config{Dir: filepath.Join(c.DataDir, "databases"), Host: c.AdvertiseHost, Logger: m.logger,
 		// A server that exits wakes the reconciler, which restarts it if its database
 		// is still meant to run.
@@ -290,6 +305,25 @@ func (m *Main) Run(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+// backupDirs are the directories local backups may be written under: --backup-dirs, or
+// <data-dir>/backups (made absolute, as the data dir may be relative).
+func backupDirs(c Config) []string {
+	if c.BackupDirs == "" {
+		abs, err := filepath.Abs(filepath.Join(c.DataDir, "backups"))
+		if err != nil {
+			return []string{filepath.Join(c.DataDir, "backups")}
+		}
+		return []string{abs}
+	}
+	var dirs []string
+	for _, d := range strings.Split(c.BackupDirs, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			dirs = append(dirs, filepath.Clean(d))
+		}
+	}
+	return dirs
 }
 
 // dbMemory is the byte count --db-memory names; 0 means no limit.

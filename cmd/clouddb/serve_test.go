@@ -48,3 +48,12 @@ func TestDBMemory(t *testing.T) {
 		require.ErrorContains(t, err, "--db-memory", in)
 	}
 }
+
+// TestBackupDirsDefault: without --backup-dirs, local backups go under <data-dir>/backups,
+// made absolute; the flag takes a comma-separated list.
+func TestBackupDirsDefault(t *testing.T) {
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(wd, "clouddb-data", "backups")}, backupDirs(Config{DataDir: "./clouddb-data"}))
+	require.Equal(t, []string{"/srv/a", "/srv/b"}, backupDirs(Config{DataDir: "x", BackupDirs: "/srv/a/, /srv/b"}))
+}
