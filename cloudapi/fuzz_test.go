@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
+	"clouddb/blob"
 	"clouddb/cloudapi"
 	"clouddb/cloudapi/client"
 	"clouddb/driver/local"
@@ -79,9 +80,13 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 	drv, err := local.New(local.Config{Dir: filepath.Join(f.TempDir(), "databases"), Host: "127.0.0.1", Logger: quiet})
 	require.NoError(f, err)
 	engine := &task.Engine{
-		Store:        store,
-		Ports:        &task.Ports{Low: low, High: low + 199, Host: "127.0.0.1"},
-		Driver:       drv,
+		Store:  store,
+		Ports:  &task.Ports{Low: low, High: low + 199, Host: "127.0.0.1"},
+		Driver: drv,
+		// A fuzzed backup path writes (at most a directory, as no server runs to
+		// snapshot) only under a directory of the test's, as the service's would under
+		// --backup-dirs.
+		Blob:         blob.Options{LocalRoots: []string{f.TempDir()}, Timeout: 2 * time.Second},
 		TempDir:      f.TempDir(),
 		BackupCheck:  1000 * time.Hour,
 		Logger:       quiet,
@@ -493,6 +498,36 @@ func FuzzUpdateCloudAccount(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fe.use(t)
 		fe.check(t, http.MethodPut, fmt.Sprintf("/v1/cloud-accounts/%d", fe.ca), body)
+	})
+}
+
+// FuzzBackup feeds POST …/backup bodies (none, or {"adhocBackupPath"}).
+func FuzzBackup(f *testing.F) {
+	fe := newFuzzEnv(f)
+	for _, seed := range []string{``, `{}`, `null`, `{"adhocBackupPath":"/tmp/clouddb-fuzz"}`, `{"adhocBackupPath":"relative/dir"}`,
+		`{"adhocBackupPath":"ftp://user:pw@127.0.0.1:1/x"}`, `{"adhocBackupPath":"gs://bucket/x"}`, `{"adhocBackupPath":7}`, `[]`, `{"adhocBackupPath":"/etc"}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fe.use(t)
+		fe.check(t, http.MethodPost, fmt.Sprintf("/v1/subscriptions/%d/databases/%d/backup", fe.sub, fe.db), body)
+	})
+}
+
+// FuzzImport feeds POST …/import bodies. The seeds' sources are closed loopback ports or
+// refused outright, so that they end fast.
+func FuzzImport(f *testing.F) {
+	fe := newFuzzEnv(f)
+	for _, seed := range []string{``, `{}`, `null`, `{"sourceType":"http","importFromUri":["http://127.0.0.1:1/a.rdb","http://127.0.0.1:1/b.rdb"]}`,
+		`{"sourceType":"redis","importFromUri":["redis://user:pw@127.0.0.1:1"]}`, `{"sourceType":"redis","importFromUri":["127.0.0.1:1"]}`,
+		`{"sourceType":"ftp","importFromUri":["ftp://127.0.0.1:1/x.rdb"]}`, `{"sourceType":"google-blob-storage","importFromUri":["gs://b/x"]}`,
+		`{"sourceType":"http","importFromUri":["http://169.254.169.254/latest"]}`, `{"sourceType":"http","importFromUri":[]}`,
+		`{"sourceType":"carrier-pigeon","importFromUri":["x"]}`, `{"sourceType":"http","importFromUri":"http://127.0.0.1:1/x"}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fe.use(t)
+		fe.check(t, http.MethodPost, fmt.Sprintf("/v1/subscriptions/%d/databases/%d/import", fe.sub, fe.db), body)
 	})
 }
 
