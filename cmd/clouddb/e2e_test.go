@@ -448,3 +448,37 @@ func TestLogsEveryChange(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	step("cloud account delete", "CloudAccount", caID, func() { wait(s.c.DeleteCloudAccount(ctx, caID)) })
 }
+
+// TestProvisioningInParallel: the databases of a subscription's creation plan are
+// provisioned side by side, not one after another: with each step held for the
+// provisioning delay, they turn active within one delay of each other (in a row they
+// would be a delay apart each).
+func TestProvisioningInParallel(t *testing.T) {
+	t.Parallel()
+	const delay = time.Second
+	s := startService(t, t.TempDir(), options{delay: delay})
+	ctx := testContext(t)
+	db := planDB("side", 0.05)
+	db.Quantity = client.Ptr(4)
+	sub := s.createSubscription(ctx, subscriptionBody(s.paymentMethod(ctx), "parallel", db))
+	_, err := s.c.WaitForSubscriptionStatus(ctx, sub, "active")
+	require.NoError(t, err)
+	dbs, err := s.c.AllDatabases(ctx, sub)
+	require.NoError(t, err)
+	require.Len(t, dbs, 4)
+	var first, last time.Time
+	for _, d := range dbs {
+		got, err := s.c.WaitForDatabaseStatus(ctx, sub, d.ID, "active")
+		require.NoError(t, err)
+		require.NotNil(t, got.ActivatedOn)
+		at := *got.ActivatedOn
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	t.Logf("four databases active within %s of each other", last.Sub(first))
+	require.Less(t, last.Sub(first), delay, "provisioned one after another")
+}
