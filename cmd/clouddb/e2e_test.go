@@ -482,3 +482,63 @@ func TestProvisioningInParallel(t *testing.T) {
 	t.Logf("four databases active within %s of each other", last.Sub(first))
 	require.Less(t, last.Sub(first), delay, "provisioned one after another")
 }
+
+// TestTerraformSequence: the calls the official Terraform provider makes over a
+// resource's life, against the real service: create a subscription and wait for it,
+// read it with its maintenance windows and pricing (the provider reads both on every
+// subscription read), create, update and tag a database and wait for each, then delete
+// the database and the subscription and wait until they are gone.
+func TestTerraformSequence(t *testing.T) {
+	t.Parallel()
+	s := startService(t, t.TempDir(), options{})
+	ctx := testContext(t)
+	sub := s.createSubscription(ctx, subscriptionBody(s.paymentMethod(ctx), "tf", planDB("tf-plan", 0.1)))
+	read := func() {
+		t.Helper()
+		got, err := s.c.WaitForSubscriptionStatus(ctx, sub, "active")
+		require.NoError(t, err)
+		require.Equal(t, sub, got.ID)
+		_, err = s.c.GetMaintenanceWindows(ctx, sub)
+		require.NoError(t, err)
+		_, err = s.c.GetPricing(ctx, sub)
+		require.NoError(t, err)
+	}
+	read()
+
+	db := s.addDatabase(ctx, sub, client.CreateDatabase{Name: client.Ptr("tf-db"), DatasetSizeInGB: client.Ptr(0.1), Password: client.Ptr("tf-pass-1"),
+		DataPersistence: client.Ptr("none"), DataEvictionPolicy: client.Ptr("volatile-lru")})
+	read()
+	tk, err := s.c.UpdateDatabase(ctx, sub, db.ID, client.UpdateDatabase{Password: client.Ptr("tf-pass-2"), DataEvictionPolicy: client.Ptr("allkeys-lru"),
+		ReplicaOf: []string{}})
+	require.NoError(t, err)
+	_, err = s.c.WaitForTask(ctx, tk.ID)
+	require.NoError(t, err)
+	got, err := s.c.WaitForDatabaseStatus(ctx, sub, db.ID, "active")
+	require.NoError(t, err)
+	require.Equal(t, "allkeys-lru", got.DataEvictionPolicy)
+	require.NoError(t, redisOf(t, got).Ping(ctx).Err(), "the new password works")
+	tags, err := s.c.PutDatabaseTags(ctx, sub, db.ID, []client.Tag{{Key: "env", Value: "ci"}})
+	require.NoError(t, err)
+	require.Equal(t, []client.Tag{{Key: "env", Value: "ci"}}, tags)
+
+	dbs, err := s.c.AllDatabases(ctx, sub)
+	require.NoError(t, err)
+	for _, d := range dbs {
+		tk, err := s.c.DeleteDatabase(ctx, sub, d.ID)
+		require.NoError(t, err)
+		_, err = s.c.WaitForTask(ctx, tk.ID)
+		require.NoError(t, err)
+		_, err = s.c.GetDatabase(ctx, sub, d.ID)
+		require.True(t, client.IsNotFound(err), "database %d is gone: %v", d.ID, err)
+		eventually(t, 10*time.Second, "its server stops", func() bool { return !listening(portOf(t, d.PublicEndpoint)) })
+	}
+	read()
+	tk, err = s.c.DeleteSubscription(ctx, sub)
+	require.NoError(t, err)
+	_, err = s.c.WaitForTask(ctx, tk.ID)
+	require.NoError(t, err)
+	require.NoError(t, s.c.WaitForSubscriptionGone(ctx, sub))
+	list, err := s.c.ListSubscriptions(ctx)
+	require.NoError(t, err)
+	require.Empty(t, list.Subscriptions)
+}
