@@ -281,3 +281,54 @@ func TestFlags(t *testing.T) {
 		require.ErrorContains(t, err, tc.want)
 	}
 }
+
+// TestDeadServerAfterCrash: a database server that died while clouddb was down (both
+// killed outright) is started again by the next start, on its port, with the data its
+// persistence kept.
+func TestDeadServerAfterCrash(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	t.Cleanup(func() { sweepServers(dir) })
+	env := []string{"CLOUDDB_BOOTSTRAP_API_KEY=ci-key", "CLOUDDB_BOOTSTRAP_SECRET_KEY=ci-secret-0123456789", "CLOUDDB_DATA_DIR=" + dir,
+		"CLOUDDB_DB_PORTS=" + portRange()}
+	cmd, url := runBinary(t, bin, env, "--listen", "127.0.0.1:0")
+	c := client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
+	ctx := testContext(t)
+	pms, err := c.ListPaymentMethods(ctx)
+	require.NoError(t, err)
+	task, err := c.CreateSubscription(ctx, subscriptionBody(pms[0].ID, "crash", planDB("first", 0.1)))
+	require.NoError(t, err)
+	done, err := c.WaitForTask(ctx, task.ID)
+	require.NoError(t, err)
+	subID := done.ResourceID()
+	_, err = c.WaitForSubscriptionStatus(ctx, subID, "active")
+	require.NoError(t, err)
+	task, err = c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("kept"), MemoryLimitInGB: client.Ptr(0.1),
+		Password: client.Ptr("keep-me"), DataPersistence: client.Ptr("aof-every-write")})
+	require.NoError(t, err)
+	done, err = c.WaitForTask(ctx, task.ID)
+	require.NoError(t, err)
+	db, err := c.WaitForDatabaseStatus(ctx, subID, done.ResourceID(), "active")
+	require.NoError(t, err)
+	require.NoError(t, redisOf(t, db).Set(ctx, "answer", "42", 0).Err())
+
+	require.NoError(t, cmd.Process.Kill())
+	cmd.Wait()
+	pids := serversIn(dir)
+	require.Len(t, pids, 2, "the servers outlive a crashed clouddb")
+	for _, pid := range pids {
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	eventually(t, 10*time.Second, "the servers are gone", func() bool { return len(serversIn(dir)) == 0 })
+
+	_, url = runBinary(t, bin, env, "--listen", "127.0.0.1:0")
+	c = client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
+	got, err := c.GetDatabase(ctx, subID, db.ID)
+	require.NoError(t, err)
+	require.Equal(t, db.PublicEndpoint, got.PublicEndpoint, "the same port")
+	r := redisOf(t, got)
+	eventually(t, 15*time.Second, "the database is started again", func() bool { return r.Ping(ctx).Err() == nil })
+	require.Equal(t, "42", r.Get(ctx, "answer").Val(), "with its data")
+	require.Len(t, serversIn(dir), 2, "each server once")
+}
