@@ -30,6 +30,7 @@ func TestCluster(t *testing.T) {
 		res := b.post(t, "/api/db/", body)
 		requireStatus(t, res, http.StatusCreated)
 		requireNoSecrets(t, res.raw, password)
+		require.NotContains(t, storeBytes(t, b), password, "the cluster's password is sealed at rest")
 		dbID = id(t, res.body["id"])
 		require.Equal(t, "CLUSTER", res.body["connectionType"])
 		require.Equal(t, []any{map[string]any{"host": "127.0.0.1", "port": float64(nodes[1].port)}}, res.body["seedNodes"])

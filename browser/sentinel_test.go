@@ -52,6 +52,11 @@ sentinel down-after-milliseconds mymaster 30000
 		got := b.get(t, "/api/db/"+itoa(dbID)+"/")
 		requireStatus(t, got, http.StatusOK)
 		require.Equal(t, res.body, got.body)
+
+		raw := storeBytes(t, b)
+		for _, s := range secrets {
+			require.NotContains(t, raw, s, "the sentinel's and the master's passwords are sealed at rest")
+		}
 	})
 
 	t.Run("OKWithoutSecretsShowsNone", func(t *testing.T) {
