@@ -542,3 +542,19 @@ func TestTerraformSequence(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, list.Subscriptions)
 }
+
+// TestAdvertiseHost: the databases bind --advertise-host and their endpoints name it; a
+// client reaches them there, and not on another loopback address.
+func TestAdvertiseHost(t *testing.T) {
+	t.Parallel()
+	s := startService(t, t.TempDir(), options{advertiseHost: "127.0.0.2"})
+	ctx := testContext(t)
+	_, db := s.activeSubscription(ctx, "adv", 0.1)
+	host, port, err := net.SplitHostPort(db.PublicEndpoint)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.2", host)
+	require.Equal(t, db.PublicEndpoint, db.PrivateEndpoint)
+	require.NoError(t, redisOf(t, db).Ping(ctx).Err())
+	_, err = net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", port), time.Second)
+	require.Error(t, err, "the server listens on the advertised address only")
+}

@@ -67,6 +67,8 @@ type options struct {
 	dbMemory  string
 	// backupDirs defaults to the system's temporary directory, where tests' backups go.
 	backupDirs string
+	// advertiseHost defaults to 127.0.0.1.
+	advertiseHost string
 	key        string // the encryption key; "" lets the service make a key file
 }
 
@@ -78,9 +80,12 @@ func startService(t *testing.T, dir string, o options) *service {
 	if o.backupDirs == "" {
 		o.backupDirs = os.TempDir()
 	}
+	if o.advertiseHost == "" {
+		o.advertiseHost = "127.0.0.1"
+	}
 	logs := &syncBuffer{}
 	m := NewMain(&syncBuffer{}, logs)
-	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", BrowserListen: "127.0.0.1:0", AdvertiseHost: "127.0.0.1", DBPorts: o.ports, ProvisioningDelay: o.delay,
+	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", BrowserListen: "127.0.0.1:0", AdvertiseHost: o.advertiseHost, DBPorts: o.ports, ProvisioningDelay: o.delay,
 		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info", Store: o.store, EncryptionKey: o.key, DBMemory: o.dbMemory, BackupDirs: o.backupDirs}
 	require.NoError(t, m.Config.Validate())
 	ctx, cancel := context.WithCancel(context.Background())
