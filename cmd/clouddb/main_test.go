@@ -69,7 +69,7 @@ type options struct {
 	backupDirs string
 	// advertiseHost defaults to 127.0.0.1.
 	advertiseHost string
-	key        string // the encryption key; "" lets the service make a key file
+	key           string // the encryption key; "" lets the service make a key file
 }
 
 func startService(t *testing.T, dir string, o options) *service {
