@@ -76,44 +76,23 @@ func runBinary(t *testing.T, bin string, env []string, args ...string) (*exec.Cm
 // start brings the database back with its data and password.
 func TestBinarySIGTERM(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
-	dir := t.TempDir()
+	b := newBinaryCase(t)
 	t.Cleanup(func() {
-		if n := sweepServers(dir); n > 0 {
+		if n := sweepServers(b.dir); n > 0 {
 			t.Errorf("%d redis-server(s) still ran after clouddb stopped", n)
 		}
 	})
-	ports := portRange()
-	env := []string{"CLOUDDB_BOOTSTRAP_API_KEY=ci-key", "CLOUDDB_BOOTSTRAP_SECRET_KEY=ci-secret-0123456789", "CLOUDDB_DATA_DIR=" + dir, "CLOUDDB_DB_PORTS=" + ports}
-	cmd, url := runBinary(t, bin, env, "--listen", "127.0.0.1:0")
-	c := client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
+	b.start()
 	ctx := testContext(t)
+	subID := b.activeSubscription(ctx, "bin")
+	db := b.keptDatabase(ctx, subID)
 
-	pms, err := c.ListPaymentMethods(ctx)
-	require.NoError(t, err)
-	task, err := c.CreateSubscription(ctx, subscriptionBody(pms[0].ID, "bin", planDB("d", 0.1)))
-	require.NoError(t, err)
-	done, err := c.WaitForTask(ctx, task.ID)
-	require.NoError(t, err)
-	subID := done.ResourceID()
-	_, err = c.WaitForSubscriptionStatus(ctx, subID, "active")
-	require.NoError(t, err)
-	task, err = c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("kept"), MemoryLimitInGB: client.Ptr(0.1),
-		Password: client.Ptr("keep-me"), DataPersistence: client.Ptr("aof-every-write")})
-	require.NoError(t, err)
-	done, err = c.WaitForTask(ctx, task.ID)
-	require.NoError(t, err)
-	db, err := c.WaitForDatabaseStatus(ctx, subID, done.ResourceID(), "active")
-	require.NoError(t, err)
-	require.NoError(t, redisOf(t, db).Set(ctx, "answer", "42", 0).Err())
-
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	waitExit(t, cmd, 30*time.Second)
+	require.NoError(t, b.cmd.Process.Signal(syscall.SIGTERM))
+	waitExit(t, b.cmd, 30*time.Second)
 	require.False(t, listening(portOf(t, db.PublicEndpoint)), "SIGTERM stops the database servers")
 
-	_, url = runBinary(t, bin, env, "--listen", "127.0.0.1:0")
-	c = client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
-	got, err := c.GetDatabase(ctx, subID, db.ID)
+	b.start()
+	got, err := b.c.GetDatabase(ctx, subID, db.ID)
 	require.NoError(t, err)
 	require.Equal(t, db.PublicEndpoint, got.PublicEndpoint)
 	r := redisOf(t, got)
@@ -126,46 +105,89 @@ func TestBinarySIGTERM(t *testing.T) {
 // id was returned ends and every database it made runs.
 func TestBinarySIGINTWithWorkInFlight(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	t.Cleanup(func() { sweepServers(dir) })
-	env := []string{"CLOUDDB_BOOTSTRAP_API_KEY=ci-key", "CLOUDDB_BOOTSTRAP_SECRET_KEY=ci-secret-0123456789", "CLOUDDB_DATA_DIR=" + dir,
-		"CLOUDDB_DB_PORTS=" + portRange(), "CLOUDDB_RATE_LIMIT=0"}
-	args := []string{"--listen", "127.0.0.1:0", "--provisioning-delay", "300ms"}
-	cmd, url := runBinary(t, bin, env, args...)
-	c := client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
+	b := newBinaryCase(t, "--provisioning-delay", "300ms")
+	b.env = append(b.env, "CLOUDDB_RATE_LIMIT=0")
+	t.Cleanup(func() { sweepServers(b.dir) })
+	b.start()
 	ctx := testContext(t)
-	pms, err := c.ListPaymentMethods(ctx)
-	require.NoError(t, err)
-	task, err := c.CreateSubscription(ctx, subscriptionBody(pms[0].ID, "inflight", planDB("first", 0.1)))
-	require.NoError(t, err)
-	done, err := c.WaitForTask(ctx, task.ID)
-	require.NoError(t, err)
-	subID := done.ResourceID()
-	_, err = c.WaitForSubscriptionStatus(ctx, subID, "active")
-	require.NoError(t, err)
+	subID := b.activeSubscription(ctx, "inflight")
 
 	var ids []string
 	for i := range 6 {
-		task, err := c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr(fmt.Sprintf("db-%d", i)), MemoryLimitInGB: client.Ptr(0.01),
+		task, err := b.c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr(fmt.Sprintf("db-%d", i)), MemoryLimitInGB: client.Ptr(0.01),
 			Password: client.Ptr("pw")})
 		require.NoError(t, err)
 		ids = append(ids, task.ID)
 	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	waitExit(t, cmd, 30*time.Second)
-	require.Empty(t, serversIn(dir), "the stop left no database server running")
+	require.NoError(t, b.cmd.Process.Signal(syscall.SIGINT))
+	waitExit(t, b.cmd, 30*time.Second)
+	require.Empty(t, serversIn(b.dir), "the stop left no database server running")
 
-	_, url = runBinary(t, bin, env, args...)
-	c = client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
+	b.start()
 	for _, id := range ids {
-		done, err := c.WaitForTask(ctx, id)
+		done, err := b.c.WaitForTask(ctx, id)
 		require.NoError(t, err, "task %s", id)
-		db, err := c.WaitForDatabaseStatus(ctx, subID, done.ResourceID(), "active")
+		db, err := b.c.WaitForDatabaseStatus(ctx, subID, done.ResourceID(), "active")
 		require.NoError(t, err)
 		r := redisOf(t, db)
 		eventually(t, 15*time.Second, "database "+db.Name+" answers", func() bool { return r.Ping(ctx).Err() == nil })
 	}
+}
+
+// binaryCase is the real binary on a data dir of its own, with the bootstrap key fixed.
+type binaryCase struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	env  []string
+	args []string
+	cmd  *exec.Cmd
+	c    *client.Client
+}
+
+func newBinaryCase(t *testing.T, args ...string) *binaryCase {
+	dir := t.TempDir()
+	return &binaryCase{t: t, bin: buildBinary(t), dir: dir, args: append([]string{"--listen", "127.0.0.1:0"}, args...),
+		env: []string{"CLOUDDB_BOOTSTRAP_API_KEY=ci-key", "CLOUDDB_BOOTSTRAP_SECRET_KEY=ci-secret-0123456789", "CLOUDDB_DATA_DIR=" + dir,
+			"CLOUDDB_DB_PORTS=" + portRange()}}
+}
+
+// start runs the binary and points the client at it.
+func (b *binaryCase) start() {
+	b.t.Helper()
+	var url string
+	b.cmd, url = runBinary(b.t, b.bin, b.env, b.args...)
+	b.c = client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
+}
+
+// activeSubscription creates a subscription with one plan database and waits until it is
+// active.
+func (b *binaryCase) activeSubscription(ctx context.Context, name string) int {
+	b.t.Helper()
+	pms, err := b.c.ListPaymentMethods(ctx)
+	require.NoError(b.t, err)
+	task, err := b.c.CreateSubscription(ctx, subscriptionBody(pms[0].ID, name, planDB(name+"-db", 0.1)))
+	require.NoError(b.t, err)
+	done, err := b.c.WaitForTask(ctx, task.ID)
+	require.NoError(b.t, err)
+	_, err = b.c.WaitForSubscriptionStatus(ctx, done.ResourceID(), "active")
+	require.NoError(b.t, err)
+	return done.ResourceID()
+}
+
+// keptDatabase creates a database that persists every write, waits until it is active
+// and writes answer=42 into it.
+func (b *binaryCase) keptDatabase(ctx context.Context, subID int) *client.Database {
+	b.t.Helper()
+	task, err := b.c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("kept"), MemoryLimitInGB: client.Ptr(0.1),
+		Password: client.Ptr("keep-me"), DataPersistence: client.Ptr("aof-every-write")})
+	require.NoError(b.t, err)
+	done, err := b.c.WaitForTask(ctx, task.ID)
+	require.NoError(b.t, err)
+	db, err := b.c.WaitForDatabaseStatus(ctx, subID, done.ResourceID(), "active")
+	require.NoError(b.t, err)
+	require.NoError(b.t, redisOf(b.t, db).Set(ctx, "answer", "42", 0).Err())
+	return db
 }
 
 func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) {
@@ -288,50 +310,30 @@ func TestFlags(t *testing.T) {
 // persistence kept.
 func TestDeadServerAfterCrash(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	t.Cleanup(func() { sweepServers(dir) })
-	env := []string{"CLOUDDB_BOOTSTRAP_API_KEY=ci-key", "CLOUDDB_BOOTSTRAP_SECRET_KEY=ci-secret-0123456789", "CLOUDDB_DATA_DIR=" + dir,
-		"CLOUDDB_DB_PORTS=" + portRange()}
-	cmd, url := runBinary(t, bin, env, "--listen", "127.0.0.1:0")
-	c := client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
+	b := newBinaryCase(t)
+	t.Cleanup(func() { sweepServers(b.dir) })
+	b.start()
 	ctx := testContext(t)
-	pms, err := c.ListPaymentMethods(ctx)
-	require.NoError(t, err)
-	task, err := c.CreateSubscription(ctx, subscriptionBody(pms[0].ID, "crash", planDB("first", 0.1)))
-	require.NoError(t, err)
-	done, err := c.WaitForTask(ctx, task.ID)
-	require.NoError(t, err)
-	subID := done.ResourceID()
-	_, err = c.WaitForSubscriptionStatus(ctx, subID, "active")
-	require.NoError(t, err)
-	task, err = c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("kept"), MemoryLimitInGB: client.Ptr(0.1),
-		Password: client.Ptr("keep-me"), DataPersistence: client.Ptr("aof-every-write")})
-	require.NoError(t, err)
-	done, err = c.WaitForTask(ctx, task.ID)
-	require.NoError(t, err)
-	db, err := c.WaitForDatabaseStatus(ctx, subID, done.ResourceID(), "active")
-	require.NoError(t, err)
-	require.NoError(t, redisOf(t, db).Set(ctx, "answer", "42", 0).Err())
+	subID := b.activeSubscription(ctx, "crash")
+	db := b.keptDatabase(ctx, subID)
 
-	require.NoError(t, cmd.Process.Kill())
-	cmd.Wait()
-	pids := serversIn(dir)
+	require.NoError(t, b.cmd.Process.Kill())
+	b.cmd.Wait()
+	pids := serversIn(b.dir)
 	require.Len(t, pids, 2, "the servers outlive a crashed clouddb")
 	for _, pid := range pids {
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	}
-	eventually(t, 10*time.Second, "the servers are gone", func() bool { return len(serversIn(dir)) == 0 })
+	eventually(t, 10*time.Second, "the servers are gone", func() bool { return len(serversIn(b.dir)) == 0 })
 
-	_, url = runBinary(t, bin, env, "--listen", "127.0.0.1:0")
-	c = client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
-	got, err := c.GetDatabase(ctx, subID, db.ID)
+	b.start()
+	got, err := b.c.GetDatabase(ctx, subID, db.ID)
 	require.NoError(t, err)
 	require.Equal(t, db.PublicEndpoint, got.PublicEndpoint, "the same port")
 	r := redisOf(t, got)
 	eventually(t, 15*time.Second, "the database is started again", func() bool { return r.Ping(ctx).Err() == nil })
 	require.Equal(t, "42", r.Get(ctx, "answer").Val(), "with its data")
-	require.Len(t, serversIn(dir), 2, "each server once")
+	require.Len(t, serversIn(b.dir), 2, "each server once")
 }
 
 // TestFlagDefaultsAndTwins: the defaults are the documented values, and every flag takes
