@@ -53,7 +53,9 @@ func runBinary(t *testing.T, bin string, env []string, args ...string) (*exec.Cm
 		}
 	})
 	urls := make(chan string, 1)
+	closed := make(chan struct{})
 	go func() {
+		defer close(closed)
 		re := regexp.MustCompile(`serving the cloud API at (\S+)`)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -65,6 +67,14 @@ func runBinary(t *testing.T, bin string, env []string, args ...string) (*exec.Cm
 	select {
 	case u := <-urls:
 		return cmd, u
+	case <-closed:
+		select {
+		case u := <-urls:
+			return cmd, u
+		default:
+		}
+		// Its output ended without the address: it exited, and said why on stderr (above).
+		t.Fatal("clouddb serve exited before it printed its address (see its error above)")
 	case <-time.After(30 * time.Second):
 		t.Fatal("clouddb serve printed no address within 30s")
 	}

@@ -213,6 +213,18 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	defer db.Close()
 	m.Store = db
+	// One process serves a SQLite data dir: another one's caches would not see this
+	// one's writes. Several replicas share a Postgres store instead.
+	if _, shared := db.(leader); !shared {
+		l, ok, err := tryLock(filepath.Join(c.DataDir, workersFile))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("another clouddb serves %s (its SQLite store is this process's alone; replicas share a postgres:// --store)", c.DataDir)
+		}
+		defer l.unlock()
+	}
 	creds, err := bootstrap(ctx, db, c.DataDir)
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
@@ -387,26 +399,15 @@ const workersFile = "workers.lock"
 // work runs the task engine and the reconciler (with the database servers it supervises)
 // until ctx ends, then stops the database servers cleanly. One process at a time runs
 // them for a data dir: the local driver's servers live on this machine, and one
-// supervisor must own them. It holds the data dir's lock file and, with a shared store,
-// the store's workers' lock too; the other processes serve the APIs and stand by, and
-// one takes over when the holder stops or loses the store.
+// supervisor must own them. On SQLite that process is the only one (Run holds the data
+// dir's lock file). With a shared store it holds the store's workers' lock and the lock
+// file; the other replicas serve the APIs and stand by, and one takes over when the
+// holder stops or loses the store.
 func (m *Main) work(ctx context.Context) {
 	path := filepath.Join(m.Config.DataDir, workersFile)
 	l, shared := m.Store.(leader)
 	if !shared {
-		fl, ok, err := tryLock(path)
-		if err == nil && !ok {
-			m.logger.Warn("another clouddb runs the workers of this data dir: standing by until it stops")
-			fl, err = lockFile(ctx, path)
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				m.logger.Error("lock the data dir", "err", err)
-			}
-			return
-		}
-		defer fl.unlock()
-		m.lead(ctx, nil)
+		m.lead(ctx, nil) // Run holds the data dir's lock file
 		return
 	}
 	for ctx.Err() == nil {

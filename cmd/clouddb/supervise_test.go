@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -176,24 +177,26 @@ func TestMemoryBudget(t *testing.T) {
 	s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("third"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw")})
 }
 
-// TestSecondServiceStandsBy: a second clouddb on the same data dir serves the API but
-// leaves the databases to the first (two supervisors would start servers twice); when the
-// first stops, it takes over and brings them back.
-func TestSecondServiceStandsBy(t *testing.T) {
+// TestSecondServiceRefused: a second clouddb on the same SQLite data dir refuses to start
+// (its caches would not see the first one's writes, and two supervisors would start
+// servers twice); once the first has stopped, it starts and brings the databases back.
+func TestSecondServiceRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	a := startService(t, dir, options{})
 	ctx := testContext(t)
-	require.Eventually(t, a.m.Leading, 10*time.Second, 20*time.Millisecond)
-	sub, db := a.activeSubscription(ctx, "standby", 0.1)
-	b := startService(t, dir, options{})
-	require.Never(t, b.m.Leading, 500*time.Millisecond, 20*time.Millisecond, "the second stands by")
-	got, err := b.c.GetDatabase(ctx, sub, db.ID)
-	require.NoError(t, err, "and serves the API")
-	require.Equal(t, db.PublicEndpoint, got.PublicEndpoint)
+	sub, db := a.activeSubscription(ctx, "alone", 0.1)
+
+	m := NewMain(io.Discard, io.Discard)
+	m.Config = a.m.Config
+	err := m.Run(ctx)
+	require.ErrorContains(t, err, "another clouddb serves "+dir)
+	require.NoError(t, redisOf(t, db).Ping(ctx).Err(), "the first one's databases are untouched")
 
 	a.stop()
-	require.Eventually(t, b.m.Leading, 10*time.Second, 20*time.Millisecond, "it takes over")
+	b := startService(t, dir, options{})
+	got, err := b.c.GetDatabase(ctx, sub, db.ID)
+	require.NoError(t, err)
 	r := redisOf(t, got)
-	require.Eventually(t, func() bool { return r.Ping(ctx).Err() == nil }, 15*time.Second, 50*time.Millisecond, "the database is back")
+	eventually(t, 15*time.Second, "the database is back", func() bool { return r.Ping(ctx).Err() == nil })
 }
