@@ -19,8 +19,8 @@ func (tx *Tx) CreateCloudAccount(ctx context.Context, c *clouddb.CloudAccount) e
 		sign_in_login_url, generation, created_at, updated_at)
 		VALUES (`+newID("cloud_accounts")+`, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		RETURNING id`,
-		c.AccountID, c.Name, c.Provider, string(c.Status), tx.seal.arg(c.AccessKeyID),
-		tx.seal.arg(c.AccessSecretKey), c.ConsoleUsername, tx.seal.arg(c.ConsolePassword), c.SignInLoginURL,
+		c.AccountID, c.Name, c.Provider, string(c.Status), tx.seal.Seal(c.AccessKeyID),
+		tx.seal.Seal(c.AccessSecretKey), c.ConsoleUsername, tx.seal.Seal(c.ConsolePassword), c.SignInLoginURL,
 		c.Generation, timeArg(c.CreatedAt), timeArg(c.UpdatedAt))
 	if err != nil {
 		return err
@@ -72,8 +72,8 @@ func (tx *Tx) UpdateCloudAccount(ctx context.Context, c *clouddb.CloudAccount) e
 		status = $3, access_key_id = $4, access_secret_key = $5, console_username = $6,
 		console_password = $7, sign_in_login_url = $8, generation = $9, updated_at = $10
 		WHERE id = $11`,
-		c.Name, c.Provider, string(c.Status), tx.seal.arg(c.AccessKeyID), tx.seal.arg(c.AccessSecretKey),
-		c.ConsoleUsername, tx.seal.arg(c.ConsolePassword), c.SignInLoginURL, c.Generation, timeArg(tx.now), c.ID))
+		c.Name, c.Provider, string(c.Status), tx.seal.Seal(c.AccessKeyID), tx.seal.Seal(c.AccessSecretKey),
+		c.ConsoleUsername, tx.seal.Seal(c.ConsolePassword), c.SignInLoginURL, c.Generation, timeArg(tx.now), c.ID))
 	if err != nil {
 		return err
 	}

@@ -2,50 +2,12 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"clouddb"
+	"clouddb/internal/rowform"
 )
-
-// specArg is the stored form of a database's spec. Spec.Password, which only a create
-// command carries, is never stored: the password lives in Database.Password alone, so it
-// cannot leak in plain text past whatever protects that field. The sources are stored
-// apart, sealed. The backup destinations may carry credentials (s3://KEY:SECRET@…,
-// ftp://user:password@…): they are sealed inside the JSON.
-func (se sealer) specArg(d *clouddb.Database) (string, error) {
-	d.Spec.Password = ""
-	d.Spec.ReplicaOf = nil
-	spec, err := d.Spec.MapSecrets(func(v string) (string, error) { return se.arg(v), nil })
-	if err != nil {
-		return "", err
-	}
-	return jsonArg(spec)
-}
-
-// openSpec opens what specArg sealed.
-func (se sealer) openSpec(s *clouddb.DatabaseSpec) error {
-	if se.c == nil {
-		return nil
-	}
-	opened, err := s.MapSecrets(se.c.Open)
-	*s = opened
-	return err
-}
-
-// replicaOfArg is the stored form of a database's sources: sealed JSON, as the URIs may
-// carry credentials; no sources is the empty string.
-func (tx *Tx) replicaOfArg(d *clouddb.Database) (string, error) {
-	if len(d.ReplicaOf) == 0 {
-		return "", nil
-	}
-	j, err := jsonArg(d.ReplicaOf)
-	if err != nil {
-		return "", err
-	}
-	return tx.seal.arg(j), nil
-}
 
 // replicaOfCol scans the sealed sources back.
 type replicaOfCol struct {
@@ -55,20 +17,10 @@ type replicaOfCol struct {
 
 func (c replicaOfCol) ScanText(v pgtype.Text) error {
 	var s string
-	if err := c.se.col(&s).ScanText(v); err != nil || s == "" {
+	if err := c.se.col(&s).ScanText(v); err != nil {
 		return err
 	}
-	return json.Unmarshal([]byte(s), c.dst)
-}
-
-// stateArg is the stored form of a database's data-operation state.
-func stateArg(s clouddb.DatabaseState) (string, error) {
-	for _, op := range []*clouddb.OperationStatus{s.Backup, s.Import} {
-		if op != nil {
-			op.Time = norm(op.Time)
-		}
-	}
-	return jsonArg(s)
+	return rowform.OpenSources(s, c.dst)
 }
 
 // CreateDatabase inserts a database; an unset Generation becomes 1. The name (Spec.Name)
@@ -80,15 +32,15 @@ func (tx *Tx) CreateDatabase(ctx context.Context, d *clouddb.Database) error {
 	if d.Generation == 0 {
 		d.Generation = 1
 	}
-	spec, err := tx.seal.specArg(d)
+	spec, err := tx.seal.Spec(d)
 	if err != nil {
 		return err
 	}
-	state, err := stateArg(d.State)
+	state, err := rowform.State(d.State)
 	if err != nil {
 		return err
 	}
-	replicaOf, err := tx.replicaOfArg(d)
+	replicaOf, err := tx.seal.Sources(d.ReplicaOf)
 	if err != nil {
 		return err
 	}
@@ -98,7 +50,7 @@ func (tx *Tx) CreateDatabase(ctx context.Context, d *clouddb.Database) error {
 		VALUES (`+newID("databases")+`, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 		RETURNING id`,
 		d.SubscriptionID, d.AccountID, d.Spec.Name, string(d.Status), d.StatusDetail, d.Port,
-		tx.seal.arg(d.Password), replicaOf, spec, state, d.Generation, timeArg(d.ActivatedOn),
+		tx.seal.Seal(d.Password), replicaOf, spec, state, d.Generation, timeArg(d.ActivatedOn),
 		timeArg(d.CreatedAt), timeArg(d.UpdatedAt))
 	if err != nil {
 		return err
@@ -116,7 +68,7 @@ func (se sealer) scanDatabase(s scanner) (*clouddb.Database, error) {
 		se.col(&d.Password), replicaOfCol{se, &d.ReplicaOf}, &d.Spec, &d.State, &d.Generation,
 		timeCol{&d.ActivatedOn}, timeCol{&d.CreatedAt}, timeCol{&d.UpdatedAt})
 	if err == nil {
-		err = se.openSpec(&d.Spec)
+		err = se.OpenSpec(&d.Spec)
 	}
 	return &d, err
 }
@@ -173,15 +125,15 @@ func (tx *Tx) Databases(ctx context.Context, f clouddb.DatabaseFilter) ([]*cloud
 // taken by another database is a conflict.
 func (tx *Tx) UpdateDatabase(ctx context.Context, d *clouddb.Database) error {
 	d.ActivatedOn = norm(d.ActivatedOn)
-	spec, err := tx.seal.specArg(d)
+	spec, err := tx.seal.Spec(d)
 	if err != nil {
 		return err
 	}
-	state, err := stateArg(d.State)
+	state, err := rowform.State(d.State)
 	if err != nil {
 		return err
 	}
-	replicaOf, err := tx.replicaOfArg(d)
+	replicaOf, err := tx.seal.Sources(d.ReplicaOf)
 	if err != nil {
 		return err
 	}
@@ -189,7 +141,7 @@ func (tx *Tx) UpdateDatabase(ctx context.Context, d *clouddb.Database) error {
 		status_detail = $3, port = $4, password = $5, replica_of = $6, spec = $7, state = $8,
 		generation = $9, activated_on = $10, updated_at = $11
 		WHERE id = $12`,
-		d.Spec.Name, string(d.Status), d.StatusDetail, d.Port, tx.seal.arg(d.Password), replicaOf,
+		d.Spec.Name, string(d.Status), d.StatusDetail, d.Port, tx.seal.Seal(d.Password), replicaOf,
 		spec, state, d.Generation, timeArg(d.ActivatedOn), timeArg(tx.now), d.ID))
 	if err != nil {
 		return err
@@ -201,7 +153,7 @@ func (tx *Tx) UpdateDatabase(ctx context.Context, d *clouddb.Database) error {
 // SetDatabaseState records the outcome of data operations; it touches nothing else, not
 // even UpdatedAt (the configuration did not change).
 func (tx *Tx) SetDatabaseState(ctx context.Context, id int, s clouddb.DatabaseState) error {
-	state, err := stateArg(s)
+	state, err := rowform.State(s)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,6 @@ import (
 	"crypto/rand"
 	"embed"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -38,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"clouddb"
+	"clouddb/internal/rowform"
 )
 
 //go:embed migration/*.sql
@@ -89,7 +89,9 @@ type Option func(*DB)
 // WithCipher seals the secrets the store holds (database passwords, cloud-account
 // credentials, task payloads) with c before they reach the server. Without it they are
 // stored in plain text, as tests of the store itself may want.
-func WithCipher(c *clouddb.Cipher) Option { return func(db *DB) { db.seal = sealer{c} } }
+func WithCipher(c *clouddb.Cipher) Option {
+	return func(db *DB) { db.seal = sealer{rowform.Sealer{C: c}} }
+}
 
 // WithChangeHook calls fn when another process (another replica sharing the store)
 // commits a write, or when writes may have been missed because the listening connection
@@ -345,14 +347,12 @@ func mapErr(err error) error {
 	return err
 }
 
-// norm is t at the precision and in the zone the store keeps, so that what a create or
-// update leaves in the caller's struct equals what a later read returns.
-func norm(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return t.UTC().Truncate(time.Microsecond)
-}
+// norm and jsonArg are the stored forms both stores share (see rowform); the server
+// parses jsonArg's text into jsonb.
+var (
+	norm    = rowform.Norm
+	jsonArg = rowform.JSON
+)
 
 // timeArg stores a time, the zero time as NULL.
 func timeArg(t time.Time) any {
@@ -377,12 +377,6 @@ func (c timeCol) ScanTimestamptz(v pgtype.Timestamptz) error {
 	return nil
 }
 
-// jsonArg stores a nested struct as JSON text, which the server parses into jsonb.
-func jsonArg(v any) (string, error) {
-	buf, err := json.Marshal(v)
-	return string(buf), err
-}
-
 // bytesOrNull stores a JSON document held as bytes, none (nil or empty) as NULL.
 func bytesOrNull(b []byte) any {
 	if len(b) == 0 {
@@ -391,30 +385,15 @@ func bytesOrNull(b []byte) any {
 	return string(b)
 }
 
-// sealer seals secret columns on the way in and opens them on the way out; with no
-// cipher it passes them through.
-type sealer struct{ c *clouddb.Cipher }
-
-func (s sealer) arg(v string) string {
-	if s.c == nil {
-		return v
-	}
-	return s.c.Seal(v)
-}
+// sealer seals secret columns on the way in (rowform.Sealer) and scans them back.
+type sealer struct{ rowform.Sealer }
 
 // bytesArg seals a byte column; nil stays NULL.
 func (s sealer) bytesArg(v []byte) any {
 	if v == nil {
 		return nil
 	}
-	return []byte(s.arg(string(v)))
-}
-
-func (s sealer) open(v string) (string, error) {
-	if s.c == nil {
-		return v, nil
-	}
-	return s.c.Open(v)
+	return s.SealBytes(v)
 }
 
 // col scans a sealed text column into a string.
@@ -432,7 +411,7 @@ func (c sealedText) ScanText(v pgtype.Text) error {
 	if !v.Valid {
 		return nil
 	}
-	plain, err := c.s.open(v.String)
+	plain, err := c.s.Open(v.String)
 	if err != nil {
 		return err
 	}
@@ -450,7 +429,7 @@ func (c sealedBytes) ScanBytes(v []byte) error {
 		*c.dst = nil
 		return nil
 	}
-	plain, err := c.s.open(string(v)) // the conversion copies v, which pgx reuses
+	plain, err := c.s.Open(string(v)) // the conversion copies v, which pgx reuses
 	if err != nil {
 		return err
 	}

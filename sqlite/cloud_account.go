@@ -18,8 +18,8 @@ func (tx *Tx) CreateCloudAccount(ctx context.Context, c *clouddb.CloudAccount) e
 		status, access_key_id, access_secret_key, console_username, console_password,
 		sign_in_login_url, generation, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		idArg(c.ID), c.AccountID, c.Name, c.Provider, string(c.Status), tx.seal.arg(c.AccessKeyID),
-		tx.seal.arg(c.AccessSecretKey), c.ConsoleUsername, tx.seal.arg(c.ConsolePassword), c.SignInLoginURL, c.Generation,
+		idArg(c.ID), c.AccountID, c.Name, c.Provider, string(c.Status), tx.seal.Seal(c.AccessKeyID),
+		tx.seal.Seal(c.AccessSecretKey), c.ConsoleUsername, tx.seal.Seal(c.ConsolePassword), c.SignInLoginURL, c.Generation,
 		timeArg(c.CreatedAt), timeArg(c.UpdatedAt))
 	if err != nil {
 		return mapErr(err)
@@ -72,8 +72,8 @@ func (tx *Tx) UpdateCloudAccount(ctx context.Context, c *clouddb.CloudAccount) e
 		status = ?, access_key_id = ?, access_secret_key = ?, console_username = ?,
 		console_password = ?, sign_in_login_url = ?, generation = ?, updated_at = ?
 		WHERE id = ?`,
-		c.Name, c.Provider, string(c.Status), tx.seal.arg(c.AccessKeyID), tx.seal.arg(c.AccessSecretKey),
-		c.ConsoleUsername, tx.seal.arg(c.ConsolePassword), c.SignInLoginURL, c.Generation, timeArg(tx.now), c.ID))
+		c.Name, c.Provider, string(c.Status), tx.seal.Seal(c.AccessKeyID), tx.seal.Seal(c.AccessSecretKey),
+		c.ConsoleUsername, tx.seal.Seal(c.ConsolePassword), c.SignInLoginURL, c.Generation, timeArg(tx.now), c.ID))
 	if err != nil {
 		return err
 	}

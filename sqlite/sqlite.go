@@ -23,6 +23,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"clouddb"
+	"clouddb/internal/rowform"
 )
 
 //go:embed migration/*.sql
@@ -52,7 +53,9 @@ type Option func(*DB)
 // WithCipher seals the secrets the store holds (database passwords, cloud-account
 // credentials, task payloads) with c before they reach the file. Without it they are
 // stored in plain text, as tests of the store itself may want.
-func WithCipher(c *clouddb.Cipher) Option { return func(db *DB) { db.seal = sealer{c} } }
+func WithCipher(c *clouddb.Cipher) Option {
+	return func(db *DB) { db.seal = sealer{rowform.Sealer{C: c}} }
+}
 
 var _ clouddb.Store = (*DB)(nil)
 
@@ -145,14 +148,11 @@ func mapErr(err error) error {
 	return err
 }
 
-// norm is t at the precision and in the zone the store keeps, so that what a create or
-// update leaves in the caller's struct equals what a later read returns.
-func norm(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return t.UTC().Truncate(time.Microsecond)
-}
+// norm and jsonArg are the stored forms both stores share (see rowform).
+var (
+	norm    = rowform.Norm
+	jsonArg = rowform.JSON
+)
 
 // timeArg stores a time as microseconds since the epoch, the zero time as NULL.
 func timeArg(t time.Time) any {
@@ -177,29 +177,15 @@ func (c timeCol) Scan(src any) error {
 	return nil
 }
 
-// jsonArg stores a nested struct as JSON text.
-func jsonArg(v any) (string, error) {
-	buf, err := json.Marshal(v)
-	return string(buf), err
-}
+// sealer seals secret columns on the way in (rowform.Sealer) and scans them back.
+type sealer struct{ rowform.Sealer }
 
-// jsonCol scans what jsonArg stored; NULL leaves the destination as it is.
-// sealer seals secret columns on the way in and opens them on the way out; with no
-// cipher it passes them through.
-type sealer struct{ c *clouddb.Cipher }
-
-func (s sealer) arg(v string) string {
-	if s.c == nil {
-		return v
-	}
-	return s.c.Seal(v)
-}
-
+// bytesArg seals a column held as bytes; nil stays NULL.
 func (s sealer) bytesArg(v []byte) any {
 	if v == nil {
 		return nil
 	}
-	return s.arg(string(v))
+	return string(s.SealBytes(v))
 }
 
 // col scans a sealed TEXT column into a string.
@@ -226,11 +212,9 @@ func (c sealedCol) Scan(src any) error {
 	default:
 		return fmt.Errorf("sqlite: sealed column holds %T", src)
 	}
-	if c.s.c != nil {
-		var err error
-		if v, err = c.s.c.Open(v); err != nil {
-			return err
-		}
+	v, err := c.s.Open(v)
+	if err != nil {
+		return err
 	}
 	if c.str != nil {
 		*c.str = v
@@ -265,6 +249,7 @@ func bytesOrNull(b []byte) any {
 	return string(b)
 }
 
+// jsonCol scans what jsonArg stored; NULL leaves the destination as it is.
 type jsonCol struct{ dst any }
 
 func (c jsonCol) Scan(src any) error {
