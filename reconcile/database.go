@@ -230,11 +230,14 @@ func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database,
 		return nil // adopted after a restart, or its sources changed: nothing to report
 	}
 	if err != nil {
+		// The cause is read here, outside the closure: a closure-local err once shadowed
+		// it, and its nil .Error() panicked the whole process.
+		cause := err.Error()
 		var set bool
 		if uerr := r.Store.Update(ctx, func(tx clouddb.Tx) error {
-			var err error
-			set, err = tx.SetDatabaseStatus(ctx, d.ID, d.Generation, clouddb.DatabaseError, err.Error())
-			return err
+			var serr error
+			set, serr = tx.SetDatabaseStatus(ctx, d.ID, d.Generation, clouddb.DatabaseError, cause)
+			return serr
 		}); uerr != nil {
 			return uerr
 		}
