@@ -19,13 +19,24 @@ func (r *Reconciler) cloudAccount(ctx context.Context, c *clouddb.CloudAccount) 
 				_, err := tx.SetCloudAccountStatus(ctx, c.ID, c.Generation, clouddb.CloudAccountActive)
 				return err
 			})
-		})
+		}, func(ctx context.Context) { r.cloudAccountFailed(ctx, c) })
 	case clouddb.CloudAccountDeleting:
 		r.spawn(ctx, key, func(ctx context.Context) error {
 			if !r.delay(ctx) {
 				return nil
 			}
 			return r.Store.Update(ctx, func(tx clouddb.Tx) error { return ignoreGone(tx.DeleteCloudAccount(ctx, c.ID)) })
-		})
+		}, nil) // a deletion is tried again: the user asked for it to go
+	}
+}
+
+// cloudAccountFailed puts c in error after its provisioning panicked.
+func (r *Reconciler) cloudAccountFailed(ctx context.Context, c *clouddb.CloudAccount) {
+	err := r.Store.Update(ctx, func(tx clouddb.Tx) error {
+		_, serr := tx.SetCloudAccountStatus(ctx, c.ID, c.Generation, clouddb.CloudAccountError)
+		return serr
+	})
+	if err != nil {
+		r.Logger.Error("mark cloud account failed", "cloud_account_id", c.ID, "err", err)
 	}
 }

@@ -54,13 +54,36 @@ func fingerprint(in clouddb.Instance) string {
 
 func (r *Reconciler) database(ctx context.Context, d *clouddb.Database, idx index) {
 	key := "db:" + strconv.Itoa(d.ID)
+	failed := func(ctx context.Context) { r.databaseFailed(ctx, d) }
 	switch d.Status {
 	case clouddb.DatabasePending, clouddb.DatabaseChangePending:
-		r.spawn(ctx, key, func(ctx context.Context) error { return r.provisionDatabase(ctx, d, r.instance(ctx, d, idx)) })
+		r.spawn(ctx, key, func(ctx context.Context) error { return r.provisionDatabase(ctx, d, r.instance(ctx, d, idx)) }, failed)
 	case clouddb.DatabaseDeleting:
-		r.spawn(ctx, key, func(ctx context.Context) error { return r.removeDatabase(ctx, d) })
+		// A deletion that panicked is left deleting: the next pass tries again, as the
+		// user asked for the database to go, and an error status would keep it.
+		r.spawn(ctx, key, func(ctx context.Context) error { return r.removeDatabase(ctx, d) }, nil)
 	case clouddb.DatabaseActive:
-		r.spawn(ctx, key, func(ctx context.Context) error { return r.superviseDatabase(ctx, d, r.instance(ctx, d, idx)) })
+		r.spawn(ctx, key, func(ctx context.Context) error { return r.superviseDatabase(ctx, d, r.instance(ctx, d, idx)) }, failed)
+	}
+}
+
+// databaseFailed puts d in error after its provisioning or supervision panicked, so that
+// it is not tried again in a loop and its owner sees that something went wrong.
+func (r *Reconciler) databaseFailed(ctx context.Context, d *clouddb.Database) {
+	r.remember(d.ID, clouddb.Instance{}, errRemoved)
+	var set bool
+	err := r.Store.Update(ctx, func(tx clouddb.Tx) error {
+		var serr error
+		set, serr = tx.SetDatabaseStatus(ctx, d.ID, d.Generation, clouddb.DatabaseError, clouddb.InternalErrorDetail)
+		return serr
+	})
+	if err != nil {
+		r.Logger.Error("mark database failed", "database_id", d.ID, "err", err)
+		return
+	}
+	if set {
+		r.event(ctx, d.AccountID, clouddb.LogTypeDatabase, d.Spec.Name, d.ID, "Database %q (id %d) failed: %s", d.Spec.Name, d.ID, clouddb.InternalErrorDetail)
+		r.Notify() // its subscription may be waiting for it
 	}
 }
 
@@ -203,7 +226,7 @@ func (r *Reconciler) removeOrphans(ctx context.Context, held []int, dbs []*cloud
 		r.spawn(ctx, "db:"+strconv.Itoa(id), func(ctx context.Context) error {
 			r.Logger.Warn("removing a database server that no database wants", "database_id", id)
 			return r.withDriver(ctx, func() error { return r.Driver.Remove(ctx, id) })
-		})
+		}, nil)
 	}
 }
 

@@ -96,7 +96,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
 	for {
-		if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+		if err := r.safePass(ctx); err != nil && ctx.Err() == nil {
 			r.Logger.Error("reconcile pass", "err", err)
 		}
 		select {
@@ -107,6 +107,17 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// safePass is Pass that survives a panic: the next pass starts afresh.
+func (r *Reconciler) safePass(ctx context.Context) (err error) {
+	defer func() {
+		if p := clouddb.Recovered(recover()); p != nil {
+			r.Logger.Error("reconcile pass panicked", "panic", p.Value, "stack", string(p.Stack))
+			err = p
+		}
+	}()
+	return r.Pass(ctx)
 }
 
 // Pass compares every resource once and starts the work that is needed; it does not wait
@@ -156,8 +167,10 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 	return nil
 }
 
-// spawn runs fn for the resource key unless work on it is already under way.
-func (r *Reconciler) spawn(ctx context.Context, key string, fn func(ctx context.Context) error) {
+// spawn runs fn for the resource key unless work on it is already under way. A panic in
+// fn ends only that unit of work: it is logged with its stack and failed (when not nil)
+// marks the resource as failed, while every other resource goes on.
+func (r *Reconciler) spawn(ctx context.Context, key string, fn func(ctx context.Context) error, failed func(ctx context.Context)) {
 	r.mu.Lock()
 	if r.inflight[key] {
 		r.mu.Unlock()
@@ -167,6 +180,14 @@ func (r *Reconciler) spawn(ctx context.Context, key string, fn func(ctx context.
 	r.mu.Unlock()
 	r.wg.Go(func() {
 		defer func() {
+			// The resource is marked before it leaves inflight, so that the next pass sees
+			// it failed instead of running the same panicking step again.
+			if p := clouddb.Recovered(recover()); p != nil {
+				r.Logger.Error("reconcile step panicked", "resource", key, "panic", p.Value, "stack", string(p.Stack))
+				if failed != nil && ctx.Err() == nil {
+					r.markFailed(ctx, key, failed)
+				}
+			}
 			r.mu.Lock()
 			delete(r.inflight, key)
 			r.mu.Unlock()
@@ -175,6 +196,17 @@ func (r *Reconciler) spawn(ctx context.Context, key string, fn func(ctx context.
 			r.Logger.Error("reconcile", "resource", key, "err", err)
 		}
 	})
+}
+
+// markFailed runs failed, itself protected: a second panic there must not end the
+// process either.
+func (r *Reconciler) markFailed(ctx context.Context, key string, failed func(ctx context.Context)) {
+	defer func() {
+		if p := clouddb.Recovered(recover()); p != nil {
+			r.Logger.Error("marking a failed resource panicked", "resource", key, "panic", p.Value, "stack", string(p.Stack))
+		}
+	}()
+	failed(ctx)
 }
 
 // delay waits the configured provisioning delay; it reports false when ctx ended first.

@@ -30,7 +30,7 @@ func (r *Reconciler) subscription(ctx context.Context, s *clouddb.Subscription, 
 				r.event(ctx, s.AccountID, clouddb.LogTypeSubscription, s.Name, s.ID, "Subscription %q (id %d) is active", s.Name, s.ID)
 			}
 			return err
-		})
+		}, func(ctx context.Context) { r.subscriptionFailed(ctx, s) })
 	case clouddb.SubscriptionDeleting:
 		if len(dbs) > 0 {
 			return // wait until its databases are gone
@@ -40,6 +40,17 @@ func (r *Reconciler) subscription(ctx context.Context, s *clouddb.Subscription, 
 				return nil
 			}
 			return r.Store.Update(ctx, func(tx clouddb.Tx) error { return ignoreGone(tx.DeleteSubscription(ctx, s.ID)) })
-		})
+		}, nil) // a deletion is tried again: the user asked for it to go
+	}
+}
+
+// subscriptionFailed puts s in error after its provisioning panicked.
+func (r *Reconciler) subscriptionFailed(ctx context.Context, s *clouddb.Subscription) {
+	err := r.Store.Update(ctx, func(tx clouddb.Tx) error {
+		_, serr := tx.SetSubscriptionStatus(ctx, s.ID, s.Generation, clouddb.SubscriptionError)
+		return serr
+	})
+	if err != nil {
+		r.Logger.Error("mark subscription failed", "subscription_id", s.ID, "err", err)
 	}
 }

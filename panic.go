@@ -1,0 +1,31 @@
+package clouddb
+
+import (
+	"fmt"
+	"runtime/debug"
+)
+
+// PanicError is a panic recovered in one unit of background work (a task, a provisioning
+// step, a replication session): that unit fails with it and the process goes on, since a
+// bug met by one tenant's resource must not stop the service for every other tenant.
+type PanicError struct {
+	// Value is what was passed to panic; Stack is where it happened.
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("internal error (panic: %v)", e.Value) }
+
+// Recovered turns the value of recover() into a *PanicError carrying the stack, or nil
+// when there was no panic. Call it as clouddb.Recovered(recover()) in a deferred function,
+// so that the stack still holds the panicking frames.
+func Recovered(v any) *PanicError {
+	if v == nil {
+		return nil
+	}
+	return &PanicError{Value: v, Stack: debug.Stack()}
+}
+
+// InternalErrorDetail is the reason a resource shows when its work panicked: it says an
+// internal error happened without exposing the panic's internals to the tenant.
+const InternalErrorDetail = "clouddb hit an internal error while working on this resource; the operator's log has the details"
