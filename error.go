@@ -83,6 +83,12 @@ var ErrStorageFull = Errorf(http.StatusInsufficientStorage, "INSUFFICIENT_STORAG
 var ErrUnavailable = Errorf(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
 	"clouddb cannot reach its state store just now, so nothing was done: try again shortly")
 
+// ErrStorageUnwritable is what a store returns when it cannot write for another reason
+// than a full disk (an I/O error, a read-only file or disk, a file it cannot open): the
+// change was not made, and it can be once the operator has fixed the data directory.
+var ErrStorageUnwritable = Errorf(http.StatusServiceUnavailable, "STORAGE_UNAVAILABLE",
+	"clouddb cannot write its state store (an I/O error or a read-only disk), so the change was not made: try again later")
+
 // Error types used across packages.
 const (
 	ErrTypeGeneral               = "GENERAL_ERROR"

@@ -98,6 +98,9 @@ func backupDatabase(ctx context.Context, e *Engine, t *clouddb.Task) (*outcome, 
 		return nil, err
 	}
 	loc, err := e.backup(ctx, d, dest)
+	if dt := dataTimeout(ctx); err != nil && dt != nil {
+		err = fmt.Errorf("the backup %w", dt)
+	}
 	op := &clouddb.OperationStatus{Status: clouddb.OperationSuccess, Time: e.Now(), Location: blob.Redact(loc)}
 	out := &outcome{resourceID: d.ID}
 	if err != nil {
@@ -172,6 +175,9 @@ func importDatabase(ctx context.Context, e *Engine, t *clouddb.Task) (*outcome, 
 	} else {
 		err = e.loadURIs(ctx, in, req.ImportFromURI)
 	}
+	if dt := dataTimeout(ctx); err != nil && dt != nil {
+		err = fmt.Errorf("the import %w", dt)
+	}
 	op := &clouddb.OperationStatus{Status: clouddb.OperationSuccess, Time: e.Now()}
 	out := &outcome{resourceID: d.ID}
 	if err != nil {
@@ -234,7 +240,10 @@ func (e *Engine) loadURIs(ctx context.Context, in clouddb.Instance, uris []strin
 // failureReason names why a backup or an import failed, as the status resources report
 // it.
 func failureReason(err error) string {
+	var dt *DataTimeoutError
 	switch {
+	case errors.As(err, &dt):
+		return "timeout"
 	case errors.Is(err, clouddb.ErrDataCorrupt):
 		return "file-corrupted"
 	case errors.Is(err, clouddb.ErrDataTooLarge):

@@ -17,6 +17,7 @@ import (
 
 	"clouddb"
 	"clouddb/blob"
+	"clouddb/internal/storehealth"
 )
 
 // Defaults of the engine.
@@ -25,6 +26,7 @@ const (
 	DefaultLease        = 30 * time.Second
 	DefaultPollInterval = time.Second
 	DefaultPurgeEvery   = time.Hour
+	DefaultDataTimeout  = time.Hour
 )
 
 // Engine runs the processing phase.
@@ -52,6 +54,9 @@ type Engine struct {
 	// of their maxmemory): a create or a size increase past it fails its task. 0 means
 	// no limit.
 	MemoryLimit int64
+	// DataTimeout bounds a data job (an import, a backup) as a whole: past it, the work is
+	// cancelled and the task fails saying so.
+	DataTimeout time.Duration
 	// Processed is called after every task that reached a final state, to wake the
 	// provisioning phase.
 	Processed func(*clouddb.Task)
@@ -59,6 +64,11 @@ type Engine struct {
 	owner string
 	wake  chan struct{}
 	once  sync.Once
+	// running holds the data jobs in progress: each runs in its own goroutine, so that
+	// one account's slow import keeps no worker from other accounts' tasks. The store's
+	// one-task-per-account rule bounds them to one per account.
+	running sync.WaitGroup
+	health  storehealth.Monitor
 }
 
 func (e *Engine) init() {
@@ -78,6 +88,10 @@ func (e *Engine) init() {
 		if e.PollInterval <= 0 {
 			e.PollInterval = DefaultPollInterval
 		}
+		if e.DataTimeout <= 0 {
+			e.DataTimeout = DefaultDataTimeout
+		}
+		e.health = storehealth.Monitor{Logger: e.Logger, Component: "task engine"}
 		e.owner = uuid.NewString()
 		e.wake = make(chan struct{}, 1)
 	})
@@ -104,8 +118,9 @@ func (e *Engine) Submit(ctx context.Context, t *clouddb.Task) error {
 	return nil
 }
 
-// Run works tasks until ctx is cancelled, then returns once the tasks in hand are
-// finished: processing is short and transactional, so finishing beats handing back.
+// Run works tasks until ctx is cancelled, then returns once the tasks in hand, data jobs
+// included, are finished: processing is short and transactional, so finishing beats
+// handing back, and a data job is bounded by DataTimeout.
 func (e *Engine) Run(ctx context.Context) error {
 	e.init()
 	var wg sync.WaitGroup
@@ -117,6 +132,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		wg.Go(func() { e.backupLoop(ctx) })
 	}
 	wg.Wait()
+	e.running.Wait()
 	return nil
 }
 
@@ -130,20 +146,66 @@ func (e *Engine) work(ctx context.Context) {
 		case <-e.wake:
 		case <-timer.C:
 		}
+		wait := e.PollInterval
 		// Drain the queue before sleeping again.
 		for ctx.Err() == nil {
-			did, err := e.ProcessNext(context.WithoutCancel(ctx))
+			did, err := e.next(context.WithoutCancel(ctx))
 			if err != nil {
-				e.Logger.Error("task engine", "err", err)
+				if storehealth.Down(err) {
+					// Logged once per change of state, and tried again after a
+					// growing pause rather than at every wake-up.
+					wait = e.health.Failed(err)
+				} else {
+					e.Logger.Error("task engine", "err", err)
+				}
 				break
 			}
+			e.health.OK()
 			if !did {
 				break
 			}
 			// Another worker may be idle while more tasks wait.
 			e.Notify()
 		}
-		timer.Reset(e.PollInterval)
+		if e.health.Down() {
+			// Wake-ups do not shorten the pause: each would be another failed write.
+			sleep(ctx, wait)
+			timer.Reset(0)
+			continue
+		}
+		timer.Reset(wait)
+	}
+}
+
+// next claims one task and processes it: a handler at once, a data job in a goroutine of
+// its own, so that the worker is free again for other accounts' tasks.
+func (e *Engine) next(ctx context.Context) (bool, error) {
+	t, err := e.Store.ClaimTask(ctx, e.owner, e.Now(), e.Lease)
+	if err != nil || t == nil {
+		return false, err
+	}
+	if _, ok := jobs[t.CommandType]; !ok {
+		return true, e.process(ctx, t)
+	}
+	e.running.Go(func() {
+		if err := e.process(ctx, t); err != nil {
+			if storehealth.Down(err) {
+				e.health.Failed(err)
+			} else {
+				e.Logger.Error("task engine", "task", t.ID, "err", err)
+			}
+		}
+	})
+	return true, nil
+}
+
+// sleep waits for d or the end of ctx.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
@@ -151,11 +213,7 @@ func (e *Engine) purge(ctx context.Context) {
 	t := time.NewTicker(DefaultPurgeEvery)
 	defer t.Stop()
 	for {
-		if n, err := e.Store.PurgeTasks(ctx, e.Now().Add(-clouddb.TaskHistory)); err != nil && ctx.Err() == nil {
-			e.Logger.Error("purge tasks", "err", err)
-		} else if n > 0 {
-			e.Logger.Info("purged old tasks", "count", n)
-		}
+		e.purgeOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -164,7 +222,26 @@ func (e *Engine) purge(ctx context.Context) {
 	}
 }
 
-// ProcessNext claims one task and processes it. It reports whether there was one.
+// purgeOnce deletes old tasks once; a panic there is logged and the next round runs.
+func (e *Engine) purgeOnce(ctx context.Context) {
+	defer e.recoverLoop("purge tasks")
+	if n, err := e.Store.PurgeTasks(ctx, e.Now().Add(-clouddb.TaskHistory)); err != nil && ctx.Err() == nil {
+		e.Logger.Error("purge tasks", "err", err)
+	} else if n > 0 {
+		e.Logger.Info("purged old tasks", "count", n)
+	}
+}
+
+// recoverLoop, deferred in one round of a background loop, logs a panic of that round
+// with its stack instead of letting it end the process.
+func (e *Engine) recoverLoop(what string) {
+	if p := clouddb.Recovered(recover()); p != nil {
+		e.Logger.Error("background work panicked", "work", what, "panic", p.Value, "stack", string(p.Stack))
+	}
+}
+
+// ProcessNext claims one task and processes it, a data job included, before it returns.
+// It reports whether there was one.
 func (e *Engine) ProcessNext(ctx context.Context) (bool, error) {
 	e.init()
 	t, err := e.Store.ClaimTask(ctx, e.owner, e.Now(), e.Lease)
@@ -182,7 +259,7 @@ func (e *Engine) process(ctx context.Context, t *clouddb.Task) error {
 		// The handler's writes and the task's completion commit together.
 		herr = e.Store.Update(ctx, func(tx clouddb.Tx) error {
 			v := &env{Engine: e, tx: tx, task: t}
-			id, err := h(ctx, v, tx, t)
+			id, err := safeHandler(ctx, h, v, tx, t)
 			if err != nil {
 				return err
 			}
@@ -191,14 +268,22 @@ func (e *Engine) process(ctx context.Context, t *clouddb.Task) error {
 	} else {
 		herr = fmt.Errorf("no handler for command type %q", t.CommandType)
 	}
+	var p *clouddb.PanicError
 	switch {
 	case herr == nil:
-	case errors.Is(herr, clouddb.ErrUnavailable):
-		// The store is out of reach: nothing of the task was written, and the failure
-		// could not be either. The task stays in progress until its lease expires, then
-		// it is claimed again, when the store may be back.
-		e.Logger.Warn("task left for later: the store is unavailable", "task", t.ID, "err", herr)
-		return nil
+	case storehealth.Down(herr):
+		// The store cannot write (out of reach, disk full, I/O error): nothing of the
+		// task was written, and the failure could not be either. The task stays in
+		// progress until its lease expires, then it is claimed again, when the store
+		// may be back. The caller logs the store's state, once.
+		return fmt.Errorf("task %s left for later: %w", t.ID, herr)
+	case errors.As(herr, &p):
+		// A bug met by this task fails it alone; the client learns only that an internal
+		// error happened, the operator's log has the stack.
+		e.Logger.Error("task panicked", "task", t.ID, "command", t.CommandType, "panic", p.Value, "stack", string(p.Stack))
+		if err := e.fail(ctx, t, errPanicked); err != nil {
+			return err
+		}
 	case errors.Is(herr, errLeaseLost):
 		// Another worker took the task over and processes it itself.
 		e.Logger.Warn("task lease lost", "task", t.ID)
@@ -207,20 +292,53 @@ func (e *Engine) process(ctx context.Context, t *clouddb.Task) error {
 		if clouddb.AsError(herr) == nil {
 			e.Logger.Error("task failed with an internal error", "task", t.ID, "command", t.CommandType, "err", herr)
 		}
-		t.Status = clouddb.TaskFailed
-		t.ResourceID = 0
-		t.Error = clouddb.NewTaskError(herr)
-		if err := e.Store.Update(ctx, func(tx clouddb.Tx) error { return tx.FinishTask(ctx, t) }); err != nil {
-			if errors.Is(err, clouddb.ErrConflict) {
-				return nil
-			}
-			return fmt.Errorf("record failure of task %s: %w", t.ID, err)
+		if err := e.fail(ctx, t, herr); err != nil {
+			return err
 		}
 	}
 	if e.Processed != nil {
 		e.Processed(t)
 	}
 	return nil
+}
+
+// errPanicked is the failure of a task whose processing panicked.
+var errPanicked = clouddb.Errorf(500, clouddb.ErrTypeGeneral, "internal error while processing the task (a fault in clouddb, logged for the operator)")
+
+// fail ends t as processing-error with err; a lost lease leaves it to its new worker.
+func (e *Engine) fail(ctx context.Context, t *clouddb.Task, err error) error {
+	t.Status = clouddb.TaskFailed
+	t.ResourceID = 0
+	t.Resource = nil
+	t.Error = clouddb.NewTaskError(err)
+	if uerr := e.Store.Update(ctx, func(tx clouddb.Tx) error { return tx.FinishTask(ctx, t) }); uerr != nil {
+		if errors.Is(uerr, clouddb.ErrConflict) {
+			return nil
+		}
+		return fmt.Errorf("record failure of task %s: %w", t.ID, uerr)
+	}
+	return nil
+}
+
+// safeHandler runs h, turning a panic into a *clouddb.PanicError: the transaction rolls
+// back and only this task fails.
+func safeHandler(ctx context.Context, h handler, v *env, tx clouddb.Tx, t *clouddb.Task) (id int, err error) {
+	defer func() {
+		if p := clouddb.Recovered(recover()); p != nil {
+			err = p
+		}
+	}()
+	return h(ctx, v, tx, t)
+}
+
+// safeJob runs j, turning a panic into a *clouddb.PanicError.
+func safeJob(ctx context.Context, j job, e *Engine, t *clouddb.Task) (out *outcome, err error) {
+	defer func() {
+		if p := clouddb.Recovered(recover()); p != nil {
+			out, err = nil, p
+		}
+	}()
+	return j(ctx, e, t)
 }
 
 // complete ends t as processing-completed with its resource id and resource.
@@ -270,14 +388,35 @@ type outcome struct {
 	record func(ctx context.Context, tx clouddb.Tx) error
 }
 
+// DataTimeoutError is the cause of a data job's context when DataTimeout passed.
+type DataTimeoutError struct{ Limit time.Duration }
+
+func (e *DataTimeoutError) Error() string {
+	return fmt.Sprintf("did not finish within %s (--data-timeout)", e.Limit)
+}
+
+// dataTimeout returns the *DataTimeoutError that ended ctx, if that is what ended it.
+func dataTimeout(ctx context.Context) *DataTimeoutError {
+	var dt *DataTimeoutError
+	if errors.As(context.Cause(ctx), &dt) {
+		return dt
+	}
+	return nil
+}
+
 // runJob runs j while renewing t's lease; if the lease is lost, the work is cancelled
-// and the task left to the worker that took it over.
+// and the task left to the worker that took it over. Past DataTimeout the work is
+// cancelled and the job reports the failure (see dataTimeout).
 func (e *Engine) runJob(ctx context.Context, j job, t *clouddb.Task) error {
-	workCtx, cancel := context.WithCancel(ctx)
+	timeCtx, cancelTime := context.WithTimeoutCause(ctx, e.DataTimeout, &DataTimeoutError{Limit: e.DataTimeout})
+	defer cancelTime()
+	workCtx, cancel := context.WithCancel(timeCtx)
 	defer cancel()
 	lost := make(chan struct{})
 	stop := make(chan struct{})
+	renewed := make(chan struct{})
 	go func() {
+		defer close(renewed)
 		tick := time.NewTicker(e.Lease / 3)
 		defer tick.Stop()
 		for {
@@ -285,18 +424,17 @@ func (e *Engine) runJob(ctx context.Context, j job, t *clouddb.Task) error {
 			case <-stop:
 				return
 			case <-tick.C:
-				if err := e.Store.ExtendLease(ctx, t.ID, t.LeaseOwner, e.Now().Add(e.Lease)); errors.Is(err, clouddb.ErrConflict) {
+				if e.renew(ctx, t) {
 					close(lost)
 					cancel()
 					return
-				} else if err != nil {
-					e.Logger.Warn("renew task lease", "task", t.ID, "err", err)
 				}
 			}
 		}
 	}()
-	out, err := j(workCtx, e, t)
+	out, err := safeJob(workCtx, j, e, t)
 	close(stop)
+	<-renewed
 	select {
 	case <-lost:
 		return errLeaseLost
@@ -320,6 +458,19 @@ func (e *Engine) runJob(ctx context.Context, j job, t *clouddb.Task) error {
 		}
 		return e.complete(ctx, tx, t, out.resourceID, out.resource)
 	})
+}
+
+// renew extends t's lease once; it reports whether the lease was lost. A panic is logged
+// and counts as a failed renewal, tried again at the next tick.
+func (e *Engine) renew(ctx context.Context, t *clouddb.Task) (lost bool) {
+	defer e.recoverLoop("renew task lease")
+	err := e.Store.ExtendLease(ctx, t.ID, t.LeaseOwner, e.Now().Add(e.Lease))
+	if errors.Is(err, clouddb.ErrConflict) {
+		return true
+	} else if err != nil {
+		e.Logger.Warn("renew task lease", "task", t.ID, "err", err)
+	}
+	return false
 }
 
 // handler runs the processing phase of one command type inside the task's transaction. It

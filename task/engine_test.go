@@ -93,7 +93,7 @@ func TestUnavailableStoreLeavesTask(t *testing.T) {
 
 	store.down.Store(true)
 	did, err := e.ProcessNext(ctx)
-	require.NoError(t, err)
+	require.ErrorIs(t, err, clouddb.ErrUnavailable, "the caller learns that the store is away, to back off")
 	require.True(t, did)
 	require.Equal(t, clouddb.TaskInProgress, status(), "not failed for a store that is away")
 

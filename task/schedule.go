@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"clouddb"
+	"clouddb/internal/storehealth"
 )
 
 // DefaultBackupCheck is how often the periodic-backup schedule is checked.
@@ -127,13 +128,25 @@ func (e *Engine) backupLoop(ctx context.Context) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if err := e.scheduleBackups(ctx); err != nil && ctx.Err() == nil {
-			e.Logger.Error("periodic backups", "err", err)
-		}
+		e.scheduleOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// scheduleOnce submits the periodic backups due now; a panic there is logged and the
+// next round runs.
+func (e *Engine) scheduleOnce(ctx context.Context) {
+	defer e.recoverLoop("periodic backups")
+	err := e.scheduleBackups(ctx)
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case storehealth.Down(err):
+		e.health.Failed(err) // logged once with the workers' state
+	default:
+		e.Logger.Error("periodic backups", "err", err)
 	}
 }

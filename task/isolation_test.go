@@ -1,0 +1,162 @@
+package task
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"clouddb"
+	"clouddb/sqlite"
+)
+
+// lockedBuffer is a log destination the engine's goroutines may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// cloudAccountPayload is a valid cloud account create body.
+const cloudAccountPayload = `{"name":"c","provider":"AWS","accessKeyId":"k","accessSecretKey":"s","consoleUsername":"u","consolePassword":"p","signInLoginUrl":"https://example.com"}`
+
+// register adds a command type for the test's length.
+func register[F any](t *testing.T, m map[string]F, name string, f F) {
+	t.Helper()
+	m[name] = f
+	t.Cleanup(func() { delete(m, name) })
+}
+
+// accountsWithTasks stores one account per command type, each with one task of it, and
+// returns the tasks in that order.
+func accountsWithTasks(t *testing.T, store clouddb.Store, commands ...string) []*clouddb.Task {
+	t.Helper()
+	ctx := t.Context()
+	var tasks []*clouddb.Task
+	require.NoError(t, store.Update(ctx, func(tx clouddb.Tx) error {
+		for _, c := range commands {
+			a := &clouddb.Account{Name: "a-" + c, Plan: clouddb.PlanFlexible}
+			require.NoError(t, tx.CreateAccount(ctx, a))
+			tk := &clouddb.Task{AccountID: a.ID, CommandType: c, Status: clouddb.TaskReceived}
+			if c == clouddb.CommandCloudAccountCreate {
+				tk.Payload = []byte(cloudAccountPayload)
+			}
+			require.NoError(t, tx.CreateTask(ctx, tk))
+			tasks = append(tasks, tk)
+		}
+		return nil
+	}))
+	return tasks
+}
+
+func taskOf(t *testing.T, store clouddb.Store, id string) *clouddb.Task {
+	t.Helper()
+	var got *clouddb.Task
+	require.NoError(t, store.View(t.Context(), func(tx clouddb.Tx) (err error) { got, err = tx.Task(t.Context(), 0, id); return err }))
+	return got
+}
+
+func runEngine(t *testing.T, e *Engine) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// TestPanicFailsOnlyThatTask: a handler and a job that panic fail their own tasks with a
+// GENERAL_ERROR that does not carry the panic's text, the stack is logged, and the engine
+// goes on: another account's task completes, and so does one submitted afterwards.
+func TestPanicFailsOnlyThatTask(t *testing.T) {
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	register(t, handlers, "testPanicHandler", func(context.Context, *env, clouddb.Tx, *clouddb.Task) (int, error) {
+		var p *clouddb.Database
+		return p.ID, nil // a nil dereference: a real runtime panic
+	})
+	register(t, jobs, "testPanicJob", func(context.Context, *Engine, *clouddb.Task) (*outcome, error) {
+		panic("secret internals")
+	})
+	tasks := accountsWithTasks(t, store, "testPanicHandler", "testPanicJob", clouddb.CommandCloudAccountCreate)
+	logs := &lockedBuffer{}
+	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, PollInterval: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	runEngine(t, e)
+
+	require.Eventually(t, func() bool {
+		for _, tk := range tasks {
+			if !taskOf(t, store, tk.ID).Status.Final() {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond)
+	for _, tk := range tasks[:2] {
+		got := taskOf(t, store, tk.ID)
+		require.Equal(t, clouddb.TaskFailed, got.Status, tk.CommandType)
+		require.Equal(t, clouddb.ErrTypeGeneral, got.Error.Type)
+		require.Equal(t, "500 INTERNAL_SERVER_ERROR", got.Error.Status)
+		require.Contains(t, got.Error.Description, "internal error")
+		require.NotContains(t, got.Error.Description, "secret internals")
+		require.NotContains(t, got.Error.Description, "nil pointer")
+	}
+	require.Equal(t, clouddb.TaskCompleted, taskOf(t, store, tasks[2].ID).Status)
+	require.Contains(t, logs.String(), "task panicked")
+	require.Contains(t, logs.String(), "isolation_test.go", "the stack is logged")
+
+	later := accountsWithTasks(t, store, clouddb.CommandCloudAccountCreate)[0]
+	e.Notify()
+	require.Eventually(t, func() bool { return taskOf(t, store, later.ID).Status == clouddb.TaskCompleted }, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestSlowJobsDoNotHoldOtherAccounts: data jobs of two accounts that take long (more
+// than the engine's workers) leave a third account's task to complete at once, and a job
+// past DataTimeout is cancelled and its task fails saying so.
+func TestSlowJobsDoNotHoldOtherAccounts(t *testing.T) {
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	register(t, jobs, "testSlowJob", func(ctx context.Context, _ *Engine, _ *clouddb.Task) (*outcome, error) {
+		<-ctx.Done() // a source that never finishes
+		if dt := dataTimeout(ctx); dt != nil {
+			return &outcome{err: clouddb.Invalid("TEST_FAILED", "the test job %v", dt)}, nil
+		}
+		return &outcome{}, nil
+	})
+	const limit = 3 * time.Second
+	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, Workers: 2, Lease: time.Second, DataTimeout: limit}
+	runEngine(t, e)
+	slow := accountsWithTasks(t, store, "testSlowJob", "testSlowJob")
+	e.Notify()
+	require.Eventually(t, func() bool {
+		return taskOf(t, store, slow[0].ID).Status == clouddb.TaskInProgress && taskOf(t, store, slow[1].ID).Status == clouddb.TaskInProgress
+	}, 5*time.Second, 10*time.Millisecond)
+
+	start := time.Now()
+	other := accountsWithTasks(t, store, clouddb.CommandCloudAccountCreate)[0]
+	e.Notify()
+	require.Eventually(t, func() bool { return taskOf(t, store, other.ID).Status == clouddb.TaskCompleted }, 5*time.Second, 5*time.Millisecond)
+	require.Less(t, time.Since(start), 2*time.Second, "another account's task waited for the slow jobs")
+	require.Equal(t, clouddb.TaskInProgress, taskOf(t, store, slow[0].ID).Status, "the slow jobs still run")
+
+	require.Eventually(t, func() bool { return taskOf(t, store, slow[0].ID).Status == clouddb.TaskFailed }, 2*limit, 20*time.Millisecond)
+	got := taskOf(t, store, slow[0].ID)
+	require.Equal(t, "the test job did not finish within 3s (--data-timeout)", got.Error.Description)
+}
