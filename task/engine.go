@@ -125,11 +125,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.init()
 	var wg sync.WaitGroup
 	for range e.Workers {
-		wg.Go(func() { e.work(ctx) })
+		wg.Go(func() { e.keep(ctx, "task worker", e.work) })
 	}
-	wg.Go(func() { e.purge(ctx) })
+	wg.Go(func() { e.keep(ctx, "purge tasks", e.purge) })
 	if e.Driver != nil {
-		wg.Go(func() { e.backupLoop(ctx) })
+		wg.Go(func() { e.keep(ctx, "periodic backups", e.backupLoop) })
 	}
 	wg.Wait()
 	e.running.Wait()
@@ -229,6 +229,21 @@ func (e *Engine) purgeOnce(ctx context.Context) {
 		e.Logger.Error("purge tasks", "err", err)
 	} else if n > 0 {
 		e.Logger.Info("purged old tasks", "count", n)
+	}
+}
+
+// keep runs loop until ctx ends, starting it again after a pause if it panicked: the
+// units of work inside recover themselves, this is the net under the loop's own code.
+func (e *Engine) keep(ctx context.Context, what string, loop func(context.Context)) {
+	for {
+		func() {
+			defer e.recoverLoop(what)
+			loop(ctx)
+		}()
+		if ctx.Err() != nil {
+			return
+		}
+		sleep(ctx, time.Second)
 	}
 }
 

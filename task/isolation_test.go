@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,4 +160,42 @@ func TestSlowJobsDoNotHoldOtherAccounts(t *testing.T) {
 	require.Eventually(t, func() bool { return taskOf(t, store, slow[0].ID).Status == clouddb.TaskFailed }, 2*limit, 20*time.Millisecond)
 	got := taskOf(t, store, slow[0].ID)
 	require.Equal(t, "the test job did not finish within 3s (--data-timeout)", got.Error.Description)
+}
+
+// claimPanics is a store whose first claims panic: a bug outside any task's processing,
+// in the worker loop itself.
+type claimPanics struct {
+	clouddb.Store
+	mu    sync.Mutex
+	left  int
+	calls int
+}
+
+func (c *claimPanics) ClaimTask(ctx context.Context, owner string, now time.Time, lease time.Duration) (*clouddb.Task, error) {
+	c.mu.Lock()
+	c.calls++
+	boom := c.left > 0
+	c.left--
+	c.mu.Unlock()
+	if boom {
+		panic("claim failed")
+	}
+	return c.Store.ClaimTask(ctx, owner, now, lease)
+}
+
+// TestPanicInWorkerLoopRestartsIt: a panic in a worker's loop (here in the claim) is
+// logged and the worker starts again: the engine keeps claiming and a task completes.
+func TestPanicInWorkerLoopRestartsIt(t *testing.T) {
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	store := &claimPanics{Store: db, left: 2} // both workers' first claim
+	tk := accountsWithTasks(t, db, clouddb.CommandCloudAccountCreate)[0]
+	logs := &lockedBuffer{}
+	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, Workers: 2, PollInterval: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	runEngine(t, e)
+	require.Eventually(t, func() bool { return taskOf(t, db, tk.ID).Status == clouddb.TaskCompleted }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, 2, strings.Count(logs.String(), "background work panicked"))
+	require.Contains(t, logs.String(), "claimPanics).ClaimTask", "the stack is logged")
 }

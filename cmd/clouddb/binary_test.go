@@ -352,13 +352,13 @@ func TestFlagDefaultsAndTwins(t *testing.T) {
 	m := NewMain(io.Discard, io.Discard)
 	require.NoError(t, m.ParseFlags(nil))
 	require.Equal(t, Config{DataDir: "./clouddb-data", Listen: "127.0.0.1:8080", BrowserListen: "127.0.0.1:5540", AdvertiseHost: "127.0.0.1",
-		DBPorts: "10000-19999", DBMemory: "auto", RateLimit: 400, TaskLease: 30 * time.Second, LogLevel: "info"}, m.Config)
+		DBPorts: "10000-19999", DBMemory: "auto", RateLimit: 400, TaskLease: 30 * time.Second, DataTimeout: time.Hour, LogLevel: "info"}, m.Config)
 
 	twins := map[string]string{
 		"CLOUDDB_DATA_DIR": "/srv/clouddb", "CLOUDDB_LISTEN": "127.0.0.1:9999", "CLOUDDB_BROWSER_LISTEN": "127.0.0.1:5541",
 		"CLOUDDB_ADVERTISE_HOST": "127.0.0.3", "CLOUDDB_DB_PORTS": "20000-20099", "CLOUDDB_PROVISIONING_DELAY": "250ms",
 		"CLOUDDB_RATE_LIMIT": "7", "CLOUDDB_TASK_LEASE": "5s", "CLOUDDB_LOG_LEVEL": "debug", "CLOUDDB_DB_MEMORY": "1GiB",
-		"CLOUDDB_BACKUP_DIRS": "/srv/backups", "CLOUDDB_STORE": "postgres://clouddb@127.0.0.1/clouddb",
+		"CLOUDDB_BACKUP_DIRS": "/srv/backups", "CLOUDDB_STORE": "postgres://clouddb@127.0.0.1/clouddb", "CLOUDDB_DATA_TIMEOUT": "90s",
 	}
 	for k, v := range twins {
 		t.Setenv(k, v)
@@ -367,5 +367,5 @@ func TestFlagDefaultsAndTwins(t *testing.T) {
 	require.NoError(t, m.ParseFlags(nil))
 	require.Equal(t, Config{DataDir: "/srv/clouddb", Listen: "127.0.0.1:9999", BrowserListen: "127.0.0.1:5541", AdvertiseHost: "127.0.0.3",
 		DBPorts: "20000-20099", ProvisioningDelay: 250 * time.Millisecond, RateLimit: 7, TaskLease: 5 * time.Second, LogLevel: "debug",
-		DBMemory: "1GiB", BackupDirs: "/srv/backups", Store: "postgres://clouddb@127.0.0.1/clouddb"}, m.Config)
+		DBMemory: "1GiB", BackupDirs: "/srv/backups", Store: "postgres://clouddb@127.0.0.1/clouddb", DataTimeout: 90 * time.Second}, m.Config)
 }

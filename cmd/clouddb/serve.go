@@ -50,7 +50,9 @@ type Config struct {
 	ProvisioningDelay time.Duration
 	RateLimit         int
 	TaskLease         time.Duration
-	LogLevel          string
+	// DataTimeout bounds a data job (an import, a backup) as a whole.
+	DataTimeout time.Duration
+	LogLevel    string
 	// Store is "sqlite" (or empty: a file in the data dir) or a postgres:// URL, which
 	// several replicas may share.
 	Store string
@@ -95,7 +97,7 @@ type Main struct {
 func NewMain(stdout, stderr io.Writer) *Main {
 	return &Main{
 		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts, DBMemory: DefaultDBMemory,
-			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, LogLevel: "info"},
+			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, DataTimeout: task.DefaultDataTimeout, LogLevel: "info"},
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
 	}
 }
@@ -115,6 +117,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.ProvisioningDelay, "provisioning-delay", c.ProvisioningDelay, "extra time each provisioning step waits before it completes (to watch pending states)")
 	fs.IntVar(&c.RateLimit, "rate-limit", c.RateLimit, "requests per minute per API key (0 turns the limit off)")
 	fs.DurationVar(&c.TaskLease, "task-lease", c.TaskLease, "how long a task in processing is held by its worker before another takes it over (after a crash)")
+	fs.DurationVar(&c.DataTimeout, "data-timeout", c.DataTimeout, "longest an import or a backup may take as a whole; past it the task fails")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.Store, "store", c.Store, "sqlite (a file in the data dir) or a postgres:// URL that several replicas may share (they need the same "+envKey+")")
 	if err := envFlags(fs, args); err != nil {
@@ -174,6 +177,10 @@ func (c *Config) Validate() error {
 	if c.TaskLease < 100*time.Millisecond {
 		return errors.New("--task-lease must be at least 100ms")
 	}
+	// 0 is the engine's default (a Config built in code leaves it out).
+	if c.DataTimeout < 0 || (c.DataTimeout > 0 && c.DataTimeout < time.Second) {
+		return errors.New("--data-timeout must be at least 1s")
+	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
@@ -198,9 +205,10 @@ func (m *Main) Run(ctx context.Context) error {
 	// wakes them, may fire as soon as it is open.
 	m.Reconciler = &reconcile.Reconciler{Logger: m.logger, Delay: c.ProvisioningDelay}
 	m.Engine = &task.Engine{
-		Logger:    m.logger,
-		Lease:     c.TaskLease,
-		Processed: func(*clouddb.Task) { m.Reconciler.Notify() },
+		Logger:      m.logger,
+		Lease:       c.TaskLease,
+		DataTimeout: c.DataTimeout,
+		Processed:   func(*clouddb.Task) { m.Reconciler.Notify() },
 	}
 	db, cipher, err := openState(ctx, c, func() {
 		// Another replica committed: a task to claim, or a change to provision, if this
@@ -294,7 +302,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { m.work(workCtx) })
+	wg.Go(func() { m.keep(workCtx, "workers", m.work) })
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	m.printWelcome(creds)
@@ -453,8 +461,8 @@ func (m *Main) lead(ctx context.Context, lost <-chan struct{}) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Go(func() { m.Engine.Run(wctx) })
-	wg.Go(func() { m.Reconciler.Run(wctx) })
+	wg.Go(func() { m.keep(wctx, "task engine", func(ctx context.Context) { m.Engine.Run(ctx) }) })
+	wg.Go(func() { m.keep(wctx, "reconciler", func(ctx context.Context) { m.Reconciler.Run(ctx) }) })
 	select {
 	case <-ctx.Done():
 	case <-lost:
@@ -468,6 +476,26 @@ func (m *Main) lead(ctx context.Context, lost <-chan struct{}) {
 	defer cancelStop()
 	if err := m.Reconciler.Shutdown(sctx); err != nil {
 		m.logger.Error("stopping databases", "err", err)
+	}
+}
+
+// keep runs loop until ctx ends, and again after a pause if it panicked: a bug in a
+// background loop is logged with its stack instead of ending the service for every
+// tenant. The loops recover their own units of work; this is the net under the rest.
+func (m *Main) keep(ctx context.Context, what string, loop func(context.Context)) {
+	for {
+		func() {
+			defer func() {
+				if p := clouddb.Recovered(recover()); p != nil {
+					m.logger.Error("background loop panicked; starting it again", "loop", what, "panic", p.Value, "stack", string(p.Stack))
+				}
+			}()
+			loop(ctx)
+		}()
+		if ctx.Err() != nil {
+			return
+		}
+		sleep(ctx, time.Second)
 	}
 }
 

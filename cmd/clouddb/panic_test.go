@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestKeepRestartsPanickedLoop: a background loop of serve that panics is logged with its
+// stack and started again instead of ending the process; it is not started again once
+// its context has ended.
+func TestKeepRestartsPanickedLoop(t *testing.T) {
+	logs := &syncBuffer{}
+	m := &Main{logger: slog.New(slog.NewTextHandler(logs, nil))}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var runs atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.keep(ctx, "test loop", func(ctx context.Context) {
+			if runs.Add(1) == 1 {
+				var m map[int]int
+				m[1] = 1 // a real runtime panic
+			}
+			<-ctx.Done()
+		})
+	}()
+	require.Eventually(t, func() bool { return runs.Load() == 2 }, 5*time.Second, 10*time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("keep did not return after its context ended")
+	}
+	require.Equal(t, int32(2), runs.Load())
+	require.Equal(t, 1, strings.Count(logs.String(), "background loop panicked"))
+	require.Contains(t, logs.String(), "TestKeepRestartsPanickedLoop", "the stack is logged")
+}
