@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"clouddb"
 )
 
 // The states of a source in SourceStatus and Event.
@@ -48,6 +51,8 @@ type ReplicatorOptions struct {
 	MaxBuffer int64
 	// BatchSize is the CopyKeys batch size for full syncs.
 	BatchSize int
+	// Logger receives the panics the replicator recovers from; default slog.Default().
+	Logger *slog.Logger
 }
 
 func (o *ReplicatorOptions) defaults() {
@@ -195,8 +200,52 @@ func (s *source) emit(state, msg string, err error) {
 	}
 	s.mu.Unlock()
 	if s.opts.OnEvent != nil {
-		s.opts.OnEvent(Event{Time: now, Endpoint: s.ep.Addr, State: state, Message: msg, Err: err})
+		s.deliver(Event{Time: now, Endpoint: s.ep.Addr, State: state, Message: msg, Err: err})
 	}
+}
+
+// deliver calls OnEvent; a panic there is the caller's bug and must not stop replication
+// (nor the process).
+func (s *source) deliver(ev Event) {
+	defer s.recoverAndLog("replication event")
+	s.opts.OnEvent(ev)
+}
+
+// errInternal is what a session that panicked fails with: its cause goes to the log, not
+// into events a tenant may read.
+var errInternal = errors.New("internal error in the replicator (logged for the operator)")
+
+// recoverAndLog, deferred itself (recover works only there), logs a panic with its stack.
+func (s *source) recoverAndLog(what string) {
+	if p := clouddb.Recovered(recover()); p != nil {
+		s.logPanic(what, p)
+	}
+}
+
+func (s *source) logPanic(what string, p *clouddb.PanicError) {
+	l := s.opts.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Error("replicator panicked", "work", what, "source", s.ep.Addr, "target", s.target.Addr, "panic", p.Value, "stack", string(p.Stack))
+}
+
+// testSessionHook, when set by a test, runs at the start of every session.
+var testSessionHook func(Endpoint)
+
+// safeSession is session that survives a panic: the session fails with errInternal and
+// run tries again after its backoff, as after any failure.
+func (s *source) safeSession(ctx context.Context) (streamed bool, err error) {
+	defer func() {
+		if p := clouddb.Recovered(recover()); p != nil {
+			s.logPanic("replication session", p)
+			streamed, err = false, errInternal
+		}
+	}()
+	if testSessionHook != nil {
+		testSessionHook(s.ep)
+	}
+	return s.session(ctx)
 }
 
 // run keeps a session with the source going until ctx ends, backing off between failed
@@ -204,7 +253,7 @@ func (s *source) emit(state, msg string, err error) {
 func (s *source) run(ctx context.Context) {
 	backoff := s.opts.MinBackoff
 	for {
-		streamed, err := s.session(ctx)
+		streamed, err := s.safeSession(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -277,6 +326,12 @@ func (s *source) session(parent context.Context) (streamed bool, err error) {
 		wg.Add(2)
 		go func() { // reader: the link, at network speed
 			defer wg.Done()
+			defer func() {
+				if p := clouddb.Recovered(recover()); p != nil {
+					s.logPanic("replication link reader", p)
+					q.close(errInternal) // the session ends, and run starts another
+				}
+			}()
 			for {
 				c, err := l.readCommand()
 				if err == nil {
@@ -292,6 +347,8 @@ func (s *source) session(parent context.Context) (streamed bool, err error) {
 		}()
 		go func() { // keep-alive: the master drops replicas that stop acknowledging
 			defer wg.Done()
+			// Without acknowledgements the master drops the link, which the reader sees.
+			defer s.recoverAndLog("replication keep-alive")
 			// After a diskless RDB the master starts the stream on the first ACK it gets
 			// once it has noticed the end of its RDB child, which it checks every 100ms:
 			// an ACK that comes earlier is not taken as the start signal. Acknowledging

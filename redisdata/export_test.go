@@ -1,0 +1,8 @@
+package redisdata
+
+// SetSessionHook makes every replication session call f first (to inject a fault); the
+// returned function removes it.
+func SetSessionHook(f func(Endpoint)) func() {
+	testSessionHook = f
+	return func() { testSessionHook = nil }
+}
