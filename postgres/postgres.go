@@ -342,6 +342,11 @@ func mapErr(err error) error {
 			return fmt.Errorf("%w: %s", clouddb.ErrConflict, pe.Error())
 		case pe.Code == "53100": // disk_full
 			return clouddb.ErrStorageFull
+		case pe.Code == "58030", // io_error
+			pe.Code == "25006": // read_only_sql_transaction: a standby, or a server set read-only
+			return fmt.Errorf("%w (%s)", clouddb.ErrStorageUnwritable, pe.Error())
+		case strings.HasPrefix(pe.Code, "53"): // insufficient_resources: memory, connections
+			return fmt.Errorf("%w (%s)", clouddb.ErrUnavailable, pe.Error())
 		}
 	}
 	return err

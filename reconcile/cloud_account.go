@@ -15,7 +15,7 @@ func (r *Reconciler) cloudAccount(ctx context.Context, c *clouddb.CloudAccount) 
 			if !r.delay(ctx) {
 				return nil
 			}
-			return r.Store.Update(ctx, func(tx clouddb.Tx) error {
+			return r.update(ctx, func(tx clouddb.Tx) error {
 				_, err := tx.SetCloudAccountStatus(ctx, c.ID, c.Generation, clouddb.CloudAccountActive)
 				return err
 			})
@@ -25,14 +25,14 @@ func (r *Reconciler) cloudAccount(ctx context.Context, c *clouddb.CloudAccount) 
 			if !r.delay(ctx) {
 				return nil
 			}
-			return r.Store.Update(ctx, func(tx clouddb.Tx) error { return ignoreGone(tx.DeleteCloudAccount(ctx, c.ID)) })
+			return r.update(ctx, func(tx clouddb.Tx) error { return ignoreGone(tx.DeleteCloudAccount(ctx, c.ID)) })
 		}, nil) // a deletion is tried again: the user asked for it to go
 	}
 }
 
 // cloudAccountFailed puts c in error after its provisioning panicked.
 func (r *Reconciler) cloudAccountFailed(ctx context.Context, c *clouddb.CloudAccount) {
-	err := r.Store.Update(ctx, func(tx clouddb.Tx) error {
+	err := r.update(ctx, func(tx clouddb.Tx) error {
 		_, serr := tx.SetCloudAccountStatus(ctx, c.ID, c.Generation, clouddb.CloudAccountError)
 		return serr
 	})

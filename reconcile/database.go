@@ -72,7 +72,7 @@ func (r *Reconciler) database(ctx context.Context, d *clouddb.Database, idx inde
 func (r *Reconciler) databaseFailed(ctx context.Context, d *clouddb.Database) {
 	r.remember(d.ID, clouddb.Instance{}, errRemoved)
 	var set bool
-	err := r.Store.Update(ctx, func(tx clouddb.Tx) error {
+	err := r.update(ctx, func(tx clouddb.Tx) error {
 		var serr error
 		set, serr = tx.SetDatabaseStatus(ctx, d.ID, d.Generation, clouddb.DatabaseError, clouddb.InternalErrorDetail)
 		return serr
@@ -103,7 +103,7 @@ func (r *Reconciler) provisionDatabase(ctx context.Context, d *clouddb.Database,
 		status, detail = clouddb.DatabaseError, err.Error()
 	}
 	var set bool
-	if uerr := r.Store.Update(ctx, func(tx clouddb.Tx) error {
+	if uerr := r.update(ctx, func(tx clouddb.Tx) error {
 		var err error
 		set, err = tx.SetDatabaseStatus(ctx, d.ID, d.Generation, status, detail)
 		return err
@@ -187,7 +187,7 @@ func (r *Reconciler) removeDatabase(ctx context.Context, d *clouddb.Database) er
 	if err := r.withDriver(ctx, func() error { return r.Driver.Remove(ctx, d.ID) }); err != nil {
 		return err
 	}
-	if err := r.Store.Update(ctx, func(tx clouddb.Tx) error { return ignoreGone(tx.DeleteDatabase(ctx, d.ID)) }); err != nil {
+	if err := r.update(ctx, func(tx clouddb.Tx) error { return ignoreGone(tx.DeleteDatabase(ctx, d.ID)) }); err != nil {
 		return err
 	}
 	r.remember(d.ID, clouddb.Instance{}, errRemoved)
@@ -257,7 +257,7 @@ func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database,
 		// it, and its nil .Error() panicked the whole process.
 		cause := err.Error()
 		var set bool
-		if uerr := r.Store.Update(ctx, func(tx clouddb.Tx) error {
+		if uerr := r.update(ctx, func(tx clouddb.Tx) error {
 			var serr error
 			set, serr = tx.SetDatabaseStatus(ctx, d.ID, d.Generation, clouddb.DatabaseError, cause)
 			return serr

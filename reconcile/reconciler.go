@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"clouddb"
+	"clouddb/internal/storehealth"
 )
 
 // Defaults of the reconciler.
@@ -51,6 +52,9 @@ type Reconciler struct {
 	// no longer lists them, so the orphan sweep leaves them alone.
 	removed map[int]bool
 	wg      sync.WaitGroup
+	// health is whether the store can write: while it cannot (a full disk), passes are
+	// spaced out and the failures logged once, not every second per resource.
+	health storehealth.Monitor
 }
 
 func (r *Reconciler) init() {
@@ -72,6 +76,7 @@ func (r *Reconciler) init() {
 		r.inflight = map[string]bool{}
 		r.ensured = map[int]string{}
 		r.removed = map[int]bool{}
+		r.health = storehealth.Monitor{Logger: r.Logger, Component: "reconciler"}
 	})
 }
 
@@ -97,7 +102,23 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		if err := r.safePass(ctx); err != nil && ctx.Err() == nil {
-			r.Logger.Error("reconcile pass", "err", err)
+			if storehealth.Down(err) {
+				r.health.Failed(err)
+			} else {
+				r.Logger.Error("reconcile pass", "err", err)
+			}
+		}
+		if r.health.Down() {
+			// Wake-ups do not shorten the pause: each pass would fail the same writes.
+			pause := time.NewTimer(r.health.Backoff())
+			select {
+			case <-ctx.Done():
+				pause.Stop()
+				r.wg.Wait()
+				return nil
+			case <-pause.C:
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -192,7 +213,8 @@ func (r *Reconciler) spawn(ctx context.Context, key string, fn func(ctx context.
 			delete(r.inflight, key)
 			r.mu.Unlock()
 		}()
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
+		if err := fn(ctx); err != nil && ctx.Err() == nil && !storehealth.Down(err) {
+			// A store that cannot write was logged once by update.
 			r.Logger.Error("reconcile", "resource", key, "err", err)
 		}
 	})
@@ -207,6 +229,19 @@ func (r *Reconciler) markFailed(ctx context.Context, key string, failed func(ctx
 		}
 	}()
 	failed(ctx)
+}
+
+// update writes to the store and keeps track of whether it can: a failure because it
+// cannot write is logged once per change of state, by the health monitor.
+func (r *Reconciler) update(ctx context.Context, fn func(clouddb.Tx) error) error {
+	err := r.Store.Update(ctx, fn)
+	switch {
+	case err == nil:
+		r.health.OK()
+	case storehealth.Down(err):
+		r.health.Failed(err)
+	}
+	return err
 }
 
 // delay waits the configured provisioning delay; it reports false when ctx ended first.
@@ -237,7 +272,7 @@ func (r *Reconciler) withDriver(ctx context.Context, fn func() error) error {
 
 // event writes a provisioning event into the account's system log.
 func (r *Reconciler) event(ctx context.Context, accountID int, typ, resource string, resourceID int, format string, args ...any) {
-	err := r.Store.Update(ctx, func(tx clouddb.Tx) error {
+	err := r.update(ctx, func(tx clouddb.Tx) error {
 		return tx.CreateLogEntry(ctx, &clouddb.LogEntry{
 			AccountID:   accountID,
 			Time:        r.Now(),
@@ -248,7 +283,7 @@ func (r *Reconciler) event(ctx context.Context, accountID int, typ, resource str
 			Description: fmt.Sprintf(format, args...),
 		})
 	})
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !storehealth.Down(err) {
 		r.Logger.Error("write log entry", "err", err)
 	}
 }

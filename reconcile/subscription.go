@@ -21,7 +21,7 @@ func (r *Reconciler) subscription(ctx context.Context, s *clouddb.Subscription, 
 				return nil
 			}
 			var set bool
-			err := r.Store.Update(ctx, func(tx clouddb.Tx) error {
+			err := r.update(ctx, func(tx clouddb.Tx) error {
 				var err error
 				set, err = tx.SetSubscriptionStatus(ctx, s.ID, s.Generation, clouddb.SubscriptionActive)
 				return err
@@ -39,14 +39,14 @@ func (r *Reconciler) subscription(ctx context.Context, s *clouddb.Subscription, 
 			if !r.delay(ctx) {
 				return nil
 			}
-			return r.Store.Update(ctx, func(tx clouddb.Tx) error { return ignoreGone(tx.DeleteSubscription(ctx, s.ID)) })
+			return r.update(ctx, func(tx clouddb.Tx) error { return ignoreGone(tx.DeleteSubscription(ctx, s.ID)) })
 		}, nil) // a deletion is tried again: the user asked for it to go
 	}
 }
 
 // subscriptionFailed puts s in error after its provisioning panicked.
 func (r *Reconciler) subscriptionFailed(ctx context.Context, s *clouddb.Subscription) {
-	err := r.Store.Update(ctx, func(tx clouddb.Tx) error {
+	err := r.update(ctx, func(tx clouddb.Tx) error {
 		_, serr := tx.SetSubscriptionStatus(ctx, s.ID, s.Generation, clouddb.SubscriptionError)
 		return serr
 	})

@@ -85,7 +85,7 @@ func (db *DB) now() time.Time { return norm(db.Now()) }
 func (db *DB) View(ctx context.Context, fn func(clouddb.Tx) error) error {
 	sqlTx, err := db.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return err
+		return mapErr(err)
 	}
 	// Nothing to commit: rolling back just ends the read snapshot.
 	defer sqlTx.Rollback()
@@ -143,6 +143,10 @@ func mapErr(err error) error {
 			return fmt.Errorf("%w: %s", clouddb.ErrConflict, se.Error())
 		case sqlite3.SQLITE_FULL:
 			return clouddb.ErrStorageFull
+		case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM:
+			// The file or its disk refuses: clients get a 503 naming the store, the
+			// operator's log the driver's text, and the loops back off.
+			return fmt.Errorf("%w (%s)", clouddb.ErrStorageUnwritable, se.Error())
 		}
 	}
 	return err

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,4 +199,56 @@ func TestPanicInWorkerLoopRestartsIt(t *testing.T) {
 	require.Eventually(t, func() bool { return taskOf(t, db, tk.ID).Status == clouddb.TaskCompleted }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 2, strings.Count(logs.String(), "background work panicked"))
 	require.Contains(t, logs.String(), "claimPanics).ClaimTask", "the stack is logged")
+}
+
+// fullClaims is a store whose claims (writes) fail as on a full disk while full is set.
+type fullClaims struct {
+	clouddb.Store
+	full   atomic.Bool
+	claims atomic.Int32 // attempted while full
+}
+
+func (f *fullClaims) ClaimTask(ctx context.Context, owner string, now time.Time, lease time.Duration) (*clouddb.Task, error) {
+	if f.full.Load() {
+		f.claims.Add(1)
+		return nil, clouddb.ErrStorageFull
+	}
+	return f.Store.ClaimTask(ctx, owner, now, lease)
+}
+
+// TestStoreFullEngineBacksOff: while the store cannot write, the engine's workers back
+// off and log it once (not two ERROR lines a second), log once that it is writable again,
+// and every task submitted before or during the outage then completes exactly once.
+func TestStoreFullEngineBacksOff(t *testing.T) {
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	store := &fullClaims{Store: db}
+	store.full.Store(true)
+	before := accountsWithTasks(t, db, clouddb.CommandCloudAccountCreate)
+	logs := &lockedBuffer{}
+	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, PollInterval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	runEngine(t, e)
+	during := accountsWithTasks(t, db, clouddb.CommandCloudAccountCreate)
+	for range 20 {
+		e.Notify() // submissions wake the workers; they must not shorten the pause
+		time.Sleep(100 * time.Millisecond)
+	}
+	out := logs.String()
+	require.Equal(t, 1, strings.Count(out, "store cannot write"), out)
+	require.Equal(t, 1, strings.Count(out, "level=ERROR"), out)
+	require.Less(t, store.claims.Load(), int32(30), "claims attempted while full")
+
+	store.full.Store(false)
+	for _, tk := range append(before, during...) {
+		require.Eventually(t, func() bool { return taskOf(t, db, tk.ID).Status == clouddb.TaskCompleted }, 10*time.Second, 10*time.Millisecond)
+	}
+	require.Equal(t, 1, strings.Count(logs.String(), "store writable again"))
+	var cas []*clouddb.CloudAccount
+	require.NoError(t, db.View(t.Context(), func(tx clouddb.Tx) (err error) {
+		cas, err = tx.CloudAccounts(t.Context(), clouddb.CloudAccountFilter{})
+		return err
+	}))
+	require.Len(t, cas, 2, "each task took effect once")
 }

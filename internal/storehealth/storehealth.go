@@ -68,6 +68,13 @@ func (m *Monitor) OK() {
 	}
 }
 
+// Backoff is the current pause between attempts while the store cannot write.
+func (m *Monitor) Backoff() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return max(m.backoff, MinBackoff)
+}
+
 // Down reports whether the last outcome was a failure.
 func (m *Monitor) Down() bool {
 	m.mu.Lock()
