@@ -70,6 +70,7 @@ type options struct {
 	// advertiseHost defaults to 127.0.0.1.
 	advertiseHost string
 	key           string // the encryption key; "" lets the service make a key file
+	dataTimeout   time.Duration
 }
 
 func startService(t *testing.T, dir string, o options) *service {
@@ -86,7 +87,8 @@ func startService(t *testing.T, dir string, o options) *service {
 	logs := &syncBuffer{}
 	m := NewMain(&syncBuffer{}, logs)
 	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", BrowserListen: "127.0.0.1:0", AdvertiseHost: o.advertiseHost, DBPorts: o.ports, ProvisioningDelay: o.delay,
-		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info", Store: o.store, EncryptionKey: o.key, DBMemory: o.dbMemory, BackupDirs: o.backupDirs}
+		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info", Store: o.store, EncryptionKey: o.key, DBMemory: o.dbMemory, BackupDirs: o.backupDirs,
+		DataTimeout: o.dataTimeout}
 	require.NoError(t, m.Config.Validate())
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{t: t, m: m, dir: dir, cancel: cancel, done: make(chan error, 1), logs: logs}
