@@ -160,10 +160,11 @@ func (e *Engine) work(ctx context.Context) {
 				}
 				break
 			}
-			e.health.OK()
 			if !did {
+				// A claim that found nothing wrote nothing: it proves no recovery.
 				break
 			}
+			e.health.OK()
 			// Another worker may be idle while more tasks wait.
 			e.Notify()
 		}
@@ -480,9 +481,12 @@ func (e *Engine) runJob(ctx context.Context, j job, t *clouddb.Task) error {
 func (e *Engine) renew(ctx context.Context, t *clouddb.Task) (lost bool) {
 	defer e.recoverLoop("renew task lease")
 	err := e.Store.ExtendLease(ctx, t.ID, t.LeaseOwner, e.Now().Add(e.Lease))
-	if errors.Is(err, clouddb.ErrConflict) {
+	switch {
+	case errors.Is(err, clouddb.ErrConflict):
 		return true
-	} else if err != nil {
+	case storehealth.Down(err):
+		e.health.Failed(err) // logged once, with the workers' state
+	case err != nil:
 		e.Logger.Warn("renew task lease", "task", t.ID, "err", err)
 	}
 	return false

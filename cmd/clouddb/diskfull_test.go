@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -123,4 +124,82 @@ func TestDiskFull(t *testing.T) {
 			require.Contains(t, d.StatusDetail, "no space left", "an error names its cause")
 		}
 	}
+}
+
+// TestDiskFullBacksOffAndLogsOnce: tasks that wait behind an import when the disk fills
+// are not lost and not spammed about: during seconds of full disk the service logs a
+// handful of lines about the store (not two ERROR lines a second), writes answer 507,
+// and once space is free again every task ends exactly once, in order.
+// It needs root to mount the tmpfs; it is skipped otherwise (CI runs as root).
+func TestDiskFullBacksOffAndLogsOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("optional: needs root to mount a tmpfs for the data dir")
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.MkdirAll(dataDir, 0o700))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dataDir).CombinedOutput(); err != nil {
+		t.Skipf("optional: cannot mount a tmpfs here: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dataDir).Run() })
+
+	s := startService(t, dataDir, options{dataTimeout: 3 * time.Second})
+	ctx := testContext(t)
+	subID, db := s.activeSubscription(ctx, "full", 0.1)
+	src, _ := trickle(t, time.Second)
+	// The import holds the account's queue (one task at a time per account) while the
+	// disk fills; the renames wait behind it.
+	imp, err := s.c.ImportDatabase(ctx, subID, db.ID, client.Import{SourceType: client.Ptr("http"), ImportFromURI: []string{src.URL + "/x.rdb"}})
+	require.NoError(t, err)
+	var renames []string
+	for i := range 3 {
+		task, err := s.c.UpdateDatabase(ctx, subID, db.ID, client.UpdateDatabase{Name: client.Ptr(fmt.Sprintf("renamed-%d", i))})
+		require.NoError(t, err)
+		renames = append(renames, task.ID)
+	}
+
+	filler := filepath.Join(dataDir, "filler")
+	f, err := os.Create(filler)
+	require.NoError(t, err)
+	chunk := bytes.Repeat([]byte{0xa5}, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			require.True(t, errors.Is(err, syscall.ENOSPC), "filling: %v", err)
+			break
+		}
+	}
+	f.Close()
+	mark := len(s.logs.String())
+
+	// The import's deadline passes while the disk is full: its end cannot be written.
+	time.Sleep(6 * time.Second)
+	var about []string
+	for line := range strings.Lines(s.logs.String()[mark:]) {
+		if (strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN")) && !strings.Contains(line, "request failed") {
+			about = append(about, line)
+		}
+	}
+	t.Logf("%d ERROR/WARN lines in 6s of full disk:\n%s", len(about), strings.Join(about, ""))
+	require.LessOrEqual(t, len(about), 6, "a handful of lines, not two a second")
+	require.Contains(t, s.logs.String()[mark:], "store cannot write")
+
+	_, err = s.c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("refused"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw")})
+	var cerr *client.Error
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, http.StatusInsufficientStorage, cerr.StatusCode, "%v", err)
+	require.Equal(t, "INSUFFICIENT_STORAGE", cerr.Type)
+
+	require.NoError(t, os.Remove(filler))
+	_, err = s.c.WaitForTask(ctx, imp.ID)
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, "DATABASE_IMPORT_FAILED", cerr.Type)
+	require.Contains(t, cerr.Description, "--data-timeout")
+	for _, id := range renames {
+		got, err := s.c.WaitForTask(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, "processing-completed", got.Status)
+	}
+	got, err := s.c.GetDatabase(ctx, subID, db.ID)
+	require.NoError(t, err)
+	require.Equal(t, "renamed-2", got.Name, "the renames took effect in order")
+	eventually(t, 10*time.Second, "the recovery is logged", func() bool { return strings.Contains(s.logs.String()[mark:], "store writable again") })
 }
