@@ -49,17 +49,18 @@ func openStore(path string, cipher *clouddb.Cipher) (*store, error) {
 
 func (st *store) close() error { return st.pools.Close() }
 
-// update runs fn in a write transaction and commits when it returns nil.
+// update runs fn in a write transaction and commits when it returns nil. A full disk or
+// an unwritable file answers 507 or 503 (sqlite.StorageError), not a generic 500.
 func (st *store) update(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := st.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return sqlite.StorageError(err)
 	}
 	defer tx.Rollback()
 	if err := fn(tx); err != nil {
-		return err
+		return sqlite.StorageError(err)
 	}
-	return tx.Commit()
+	return sqlite.StorageError(tx.Commit())
 }
 
 // constraint returns the extended SQLite result code of a constraint violation, or 0.

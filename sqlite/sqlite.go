@@ -137,17 +137,26 @@ func mapErr(err error) error {
 		return clouddb.ErrNotFound
 	}
 	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_CONSTRAINT:
-			return fmt.Errorf("%w: %s", clouddb.ErrConflict, se.Error())
-		case sqlite3.SQLITE_FULL:
-			return clouddb.ErrStorageFull
-		case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM:
-			// The file or its disk refuses: clients get a 503 naming the store, the
-			// operator's log the driver's text, and the loops back off.
-			return fmt.Errorf("%w (%s)", clouddb.ErrStorageUnwritable, se.Error())
-		}
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
+		return fmt.Errorf("%w: %s", clouddb.ErrConflict, se.Error())
+	}
+	return StorageError(err)
+}
+
+// StorageError turns a failure of the file or its disk into the store's sentinels: a full
+// disk into clouddb.ErrStorageFull (507), an I/O error, a read-only or moved file, or one
+// it cannot open into clouddb.ErrStorageUnwritable (503, the driver's text kept for the
+// log). Other errors come back unchanged. The browser's store uses it too.
+func StorageError(err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL:
+		return clouddb.ErrStorageFull
+	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM:
+		return fmt.Errorf("%w (%s)", clouddb.ErrStorageUnwritable, se.Error())
 	}
 	return err
 }
