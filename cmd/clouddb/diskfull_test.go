@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,6 +191,21 @@ func TestDiskFullBacksOffAndLogsOnce(t *testing.T) {
 	require.ErrorAs(t, err, &cerr)
 	require.Equal(t, http.StatusInsufficientStorage, cerr.StatusCode, "%v", err)
 	require.Equal(t, "INSUFFICIENT_STORAGE", cerr.Type)
+	// The browser API's store is on the same disk: it answers 507 with a clear JSON
+	// error too, not a generic 500.
+	host, portText, err := net.SplitHostPort(db.PublicEndpoint)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(portText)
+	require.NoError(t, err)
+	body, err := json.Marshal(map[string]any{"name": "while-full", "connectionType": "STANDALONE", "host": host, "port": port, "password": db.Security.Password})
+	require.NoError(t, err)
+	resp, err := http.Post("http://"+s.m.BrowserAddr+"/api/db/", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusInsufficientStorage, resp.StatusCode, string(b))
+	require.Contains(t, string(b), `"error":"INSUFFICIENT_STORAGE"`)
 
 	require.NoError(t, os.Remove(filler))
 	_, err = s.c.WaitForTask(ctx, imp.ID)
