@@ -256,6 +256,12 @@ func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database,
 		// The cause is read here, outside the closure: a closure-local err once shadowed
 		// it, and its nil .Error() panicked the whole process.
 		cause := err.Error()
+		// A restart that failed half-way (the disk filled after the server started, its
+		// port was taken) may have left a server running that nothing tracks: stop it, so
+		// that a database in error runs nothing and no orphan outlives it.
+		if serr := r.withDriver(ctx, func() error { return r.Driver.Stop(ctx, d.ID) }); serr != nil && ctx.Err() == nil {
+			r.Logger.Warn("stop the server of a database whose restart failed", "database_id", d.ID, "err", serr)
+		}
 		var set bool
 		if uerr := r.update(ctx, func(tx clouddb.Tx) error {
 			var serr error

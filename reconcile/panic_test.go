@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -203,4 +204,39 @@ func TestSupervisedRestartFailureShadowedErr(t *testing.T) {
 	require.NoError(t, drv.Stop(t.Context(), id))
 	require.Eventually(t, func() bool { return databaseOf(t, store, id).Status == clouddb.DatabaseError }, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, "port 10000 is taken by another process", databaseOf(t, store, id).StatusDetail)
+}
+
+// halfStart is a recorder whose Ensure, once armed, starts the server and then fails, as
+// a restart does when the disk fills after the process started.
+type halfStart struct {
+	*recorder
+	armed atomic.Bool
+}
+
+func (h *halfStart) Ensure(ctx context.Context, in clouddb.Instance) error {
+	err := h.recorder.Ensure(ctx, in)
+	if h.armed.Load() {
+		return errors.New("write pid file: no space left on device")
+	}
+	return err
+}
+
+// TestFailedRestartLeavesNoServer: a restart that fails after it started a server leaves
+// no server running for the database, which goes to error with the cause.
+func TestFailedRestartLeavesNoServer(t *testing.T) {
+	store := openStore(t)
+	id := activeDatabase(t, store)
+	drv := &halfStart{recorder: newRecorder()}
+	r := &reconcile.Reconciler{Store: store, Driver: drv, Interval: 10 * time.Millisecond}
+	runReconciler(t, r)
+	require.Eventually(t, func() bool { return drv.ensures(id) == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	drv.armed.Store(true)
+	require.NoError(t, drv.Stop(t.Context(), id)) // the server dies
+	require.Eventually(t, func() bool { return databaseOf(t, store, id).Status == clouddb.DatabaseError }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, "write pid file: no space left on device", databaseOf(t, store, id).StatusDetail)
+	require.Equal(t, 2, drv.ensures(id))
+	up, err := drv.Running(t.Context(), clouddb.Instance{DatabaseID: id})
+	require.NoError(t, err)
+	require.False(t, up, "the half-started server was stopped")
 }
