@@ -286,7 +286,7 @@ func TestFlags(t *testing.T) {
 	m := NewMain(os.Stdout, os.Stderr)
 	require.NoError(t, m.ParseFlags([]string{"--db-ports", "40000-40100", "--db-memory", "8GiB"}))
 	require.Equal(t, Config{DataDir: "/from/env", Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: "40000-40100",
-		DBMemory: "8GiB", ProvisioningDelay: 3 * time.Second, RateLimit: 400, TaskLease: 30 * time.Second, LogLevel: "info",
+		DBMemory: "8GiB", ProvisioningDelay: 3 * time.Second, RateLimit: 400, TaskLease: 30 * time.Second, DataTimeout: time.Hour, LogLevel: "info",
 		Store: "postgres://clouddb@127.0.0.1/clouddb", EncryptionKey: "the-key"}, m.Config)
 	t.Setenv("CLOUDDB_STORE", "")
 	t.Setenv("CLOUDDB_ENCRYPTION_KEY", "")
