@@ -149,7 +149,7 @@ func (e *Engine) work(ctx context.Context) {
 		wait := e.PollInterval
 		// Drain the queue before sleeping again.
 		for ctx.Err() == nil {
-			did, err := e.next(context.WithoutCancel(ctx))
+			did, err := e.next(ctx)
 			if err != nil {
 				if storehealth.Down(err) {
 					// Logged once per change of state, and tried again after a
@@ -179,14 +179,16 @@ func (e *Engine) work(ctx context.Context) {
 }
 
 // next claims one task and processes it: a handler at once, a data job in a goroutine of
-// its own, so that the worker is free again for other accounts' tasks.
+// its own, so that the worker is free again for other accounts' tasks. The end of ctx (a
+// shutdown) stops a data job, whose task is then taken over after its lease; a handler,
+// short and transactional, is finished.
 func (e *Engine) next(ctx context.Context) (bool, error) {
-	t, err := e.Store.ClaimTask(ctx, e.owner, e.Now(), e.Lease)
+	t, err := e.Store.ClaimTask(context.WithoutCancel(ctx), e.owner, e.Now(), e.Lease)
 	if err != nil || t == nil {
 		return false, err
 	}
 	if _, ok := jobs[t.CommandType]; !ok {
-		return true, e.process(ctx, t)
+		return true, e.process(context.WithoutCancel(ctx), t)
 	}
 	e.running.Go(func() {
 		if err := e.process(ctx, t); err != nil {
@@ -267,10 +269,13 @@ func (e *Engine) ProcessNext(ctx context.Context) (bool, error) {
 	return true, e.process(ctx, t)
 }
 
-func (e *Engine) process(ctx context.Context, t *clouddb.Task) error {
+// process runs t to its end. The end of ctx stops only a data job's work; what is
+// written is written whole.
+func (e *Engine) process(jobCtx context.Context, t *clouddb.Task) error {
+	ctx := context.WithoutCancel(jobCtx)
 	var herr error
 	if j, ok := jobs[t.CommandType]; ok {
-		herr = e.runJob(ctx, j, t)
+		herr = e.runJob(ctx, jobCtx, j, t)
 	} else if h, ok := handlers[t.CommandType]; ok {
 		// The handler's writes and the task's completion commit together.
 		herr = e.Store.Update(ctx, func(tx clouddb.Tx) error {
@@ -300,6 +305,10 @@ func (e *Engine) process(ctx context.Context, t *clouddb.Task) error {
 		if err := e.fail(ctx, t, errPanicked); err != nil {
 			return err
 		}
+	case errors.Is(herr, errStopped):
+		// Shut down mid-way: nothing recorded, the next holder of the task does it again.
+		e.Logger.Info("data job stopped by the shutdown; it runs again after its lease expires", "task", t.ID, "command", t.CommandType)
+		return nil
 	case errors.Is(herr, errLeaseLost):
 		// Another worker took the task over and processes it itself.
 		e.Logger.Warn("task lease lost", "task", t.ID)
@@ -373,6 +382,9 @@ func (e *Engine) complete(ctx context.Context, tx clouddb.Tx, t *clouddb.Task, i
 	return finish(ctx, tx, t)
 }
 
+// errStopped means a data job was stopped by a shutdown before it finished.
+var errStopped = errors.New("data job stopped by shutdown")
+
 // errLeaseLost means another worker took the task over (its lease expired): this worker
 // must leave it alone.
 var errLeaseLost = errors.New("task lease lost")
@@ -423,8 +435,8 @@ func dataTimeout(ctx context.Context) *DataTimeoutError {
 // runJob runs j while renewing t's lease; if the lease is lost, the work is cancelled
 // and the task left to the worker that took it over. Past DataTimeout the work is
 // cancelled and the job reports the failure (see dataTimeout).
-func (e *Engine) runJob(ctx context.Context, j job, t *clouddb.Task) error {
-	timeCtx, cancelTime := context.WithTimeoutCause(ctx, e.DataTimeout, &DataTimeoutError{Limit: e.DataTimeout})
+func (e *Engine) runJob(ctx, jobCtx context.Context, j job, t *clouddb.Task) error {
+	timeCtx, cancelTime := context.WithTimeoutCause(jobCtx, e.DataTimeout, &DataTimeoutError{Limit: e.DataTimeout})
 	defer cancelTime()
 	workCtx, cancel := context.WithCancel(timeCtx)
 	defer cancel()
@@ -455,6 +467,11 @@ func (e *Engine) runJob(ctx context.Context, j job, t *clouddb.Task) error {
 	case <-lost:
 		return errLeaseLost
 	default:
+	}
+	if jobCtx.Err() != nil && (err != nil || out.err != nil) {
+		// A failure caused by the shutdown is no failure of the task; a job that
+		// finished anyway is recorded.
+		return errStopped
 	}
 	if err != nil {
 		return err

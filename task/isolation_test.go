@@ -252,3 +252,40 @@ func TestStoreFullEngineBacksOff(t *testing.T) {
 	}))
 	require.Len(t, cas, 2, "each task took effect once")
 }
+
+// TestShutdownStopsDataJobs: a shutdown does not wait for a data job that would take long
+// (up to DataTimeout): the job is stopped, its task is not failed, and the next engine
+// takes it over once its lease expires.
+func TestShutdownStopsDataJobs(t *testing.T) {
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	var runs atomic.Int32
+	register(t, jobs, "testStoppableJob", func(ctx context.Context, _ *Engine, _ *clouddb.Task) (*outcome, error) {
+		if runs.Add(1) == 1 {
+			<-ctx.Done() // a source that never finishes
+			return &outcome{err: clouddb.Invalid("TEST_FAILED", "stopped")}, nil
+		}
+		return &outcome{}, nil
+	})
+	tk := accountsWithTasks(t, store, "testStoppableJob")[0]
+	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, Lease: time.Second, PollInterval: 20 * time.Millisecond}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	require.Eventually(t, func() bool { return runs.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	start := time.Now()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run waited for the data job")
+	}
+	require.Less(t, time.Since(start), 2*time.Second)
+	require.Equal(t, clouddb.TaskInProgress, taskOf(t, store, tk.ID).Status, "not failed by the shutdown")
+
+	next := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, Lease: time.Second, PollInterval: 20 * time.Millisecond}
+	runEngine(t, next)
+	require.Eventually(t, func() bool { return taskOf(t, store, tk.ID).Status == clouddb.TaskCompleted }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, int32(2), runs.Load())
+}
