@@ -90,8 +90,7 @@ func TestPanicFailsOnlyThatTask(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 	register(t, handlers, "testPanicHandler", func(context.Context, *env, clouddb.Tx, *clouddb.Task) (int, error) {
-		var p *clouddb.Database
-		return p.ID, nil // a nil dereference: a real runtime panic
+		panic("handler internals: nil pointer")
 	})
 	register(t, jobs, "testPanicJob", func(context.Context, *Engine, *clouddb.Task) (*outcome, error) {
 		panic("secret internals")

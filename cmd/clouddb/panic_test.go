@@ -25,8 +25,7 @@ func TestKeepRestartsPanickedLoop(t *testing.T) {
 		defer close(done)
 		m.keep(ctx, "test loop", func(ctx context.Context) {
 			if runs.Add(1) == 1 {
-				var m map[int]int
-				m[1] = 1 // a real runtime panic
+				panic("loop internals")
 			}
 			<-ctx.Done()
 		})
