@@ -69,16 +69,16 @@ func TestTenantRefusedAdminCommands(t *testing.T) {
 	c := client(t, in.Port, in.Password)
 	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
 	for _, words := range refusedExamples(t) {
-		err := c.Do(ctx, doArgs(words)...).Err()
-		require.Error(t, err, "%q must be refused", words)
-		t.Logf("%q: %v", words, err)
+		derr := c.Do(ctx, doArgs(words)...).Err()
+		require.Error(t, derr, "%q must be refused", words)
+		t.Logf("%q: %v", words, derr)
 		// DEBUG and MODULE are also off in redis' own configuration, which answers first.
-		refused := strings.HasPrefix(err.Error(), "NOPERM") ||
-			(slices.Contains([]string{"DEBUG", "MODULE"}, words[0]) && strings.Contains(err.Error(), "command not allowed"))
-		require.True(t, refused, "%q: %v", words, err)
+		refused := strings.HasPrefix(derr.Error(), "NOPERM") ||
+			(slices.Contains([]string{"DEBUG", "MODULE"}, words[0]) && strings.Contains(derr.Error(), "command not allowed"))
+		require.True(t, refused, "%q: %v", words, derr)
 		// And the ACL refuses it, whatever answers first.
-		dry, err := ac.Do(ctx, append([]any{"acl", "dryrun", "default"}, doArgs(words)...)...).Text()
-		require.NoError(t, err, "%q", words)
+		dry, dryErr := ac.Do(ctx, append([]any{"acl", "dryrun", "default"}, doArgs(words)...)...).Text()
+		require.NoError(t, dryErr, "%q", words)
 		require.Contains(t, dry, "no permissions", "%q", words)
 	}
 
