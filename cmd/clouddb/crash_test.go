@@ -1117,7 +1117,7 @@ func (h *harness) checkServers(s *storeState, w *workload) {
 				info, err := r.Info(ctx, "server").Result()
 				require.NoError(t, err)
 				require.Equal(t, strconv.Itoa(byID[db.ID][0]), infoValue(info, "process_id"), "database %d answers from its server process", db.ID)
-				maxmem, err := r.ConfigGet(ctx, "maxmemory").Result()
+				maxmem, err := internalRedis(t, h.databasesDir(), db.ID, db.PublicEndpoint).ConfigGet(ctx, "maxmemory").Result()
 				require.NoError(t, err)
 				require.Equal(t, strconv.FormatInt(int64(e.sizeGB*(1<<30)), 10), maxmem["maxmemory"], "database %d runs with the size of its last completed change", db.ID)
 				r.Close()

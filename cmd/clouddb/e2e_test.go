@@ -56,7 +56,7 @@ func TestWalkthrough(t *testing.T) {
 	r := redisOf(t, &db)
 	require.NoError(t, r.Set(ctx, "greeting", "hello", 0).Err())
 	require.Equal(t, "hello", r.Get(ctx, "greeting").Val())
-	maxmem, err := r.ConfigGet(ctx, "maxmemory").Result()
+	maxmem, err := internalRedis(t, filepath.Join(s.dir, "databases"), db.ID, db.PublicEndpoint).ConfigGet(ctx, "maxmemory").Result()
 	require.NoError(t, err)
 	require.Equal(t, strconv.Itoa(1<<30), maxmem["maxmemory"], "datasetSizeInGb sizes the server")
 
@@ -77,7 +77,7 @@ func TestWalkthrough(t *testing.T) {
 	require.NotEqual(t, db.PublicEndpoint, got.PublicEndpoint, "each database has its own port")
 	r2 := redisOf(t, got)
 	require.NoError(t, r2.Ping(ctx).Err())
-	policy, err := r2.ConfigGet(ctx, "maxmemory-policy").Result()
+	policy, err := internalRedis(t, filepath.Join(s.dir, "databases"), dbID, got.PublicEndpoint).ConfigGet(ctx, "maxmemory-policy").Result()
 	require.NoError(t, err)
 	require.Equal(t, "allkeys-lru", policy["maxmemory-policy"])
 
@@ -124,10 +124,11 @@ func TestUpdateAppliesToLiveServer(t *testing.T) {
 	require.Equal(t, "new-Password-1", got.Security.Password)
 
 	r2 := redisOf(t, got)
-	cfg, err := r2.ConfigGet(ctx, "maxmemory").Result()
+	admin := internalRedis(t, filepath.Join(s.dir, "databases"), db.ID, got.PublicEndpoint)
+	cfg, err := admin.ConfigGet(ctx, "maxmemory").Result()
 	require.NoError(t, err)
 	require.Equal(t, strconv.Itoa(2<<30), cfg["maxmemory"])
-	cfg, err = r2.ConfigGet(ctx, "maxmemory-policy").Result()
+	cfg, err = admin.ConfigGet(ctx, "maxmemory-policy").Result()
 	require.NoError(t, err)
 	require.Equal(t, "allkeys-lfu", cfg["maxmemory-policy"])
 	require.Equal(t, "v", r2.Get(ctx, "k").Val(), "data survives the update")

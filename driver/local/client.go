@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,9 @@ var errAuth = errors.New("password refused")
 
 // errLoading means the server answered but is still loading its dataset.
 var errLoading = errors.New("loading its dataset")
+
+// errNoPerm means the server refused a command to the user by its ACL rules.
+var errNoPerm = errors.New("not permitted")
 
 // newClient returns a client for one short conversation with a server: one connection,
 // no retries, RESP2 (AUTH rather than HELLO), no client-side extras.
@@ -77,6 +81,8 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %s", errAuth, firstLine(msg))
 	case strings.HasPrefix(msg, "LOADING"):
 		return fmt.Errorf("%w: %s", errLoading, firstLine(msg))
+	case strings.HasPrefix(msg, "NOPERM"):
+		return fmt.Errorf("%w: %s", errNoPerm, firstLine(msg))
 	}
 	return err
 }
@@ -98,7 +104,8 @@ func infoField(info, name string) string {
 	return ""
 }
 
-// settings are the live settings clouddb manages, as CONFIG GET/SET name them.
+// settings are the live settings clouddb manages, as CONFIG GET/SET name them. The
+// password is not one of them: it belongs to the default user's ACL rules.
 func settings(c serverConfig) map[string]string {
 	p := persistences[c.Persistence]
 	return map[string]string{
@@ -107,22 +114,41 @@ func settings(c serverConfig) map[string]string {
 		"appendonly":       p.appendonly,
 		"appendfsync":      p.appendfsync,
 		"save":             p.save,
-		"requirepass":      c.Password,
+		"bind":             c.Host,
 	}
 }
 
-// settingOrder lists the settings in the order CONFIG SET gets them; requirepass is last
-// so everything else is applied while the connection is known to be authenticated.
-var settingOrder = []string{"maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "requirepass"}
+// settingOrder lists the settings in the order CONFIG SET gets them.
+var settingOrder = []string{"maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "bind"}
+
+// Names of the ACL parts of a configuration, as applyLive and drifted report them.
+const (
+	changedPassword = "password"
+	changedRules    = "default user rules"
+)
+
+// liveSettings reads the managed settings of the server behind c (a few names, not "*").
+func liveSettings(ctx context.Context, c *redis.Client) (map[string]string, error) {
+	args := []any{"config", "get"}
+	for _, name := range settingOrder {
+		args = append(args, name)
+	}
+	cmd := redis.NewMapStringStringCmd(ctx, args...)
+	if err := c.Process(ctx, cmd); err != nil {
+		return nil, fmt.Errorf("CONFIG GET: %w", classify(err))
+	}
+	return cmd.Val(), nil
+}
 
 // applyLive sets the settings of want that differ on the running server, in one atomic
-// CONFIG SET, and returns the names of the changed settings (never their values).
-// Turning AOF on starts a rewrite; applyLive waits for it so the AOF holds the dataset
-// (and redis accepts a shutdown) before it returns.
-func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConfig) ([]string, error) {
-	got, err := c.ConfigGet(ctx, "*").Result()
+// CONFIG SET, defines the default and internal users anew (both idempotent), and returns
+// the names of what changed (never values) and the default user as the server now
+// describes it. Turning AOF on starts a rewrite; applyLive waits for it so the AOF holds
+// the dataset (and redis accepts a shutdown) before it returns.
+func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConfig) ([]string, aclUser, error) {
+	got, err := liveSettings(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("CONFIG GET: %w", classify(err))
+		return nil, aclUser{}, err
 	}
 	wantSet := settings(want)
 	args := []any{"config", "set"}
@@ -135,32 +161,67 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 	}
 	if len(changed) > 0 {
 		if err := c.Do(ctx, args...).Err(); err != nil {
-			return nil, fmt.Errorf("CONFIG SET %s: %w", strings.Join(changed, ", "), classify(err))
+			return nil, aclUser{}, fmt.Errorf("CONFIG SET %s: %w", strings.Join(changed, ", "), classify(err))
 		}
 	}
-	// The ACL part: the internal user, and whether clients may write. Both commands are
-	// idempotent; they also bring a server started from an older config file up to date.
-	writes := "+@all"
-	if want.ReadOnly {
-		writes = "-@write"
+	// The ACL part. Redefining the users from scratch also brings a server started from
+	// an older config file (requirepass, a default user with +@all) in line.
+	before, err := getUser(ctx, c, "default")
+	if err != nil {
+		return nil, aclUser{}, fmt.Errorf("ACL GETUSER default: %w", classify(err))
 	}
-	if err := c.Do(ctx, "acl", "setuser", "default", writes).Err(); err != nil {
-		return nil, fmt.Errorf("ACL SETUSER default: %w", classify(err))
+	if err := setUser(ctx, c, "default", defaultUserRules("#"+passwordHash(want.Password), want.ReadOnly)); err != nil {
+		return nil, aclUser{}, fmt.Errorf("ACL SETUSER default: %w", classify(err))
 	}
 	if want.InternalSecret != "" {
-		if err := c.Do(ctx, "acl", "setuser", internalUser, "on", "resetpass", ">"+want.InternalSecret, "~*", "&*", "+@all").Err(); err != nil {
-			return nil, fmt.Errorf("ACL SETUSER %s: %w", internalUser, classify(err))
+		if err := setUser(ctx, c, internalUser, internalUserRules("#"+passwordHash(want.InternalSecret))); err != nil {
+			return nil, aclUser{}, fmt.Errorf("ACL SETUSER %s: %w", internalUser, classify(err))
 		}
 	}
-	if len(changed) == 0 {
-		return nil, nil
+	after, err := getUser(ctx, c, "default")
+	if err != nil {
+		return nil, aclUser{}, fmt.Errorf("ACL GETUSER default: %w", classify(err))
+	}
+	if !slices.Equal(before.passwords, after.passwords) {
+		changed = append(changed, changedPassword)
+	}
+	if before.rules != after.rules {
+		changed = append(changed, changedRules)
 	}
 	if got["appendonly"] != "yes" && wantSet["appendonly"] == "yes" {
 		if err := d.waitAOFRewrite(ctx, c); err != nil {
-			return changed, err
+			return changed, after, err
 		}
 	}
-	return changed, nil
+	return changed, after, nil
+}
+
+// drifted compares the server behind c with want: the managed settings, the default
+// user's password and, when known, its rules as the server described them after clouddb
+// last set them. It returns the names of what differs.
+func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules string) ([]string, error) {
+	got, err := liveSettings(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	wantSet := settings(want)
+	var diff []string
+	for _, name := range settingOrder {
+		if got[name] != wantSet[name] {
+			diff = append(diff, name)
+		}
+	}
+	u, err := getUser(ctx, c, "default")
+	if err != nil {
+		return nil, fmt.Errorf("ACL GETUSER default: %w", classify(err))
+	}
+	if !slices.Equal(u.passwords, []string{passwordHash(want.Password)}) {
+		diff = append(diff, changedPassword)
+	}
+	if u.rules != rules {
+		diff = append(diff, changedRules)
+	}
+	return diff, nil
 }
 
 // waitAOFRewrite waits, up to StartTimeout, until no AOF rewrite is running or scheduled.

@@ -91,15 +91,11 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 	line("port", strconv.Itoa(c.Port))
 	line("bind", c.Host)
 	line("protected-mode", "yes")
-	// A user line defines the user from scratch, so a read-only default user carries its
-	// password there instead of in requirepass.
-	if c.ReadOnly {
-		line("user", "default", "on", ">"+c.Password, "~*", "&*", "+@all", "-@write")
-	} else {
-		line("requirepass", c.Password)
-	}
+	// The default user is the tenant's: a user line, not requirepass, so that it gets the
+	// data-plane commands only (see tenantRules).
+	line("user", append([]string{"default"}, defaultUserRules(">"+c.Password, c.ReadOnly)...)...)
 	if c.InternalSecret != "" {
-		line("user", internalUser, "on", ">"+c.InternalSecret, "~*", "&*", "+@all")
+		line("user", append([]string{internalUser}, internalUserRules(">"+c.InternalSecret)...)...)
 	}
 	line("maxmemory", strconv.FormatInt(c.MaxMemory, 10))
 	line("maxmemory-policy", c.Policy)
@@ -148,7 +144,7 @@ func parseConfig(data []byte) (serverConfig, error) {
 			c.Port = port
 		case "bind":
 			c.Host = val
-		case "requirepass":
+		case "requirepass": // written by clouddb versions before tenantRules
 			c.Password = val
 		case "user":
 			var pass string
@@ -160,7 +156,7 @@ func parseConfig(data []byte) (serverConfig, error) {
 			switch val {
 			case "default":
 				c.Password = pass
-				c.ReadOnly = slices.Contains(args[2:], "-@write")
+				c.ReadOnly = slices.Contains(args[2:], readOnlyRule)
 			case internalUser:
 				c.InternalSecret = pass
 			}

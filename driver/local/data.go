@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -28,9 +29,14 @@ func (d *Driver) internalEndpoint(in clouddb.Instance) redisdata.Endpoint {
 	}
 }
 
-// endpointOf converts a source outside clouddb's control; its connections go through the
-// dialer the driver was given (the address guard).
+// endpointOf converts a source; its connections go through the dialer the driver was
+// given (the address guard). A source that is one of this Driver's own databases, named
+// with its tenant's password, is read as that database's internal user instead: the
+// tenant's user may not run the replication commands (PSYNC, REPLCONF) a snapshot needs.
 func (d *Driver) endpointOf(e clouddb.RedisEndpoint) redisdata.Endpoint {
+	if ep, ok := d.ownEndpoint(e); ok {
+		return ep
+	}
 	ep := redisdata.Endpoint{Addr: e.Addr, Username: e.Username, Password: e.Password, Dial: d.dialSource}
 	if e.TLS {
 		ep.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -101,6 +107,43 @@ func (d *Driver) CopyFrom(ctx context.Context, in clouddb.Instance, src clouddb.
 		return err
 	}
 	return d.Load(ctx, in, []string{tmp.Name()})
+}
+
+// ownEndpoint returns the internal endpoint of the database of this Driver that e names:
+// its address is this host and one database's port, its user the default one, and its
+// password that database's (so it grants nothing its holder could not read already).
+func (d *Driver) ownEndpoint(e clouddb.RedisEndpoint) (redisdata.Endpoint, bool) {
+	if e.TLS || (e.Username != "" && e.Username != "default") {
+		return redisdata.Endpoint{}, false
+	}
+	host, portText, err := net.SplitHostPort(e.Addr)
+	if err != nil || (host != d.host && host != d.connectHost && host != "localhost") {
+		return redisdata.Endpoint{}, false
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return redisdata.Endpoint{}, false
+	}
+	ids, err := d.Instances(context.Background())
+	if err != nil {
+		return redisdata.Endpoint{}, false
+	}
+	for _, id := range ids {
+		c, ok, err := d.readConfig(id)
+		if err != nil || !ok || c.Port != port || c.InternalSecret == "" {
+			continue
+		}
+		if subtle.ConstantTimeCompare([]byte(c.Password), []byte(e.Password)) != 1 {
+			return redisdata.Endpoint{}, false
+		}
+		return redisdata.Endpoint{
+			Addr:     net.JoinHostPort(d.connectHost, portText),
+			Username: internalUser,
+			Password: c.InternalSecret,
+			Dial:     d.dialSource, // the guard decides as it would for the tenant's user
+		}, true
+	}
+	return redisdata.Endpoint{}, false
 }
 
 func (d *Driver) loadConfig() redisdata.LoadConfig {

@@ -196,7 +196,8 @@ func TestEnsure_AdoptsAfterCrashBetweenPasswordChanges(t *testing.T) {
 	c := client(t, in.Port, in.Password)
 	require.NoError(t, c.Set(ctx, "unpersisted", "v", 0).Err())
 	// The server took a second password; the config file was never rewritten.
-	require.NoError(t, c.ConfigSet(ctx, "requirepass", "second-password").Err())
+	ac := admin(t, filepath.Join(b.dir, "1"), in.Port)
+	require.NoError(t, ac.Do(ctx, "acl", "setuser", "default", "resetpass", ">second-password").Err())
 
 	in.Password = "third-password" // what the store wants now
 	require.NoError(t, mustDriver(t, b.dir).Ensure(ctx, in), "a new driver, as after a restart of clouddb")

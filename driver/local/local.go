@@ -89,6 +89,7 @@ type Driver struct {
 	children map[int]*child        // by pid, servers this Driver started and has not reaped
 	secrets  map[int]string        // internal-user secrets made but not yet in a config file
 	checked  map[int]deepCheck     // by database id, when Running last saw its server answer
+	rules    map[int]knownRules    // by database id, the default user's rules as its server last showed them
 	replicas map[int]*replica      // running replicators, by database id
 }
 
@@ -155,6 +156,7 @@ func New(cfg Config) (*Driver, error) {
 		children:     make(map[int]*child),
 		secrets:      make(map[int]string),
 		checked:      make(map[int]deepCheck),
+		rules:        make(map[int]knownRules),
 		replicas:     make(map[int]*replica),
 	}, nil
 }
@@ -365,13 +367,36 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 	if haveOld && old.Password != "" && old.Password != in.Password {
 		creds = append(creds, cred{"", old.Password})
 	}
-	c, err := d.connect(ctx, pid, port, creds)
+	c, cr, err := d.connect(ctx, pid, port, creds)
 	switch {
 	case errors.Is(err, errAuth):
 		d.log.Warn("running redis-server refuses the known passwords; restarting it", keyDatabase, id, keyPid, pid)
 		return false, d.terminate(ctx, id, pid)
+	case errors.Is(err, errLoading):
+		return false, fmt.Errorf("database %d: redis-server pid %d is still loading its data on port %d: %w; %s", id, pid, port, err, logTail(d.dbDir(id)))
 	case err != nil:
-		return false, fmt.Errorf("database %d: redis-server pid %d is running but does not answer on port %d: %w; %s", id, pid, port, err, logTail(d.dbDir(id)))
+		// The process is ours (its directory says so) but does not serve its port: it
+		// moved (CONFIG SET port, as tenants once could), hangs, or a stranger holds the
+		// port. A clean restart on the configured port brings it back, with its data as
+		// persisted; a port held by a stranger fails the start with that cause.
+		d.log.Warn("running redis-server does not answer on its port; restarting it", keyDatabase, id, keyPid, pid, keyPort, port, "error", err)
+		return false, d.terminate(ctx, id, pid)
+	}
+	if cr.user == "" {
+		// Only the tenant's password got in: a server from before the internal user (its
+		// default user may still administer it) gets that user now and is reached as it;
+		// one whose default user is already restricted lost the internal user, and a
+		// restart defines it again from the config file.
+		secret := d.internalSecret(id)
+		err := setUser(ctx, c, internalUser, internalUserRules("#"+passwordHash(secret)))
+		c.Close()
+		if err != nil {
+			d.log.Warn("running redis-server refuses clouddb's internal user; restarting it", keyDatabase, id, keyPid, pid, "error", classify(err))
+			return false, d.terminate(ctx, id, pid)
+		}
+		if c, _, err = d.connect(ctx, pid, port, []cred{{internalUser, secret}}); err != nil {
+			return false, fmt.Errorf("database %d: redis-server pid %d refuses the internal user it was just given: %w", id, pid, err)
+		}
 	}
 	defer c.Close()
 	if port != in.Port {
@@ -388,7 +413,7 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 // connect waits, up to StartTimeout, until the server pid on port accepts one of the
 // passwords, and returns a client authenticated with it. It gives up at once when every
 // password is refused (the error wraps errAuth) or the process is gone.
-func (d *Driver) connect(ctx context.Context, pid, port int, creds []cred) (*redis.Client, error) {
+func (d *Driver) connect(ctx context.Context, pid, port int, creds []cred) (*redis.Client, cred, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
 	defer cancel()
 	for {
@@ -397,7 +422,7 @@ func (d *Driver) connect(ctx context.Context, pid, port int, creds []cred) (*red
 		for _, cr := range creds {
 			c, err := d.probe(ctx, port, cr, pid)
 			if err == nil {
-				return c, nil
+				return c, cr, nil
 			}
 			if errors.Is(err, errAuth) {
 				refused++
@@ -405,14 +430,14 @@ func (d *Driver) connect(ctx context.Context, pid, port int, creds []cred) (*red
 			last = err
 		}
 		if refused == len(creds) {
-			return nil, last
+			return nil, cred{}, last
 		}
 		if gone(pid) {
-			return nil, fmt.Errorf("process exited")
+			return nil, cred{}, fmt.Errorf("process exited")
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("no answer within %s: %w", d.startTimeout, last)
+			return nil, cred{}, fmt.Errorf("no answer within %s: %w", d.startTimeout, last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -424,16 +449,19 @@ func (d *Driver) connect(ctx context.Context, pid, port int, creds []cred) (*red
 func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.Instance) error {
 	id := in.DatabaseID
 	want := d.configOf(in)
-	changed, err := d.applyLive(ctx, c, want)
+	changed, user, err := d.applyLive(ctx, c, want)
 	if err != nil {
 		return fmt.Errorf("database %d: apply configuration: %w", id, err)
 	}
+	d.mu.Lock()
+	d.rules[id] = knownRules{want.ReadOnly, user.rules}
+	d.mu.Unlock()
 	if err := d.writeConfig(id, want); err != nil {
 		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
 	}
 	if len(changed) > 0 {
 		d.log.Info("applied configuration to running redis-server", keyDatabase, id, keyChanged, changed)
-		if slices.Contains(changed, "requirepass") {
+		if slices.Contains(changed, changedPassword) {
 			// Check that a new connection gets in with the new password.
 			pid, _ := strconv.Atoi(infoField(c.Info(ctx, "server").Val(), "process_id"))
 			nc, err := d.probe(ctx, in.Port, cred{"", in.Password}, pid)
@@ -479,7 +507,8 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want serverConf
 	}
 	d.log.Info("started redis-server", keyDatabase, id, keyPid, pid, keyPort, in.Port)
 
-	c, err := d.waitReady(ctx, in, pid, ch)
+	// The internal user, since what follows administers the server.
+	c, err := d.waitReady(ctx, in, pid, ch, cred{internalUser, first.InternalSecret})
 	if err != nil {
 		select {
 		case <-ch.done:
@@ -492,11 +521,11 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want serverConf
 	return d.reconfigure(ctx, c, in)
 }
 
-// waitReady polls until the started server answers an authenticated PING as process pid,
+// waitReady polls until the started server answers a PING authenticated as cr as process pid,
 // up to StartTimeout. If the process exits first (a port in use, a bad config), the error
 // says so and carries the tail of its log. A server still starting at the deadline is
 // left running, so the next Ensure adopts it.
-func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch *child) (*redis.Client, error) {
+func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch *child, cr cred) (*redis.Client, error) {
 	id := in.DatabaseID
 	dir := d.dbDir(id)
 	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
@@ -519,7 +548,7 @@ func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch
 		// exit of our process must not wait for it.
 		res := make(chan result, 1)
 		go func() {
-			c, err := d.probe(ctx, in.Port, cred{"", in.Password}, pid)
+			c, err := d.probe(ctx, in.Port, cr, pid)
 			res <- result{c, err}
 		}()
 		select {
@@ -554,9 +583,10 @@ func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch
 // databases checked every second, the difference is a good part of a core.
 const deepCheckEvery = 10 * time.Second
 
-// Running reports whether the database's server runs: its process is alive, and it
-// answered an authenticated PING with the instance's password on the instance's port
-// within the last deepCheckEvery.
+// Running reports whether the database's server runs as the instance says: its process
+// is alive, and within the last deepCheckEvery it answered clouddb's internal user on the
+// instance's port with the instance's settings, password and default user's rules. A
+// server whose configuration drifted reports false, so that Ensure puts it back.
 func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error) {
 	unlock, err := d.lock(ctx, in.DatabaseID)
 	if err != nil {
@@ -571,22 +601,55 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	key := checkKey{pid, in.Port, in.Password}
 	d.mu.Lock()
 	last, ok := d.checked[id]
+	known := d.rules[id]
 	d.mu.Unlock()
 	if ok && last.key == key && time.Since(last.at) < deepCheckEvery {
 		return true, nil
 	}
-	c, err := d.probe(ctx, in.Port, cred{"", in.Password}, pid)
+	want := d.configOf(in)
+	c, err := d.probe(ctx, in.Port, cred{internalUser, want.InternalSecret}, pid)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
 		return false, nil
 	}
+	rules := known.rules
+	if rules == "" || known.readOnly != want.ReadOnly {
+		// Not set by this Driver yet (clouddb restarted): learn the server's form of them.
+		rules, err = normalRules(ctx, c, want.ReadOnly)
+		if err == nil {
+			d.mu.Lock()
+			d.rules[id] = knownRules{want.ReadOnly, rules}
+			d.mu.Unlock()
+		}
+	}
+	var diff []string
+	if err == nil {
+		diff, err = drifted(ctx, c, want, rules)
+	}
 	c.Close()
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		d.log.Warn("cannot compare redis-server's configuration", keyDatabase, id, "error", err)
+		return false, nil
+	}
+	if len(diff) > 0 {
+		d.log.Warn("redis-server's configuration drifted from the desired one", keyDatabase, id, keyPid, pid, keyChanged, diff)
+		return false, nil
+	}
 	d.mu.Lock()
 	d.checked[id] = deepCheck{key, time.Now()}
 	d.mu.Unlock()
 	return true, nil
+}
+
+// knownRules are the default user's rules in its server's normal form (see getUser).
+type knownRules struct {
+	readOnly bool
+	rules    string
 }
 
 // checkKey is what a deep check vouched for: a change of any of it needs a new one.
@@ -633,6 +696,10 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 	}
 	defer unlock()
 	d.stopReplica(id)
+	d.mu.Lock()
+	delete(d.rules, id)
+	delete(d.checked, id)
+	d.mu.Unlock()
 	dir := d.dbDir(id)
 	if pid := d.livePid(id); pid != 0 {
 		if err := d.shutdownNoSave(ctx, id, pid); err != nil {

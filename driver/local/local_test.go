@@ -3,6 +3,8 @@ package local_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,6 +142,43 @@ func client(t *testing.T, port int, password string) *redis.Client {
 	return c
 }
 
+// internalSecret reads the password of clouddb's internal user from a database's
+// redis.conf, where clouddb keeps it.
+func internalSecret(t *testing.T, dbDir string) string {
+	t.Helper()
+	conf, err := os.ReadFile(filepath.Join(dbDir, "redis.conf"))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(conf), "\n") {
+		if !strings.HasPrefix(line, `user "clouddb-internal" `) {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if s, ok := strings.CutPrefix(f, `">`); ok {
+				return strings.TrimSuffix(s, `"`)
+			}
+		}
+	}
+	t.Fatalf("no internal user in %s/redis.conf", dbDir)
+	return ""
+}
+
+// admin returns a client logged in as clouddb's internal user: what the tests need to
+// look at (or tamper with) the server's configuration, which tenants may not.
+func admin(t *testing.T, dbDir string, port int) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr:            fmt.Sprintf("127.0.0.1:%d", port),
+		Username:        "clouddb-internal",
+		Password:        internalSecret(t, dbDir),
+		Protocol:        2,
+		DisableIdentity: true,
+		MaxRetries:      -1,
+		DialTimeout:     2 * time.Second,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func ctxT(t *testing.T) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -209,7 +248,7 @@ func TestEnsure_StartConnect(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 
-	cfg, err := c.ConfigGet(ctx, "*").Result()
+	cfg, err := admin(t, dbDir, in.Port).ConfigGet(ctx, "*").Result()
 	require.NoError(t, err)
 	require.Equal(t, strconv.Itoa(64*mb), cfg["maxmemory"])
 	require.Equal(t, "volatile-lru", cfg["maxmemory-policy"])
@@ -271,7 +310,7 @@ func TestEnsure_LiveUpdate(t *testing.T) {
 	require.Equal(t, p, pid(t, b.driver, 3), "a live update must not restart the server")
 
 	c := client(t, in.Port, up.Password)
-	cfg, err := c.ConfigGet(ctx, "*").Result()
+	cfg, err := admin(t, filepath.Join(b.dir, "3"), in.Port).ConfigGet(ctx, "*").Result()
 	require.NoError(t, err)
 	require.Equal(t, strconv.Itoa(128*mb), cfg["maxmemory"])
 	require.Equal(t, "allkeys-lfu", cfg["maxmemory-policy"])
@@ -350,7 +389,7 @@ func TestEnsure_PersistenceChangeWhileStopped(t *testing.T) {
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	c := client(t, in.Port, in.Password)
 	require.Equal(t, "v", c.Get(ctx, "k").Val())
-	require.Equal(t, "yes", c.ConfigGet(ctx, "appendonly").Val()["appendonly"])
+	require.Equal(t, "yes", admin(t, filepath.Join(b.dir, "4"), in.Port).ConfigGet(ctx, "appendonly").Val()["appendonly"])
 }
 
 func TestEnsure_AdoptAfterRestart(t *testing.T) {
@@ -470,10 +509,15 @@ func TestEnsure_PasswordCannotInjectConfig(t *testing.T) {
 			in.Password = password
 
 			require.NoError(t, b.driver.Ensure(ctx, in))
-			c := client(t, in.Port, password)
-			cfg, err := c.ConfigGet(ctx, "*").Result()
+			require.NoError(t, client(t, in.Port, password).Ping(ctx).Err())
+			dbDir := filepath.Join(b.dir, strconv.Itoa(id))
+			ac := admin(t, dbDir, in.Port)
+			cfg, err := ac.ConfigGet(ctx, "*").Result()
 			require.NoError(t, err)
-			require.Equal(t, password, cfg["requirepass"])
+			user, err := ac.Do(ctx, "acl", "getuser", "default").Slice()
+			require.NoError(t, err)
+			sum := sha256.Sum256([]byte(password))
+			require.Equal(t, []any{hex.EncodeToString(sum[:])}, user[3], "the default user has exactly the password")
 			require.Equal(t, "", cfg["save"])
 			require.Equal(t, "no", cfg["appendonly"])
 			require.Equal(t, "volatile-lru", cfg["maxmemory-policy"])
@@ -484,7 +528,8 @@ func TestEnsure_PasswordCannotInjectConfig(t *testing.T) {
 				require.False(t, strings.HasPrefix(line, "rename-command"), line)
 				require.False(t, strings.HasPrefix(line, "save 1"), line)
 			}
-			require.Equal(t, 1, strings.Count(string(conf), "requirepass"))
+			require.Zero(t, strings.Count(string(conf), "requirepass"))
+			require.Equal(t, 1, strings.Count(string(conf), "\nuser \"default\" "))
 
 			// The password read back from redis.conf lets a new Driver change it.
 			d2 := mustDriver(t, b.dir)
@@ -593,16 +638,17 @@ func TestEnsure_UnknownPasswordIsReset(t *testing.T) {
 	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
 	// Someone changed the password behind clouddb's back: clouddb gets in as its internal
 	// user and sets the password back, without a restart.
-	require.NoError(t, c.ConfigSet(ctx, "requirepass", "unknown").Err())
+	ac := admin(t, filepath.Join(b.dir, "33"), in.Port)
+	require.NoError(t, ac.Do(ctx, "acl", "setuser", "default", "resetpass", ">unknown").Err())
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	require.Equal(t, p, pid(t, b.driver, 33))
 	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
 
 	// Locked out of the internal user too: the server is ours (same directory), so
 	// Ensure restarts it cleanly with its data.
-	c = client(t, in.Port, in.Password)
-	require.NoError(t, c.Do(ctx, "acl", "setuser", "clouddb-internal", "resetpass", ">changed").Err())
-	require.NoError(t, c.ConfigSet(ctx, "requirepass", "unknown").Err())
+	ac = admin(t, filepath.Join(b.dir, "33"), in.Port)
+	require.NoError(t, ac.Do(ctx, "acl", "setuser", "default", "resetpass", ">unknown").Err())
+	require.NoError(t, ac.Do(ctx, "acl", "setuser", "clouddb-internal", "resetpass", ">changed").Err())
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	require.NotEqual(t, p, pid(t, b.driver, 33))
 	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
