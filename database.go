@@ -228,6 +228,9 @@ const (
 	MaxDatabaseNameLength = 40
 	MaxDatabaseSizeGB     = 1024
 	MaxPasswordLength     = 128
+	// MinDatabaseSizeGB is the smallest size a database may have: a smaller one would
+	// become a maxmemory that rounds towards 0 bytes, which redis reads as "no limit".
+	MinDatabaseSizeGB = 0.1
 )
 
 // DefaultBackupInterval is the interval of periodic backups when none is given.
@@ -346,11 +349,17 @@ func (s *DatabaseSpec) validateCommon() error {
 	return nil
 }
 
+// validateSize checks a size that is given; 0 is "not given" (the create rules say which
+// one is required).
 func validateSize(field string, v float64) error {
-	if v < 0 || v > MaxDatabaseSizeGB || v != v {
-		return Invalid(ErrTypeDatabaseInvalidSize, "database: %s must be greater than 0 and at most %d", field, MaxDatabaseSizeGB)
+	if v != 0 && !(v >= MinDatabaseSizeGB && v <= MaxDatabaseSizeGB) {
+		return sizeError(field)
 	}
 	return nil
+}
+
+func sizeError(field string) error {
+	return Invalid(ErrTypeDatabaseInvalidSize, "database: %s must be at least %g and at most %d (GB)", field, MinDatabaseSizeGB, MaxDatabaseSizeGB)
 }
 
 // ValidateDatabaseName checks the naming rule: letters, digits and hyphens, 1 to 40.
@@ -387,15 +396,11 @@ func (u *DatabaseUpdate) Validate() error {
 			return err
 		}
 	}
-	if u.MemoryLimitInGB != nil {
-		if err := validateSize("memoryLimitInGb", *u.MemoryLimitInGB); err != nil || *u.MemoryLimitInGB == 0 {
-			return Invalid(ErrTypeDatabaseInvalidSize, "database: memoryLimitInGb must be greater than 0 and at most %d", MaxDatabaseSizeGB)
-		}
+	if u.MemoryLimitInGB != nil && (*u.MemoryLimitInGB == 0 || validateSize("memoryLimitInGb", *u.MemoryLimitInGB) != nil) {
+		return sizeError("memoryLimitInGb")
 	}
-	if u.DatasetSizeInGB != nil {
-		if err := validateSize("datasetSizeInGb", *u.DatasetSizeInGB); err != nil || *u.DatasetSizeInGB == 0 {
-			return Invalid(ErrTypeDatabaseInvalidSize, "database: datasetSizeInGb must be greater than 0 and at most %d", MaxDatabaseSizeGB)
-		}
+	if u.DatasetSizeInGB != nil && (*u.DatasetSizeInGB == 0 || validateSize("datasetSizeInGb", *u.DatasetSizeInGB) != nil) {
+		return sizeError("datasetSizeInGb")
 	}
 	if u.Password != nil {
 		if *u.Password == "" {
