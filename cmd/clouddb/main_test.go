@@ -70,6 +70,8 @@ type options struct {
 	// advertiseHost defaults to 127.0.0.1.
 	advertiseHost string
 	key           string // the encryption key; "" lets the service make a key file
+	// timeouts replace the HTTP servers' defaults when set.
+	timeouts *httpTimeouts
 }
 
 func startService(t *testing.T, dir string, o options) *service {
@@ -88,6 +90,9 @@ func startService(t *testing.T, dir string, o options) *service {
 	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", BrowserListen: "127.0.0.1:0", AdvertiseHost: o.advertiseHost, DBPorts: o.ports, ProvisioningDelay: o.delay,
 		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info", Store: o.store, EncryptionKey: o.key, DBMemory: o.dbMemory, BackupDirs: o.backupDirs}
 	require.NoError(t, m.Config.Validate())
+	if o.timeouts != nil {
+		m.timeouts = *o.timeouts
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{t: t, m: m, dir: dir, cancel: cancel, done: make(chan error, 1), logs: logs}
 	go func() { s.done <- m.Run(ctx) }()
