@@ -1,6 +1,11 @@
 package cloudapi
 
-import "strings"
+import (
+	"net/netip"
+	"strings"
+
+	"clouddb"
+)
 
 // LimitCache sets the answer cache's byte budget and per-answer cap.
 func LimitCache(budget, entryMax int64) func(*Server) {
@@ -22,3 +27,31 @@ func Cached(s *Server, suffix string) bool {
 	}
 	return false
 }
+
+// WatchSecretMatches calls f with the key every secret is compared with, until restore.
+// Tests that use it must not run in parallel.
+func WatchSecretMatches(f func(*clouddb.APIKey)) (restore func()) {
+	orig := matchSecret
+	matchSecret = func(k *clouddb.APIKey, secret string) bool {
+		f(k)
+		return orig(k, secret)
+	}
+	return func() { matchSecret = orig }
+}
+
+// FailLogins records one failed authentication from each of n distinct addresses.
+func FailLogins(s *Server, n int) {
+	for i := range n {
+		s.logins.fail(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32))
+	}
+}
+
+// LoginAddresses is how many addresses the failed-login throttle remembers.
+func LoginAddresses(s *Server) int {
+	s.logins.mu.Lock()
+	defer s.logins.mu.Unlock()
+	return len(s.logins.windows)
+}
+
+// MaxLoginAddresses is maxLoginAddresses.
+const MaxLoginAddresses = maxLoginAddresses

@@ -7,12 +7,14 @@ package cloudapi
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -42,11 +44,18 @@ type Server struct {
 	// RateLimit is how many requests one API key may make per minute; 0 turns the limit
 	// off.
 	RateLimit int
+	// LoginFailures is how many failed authentications one client address may make per
+	// minute before its requests get 429; 0 means DefaultLoginFailures, a negative value
+	// turns the throttle off.
+	LoginFailures int
 
 	mux     *http.ServeMux
 	limiter *rateLimiter
-	auth    authCache
-	views   viewCache
+	logins  *loginThrottle
+	// dummyKey is compared with the secret sent with an unknown key.
+	dummyKey clouddb.APIKey
+	auth     authCache
+	views    viewCache
 }
 
 // Handler returns the API's http.Handler.
@@ -66,6 +75,13 @@ func (s *Server) Handler() http.Handler {
 	if s.RateLimit > 0 {
 		s.limiter = &rateLimiter{limit: s.RateLimit, now: s.Now, windows: map[int]*keyWindow{}}
 	}
+	if s.LoginFailures == 0 {
+		s.LoginFailures = DefaultLoginFailures
+	}
+	if s.LoginFailures > 0 {
+		s.logins = &loginThrottle{limit: s.LoginFailures, now: s.Now, windows: map[netip.Prefix]*keyWindow{}}
+	}
+	s.dummyKey = clouddb.APIKey{SecretDigest: clouddb.DigestSecret(rand.Text())}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -153,7 +169,15 @@ func (s *Server) register(pattern string, h handler, cached bool) {
 		full = method + " /v1"
 	}
 	s.mux.HandleFunc(full, func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.authenticate(r)
+		addr := clientPrefix(r)
+		err := s.checkLogin(w, addr)
+		var c *caller
+		if err == nil {
+			c, err = s.authenticate(r)
+			if err == errUnauthorized && s.logins != nil && r.Header.Get("x-api-key") != "" {
+				s.logins.fail(addr)
+			}
+		}
 		if err == nil {
 			err = s.limitRate(w, c)
 		}
