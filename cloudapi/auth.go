@@ -76,7 +76,8 @@ func (s *Server) authorize(r *http.Request, c *caller) (*caller, error) {
 		return nil, clouddb.Forbidden(clouddb.ErrTypeUnsupportedPlan,
 			"the API is available for flexible and annual plans only; this account is on the %s plan", c.account.Plan)
 	}
-	if c.key.Role == clouddb.RoleViewer && r.Method != http.MethodGet {
+	// HEAD is a GET without the body: a read like any other.
+	if c.key.Role == clouddb.RoleViewer && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return nil, clouddb.Forbidden(clouddb.ErrTypeForbidden, "this API key is read-only")
 	}
 	return c, nil

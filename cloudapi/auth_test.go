@@ -230,3 +230,17 @@ func TestLoginThrottle(t *testing.T) {
 	cloudapi.FailLogins(api, 3*cloudapi.MaxLoginAddresses)
 	require.LessOrEqual(t, cloudapi.LoginAddresses(api), cloudapi.MaxLoginAddresses)
 }
+
+// A viewer key may HEAD wherever it may GET: HEAD is a read.
+func TestViewerHead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	subID, dbID := e.activeSubscription("head")
+	for _, path := range []string{"/v1/subscriptions", fmt.Sprintf("/v1/subscriptions/%d/databases/%d", subID, dbID), "/v1/tasks"} {
+		r := e.do(http.MethodHead, path, viewerKey, viewerSecret, nil)
+		require.Equal(t, http.StatusOK, r.status, path)
+		require.Empty(t, r.body, "%s: a HEAD answer has no body", path)
+	}
+	requireError(t, e.do(http.MethodDelete, fmt.Sprintf("/v1/subscriptions/%d/databases/%d", subID, dbID), viewerKey, viewerSecret, nil),
+		http.StatusForbidden, "FORBIDDEN")
+}

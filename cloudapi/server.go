@@ -98,6 +98,12 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	normalizePath(r)
 	r.Body = http.MaxBytesReader(w, r.Body, s.MaxBodyBytes)
+	if hasDotSegment(r.URL.Path) {
+		// The mux would answer a redirect to the cleaned path, with an HTML body.
+		writeError(w, r, s.Logger, clouddb.Invalid(clouddb.ErrTypeBadRequest,
+			"path %q has a . or .. segment: send the path without them", r.URL.Path))
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.unrouted(w, r)
 		return
@@ -130,6 +136,16 @@ func normalizePath(r *http.Request) {
 	}
 	r.URL.Path = p
 	r.URL.RawPath = ""
+}
+
+// hasDotSegment reports whether a path has a "." or ".." segment.
+func hasDotSegment(p string) bool {
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // unrouted answers a request no route takes with the mux's status (404 or 405, with its
@@ -312,6 +328,13 @@ func decodeBody(r *http.Request, v any) error {
 		return clouddb.Invalid(clouddb.ErrTypeMalformedBody, "request body must be a JSON object")
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) && typ.Field != "" {
+			// encoding/json names the field by Go struct and without array indices
+			// (DatabaseSpec.alerts.value): name it as it is on the wire instead.
+			return clouddb.Invalid(clouddb.ErrTypeInvalidField, "field %s: expected %s, got %s",
+				wirePath(raw, typ.Offset, typ.Field), jsonKind(typ.Type.String()), typ.Value)
+		}
 		return bodyError(err)
 	}
 	if dec.More() {
@@ -360,6 +383,85 @@ func bodyError(err error) error {
 		return clouddb.Invalid(clouddb.ErrTypeInvalidField, "%s", invalid.Error())
 	}
 	return clouddb.Invalid(clouddb.ErrTypeMalformedBody, "malformed JSON: %v", err)
+}
+
+// wirePath is the path, as the wire names it (databases[0].alerts[1].value), of the
+// value of raw that encoding/json refused at offset: the first value whose opening
+// token (for an object or an array) or whole literal ends at or past offset. When raw
+// cannot be walked, goField is used without its Go type names.
+func wirePath(raw []byte, offset int64, goField string) string {
+	type frame struct {
+		array   bool
+		index   int
+		key     string
+		wantKey bool
+	}
+	var stack []*frame
+	path := func() string {
+		var b strings.Builder
+		for _, f := range stack {
+			if f.array {
+				b.WriteString("[" + strconv.Itoa(f.index) + "]")
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(f.key)
+		}
+		return b.String()
+	}
+	// next moves the innermost container past a value that ended.
+	next := func() {
+		if n := len(stack); n > 0 {
+			if f := stack[n-1]; f.array {
+				f.index++
+			} else {
+				f.wantKey = true
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			next()
+			continue
+		}
+		if top != nil && !top.array && top.wantKey {
+			top.key, _ = tok.(string)
+			top.wantKey = false
+			continue
+		}
+		here, past := path(), dec.InputOffset() >= offset
+		if d, ok := tok.(json.Delim); ok {
+			if past {
+				return here
+			}
+			stack = append(stack, &frame{array: d == '[', wantKey: d == '{'})
+			continue
+		}
+		if past {
+			return here
+		}
+		next()
+	}
+	var kept []string
+	for _, part := range strings.Split(goField, ".") {
+		if part != "" && (part[0] < 'A' || part[0] > 'Z') {
+			kept = append(kept, part)
+		}
+	}
+	return strings.Join(kept, ".")
 }
 
 // fieldError is returned by custom decoders of a field.
