@@ -85,8 +85,35 @@ func (s *CloudAccountSpec) ValidateUpdate() error {
 }
 
 func (s *CloudAccountSpec) validateCommon() error {
+	const ca = "cloud account"
 	if s.Provider != nil && !ValidProvider(*s.Provider) {
 		return Invalid(ErrTypeInvalidField, "cloud account: provider must be one of %v", cloudProviders)
+	}
+	if s.Name != nil {
+		if err := checkText(ca, "name", *s.Name, MaxCloudAccountNameLength); err != nil {
+			return err
+		}
+	}
+	if s.ConsoleUsername != nil {
+		if err := checkText(ca, "consoleUsername", *s.ConsoleUsername, MaxShortText); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"accessKeyId", s.AccessKeyID}, {"accessSecretKey", s.AccessSecretKey}, {"consolePassword", s.ConsolePassword}} {
+		if f.v != nil {
+			if err := checkLength(ca, f.name, *f.v, MaxSecretLength); err != nil {
+				return err
+			}
+		}
+	}
+	if s.SignInLoginURL != nil && *s.SignInLoginURL != "" {
+		// The console shows it as a link.
+		if err := checkWebURL(ca, "signInLoginUrl", *s.SignInLoginURL); err != nil {
+			return err
+		}
 	}
 	return nil
 }

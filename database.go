@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // DatabaseStatus is a database's provisioning state.
@@ -225,9 +226,12 @@ var (
 
 // Limits of database fields.
 const (
-	MaxDatabaseNameLength = 40
+	MaxDatabaseNameLength = MaxNameLength
 	MaxDatabaseSizeGB     = 1024
 	MaxPasswordLength     = 128
+	// MinDatabaseSizeGB is the smallest size a database may have: a smaller one would
+	// become a maxmemory that rounds towards 0 bytes, which redis reads as "no limit".
+	MinDatabaseSizeGB = 0.1
 )
 
 // DefaultBackupInterval is the interval of periodic backups when none is given.
@@ -293,6 +297,9 @@ func (s *DatabaseSpec) validate(needPassword bool) error {
 
 // validateCommon checks the fields a create and an update share, on the merged spec.
 func (s *DatabaseSpec) validateCommon() error {
+	if err := s.validateLimits(); err != nil {
+		return err
+	}
 	if s.DataPersistence != "" && !oneOf(s.DataPersistence, DataPersistenceValues) {
 		return Invalid(ErrTypeInvalidField, "database: dataPersistence must be one of %v", DataPersistenceValues)
 	}
@@ -346,11 +353,62 @@ func (s *DatabaseSpec) validateCommon() error {
 	return nil
 }
 
+// validateSize checks a size that is given; 0 is "not given" (the create rules say which
+// one is required).
+// validateLimits bounds the free text and the lists a database keeps (see text.go).
+func (s *DatabaseSpec) validateLimits() error {
+	const db = "database"
+	if err := checkText(db, "queryPerformanceFactor", s.QueryPerformanceFactor, MaxShortText); err != nil {
+		return err
+	}
+	if err := checkText(db, "redisVersion", s.RedisVersion, MaxShortText); err != nil {
+		return err
+	}
+	if err := checkCount(db, "sourceIp", len(s.SourceIPs), MaxListLength); err != nil {
+		return err
+	}
+	if err := checkCount(db, "alerts", len(s.Alerts), MaxListLength); err != nil {
+		return err
+	}
+	if err := checkLength(db, "clientSslCertificate", s.ClientSSLCertificate, MaxCertificateLength); err != nil {
+		return err
+	}
+	if err := checkCount(db, "clientTlsCertificates", len(s.ClientTLSCertificates), MaxListLength); err != nil {
+		return err
+	}
+	for i, c := range s.ClientTLSCertificates {
+		if err := checkLength(db, "clientTlsCertificates["+strconv.Itoa(i)+"]", c, MaxCertificateLength); err != nil {
+			return err
+		}
+	}
+	if err := checkLength(db, "periodicBackupPath", s.PeriodicBackupPath, MaxURLLength); err != nil {
+		return err
+	}
+	if b := s.RemoteBackup; b != nil {
+		if err := checkLength(db, "remoteBackup.storagePath", b.StoragePath, MaxURLLength); err != nil {
+			return err
+		}
+	}
+	if err := checkCount(db, "regexRules", len(s.RegexRules), MaxRegexRules); err != nil {
+		return err
+	}
+	for i, r := range s.RegexRules {
+		if err := checkText(db, "regexRules["+strconv.Itoa(i)+"]", r, MaxRegexRuleLength); err != nil {
+			return err
+		}
+	}
+	return ValidateTags(db, "tags", s.Tags)
+}
+
 func validateSize(field string, v float64) error {
-	if v < 0 || v > MaxDatabaseSizeGB || v != v {
-		return Invalid(ErrTypeDatabaseInvalidSize, "database: %s must be greater than 0 and at most %d", field, MaxDatabaseSizeGB)
+	if v != 0 && !(v >= MinDatabaseSizeGB && v <= MaxDatabaseSizeGB) {
+		return sizeError(field)
 	}
 	return nil
+}
+
+func sizeError(field string) error {
+	return Invalid(ErrTypeDatabaseInvalidSize, "database: %s must be at least %g and at most %d (GB)", field, MinDatabaseSizeGB, MaxDatabaseSizeGB)
 }
 
 // ValidateDatabaseName checks the naming rule: letters, digits and hyphens, 1 to 40.
@@ -358,7 +416,7 @@ func ValidateDatabaseName(name string) error {
 	if name == "" {
 		return Invalid(ErrTypeDatabaseInvalidName, "database: name is required")
 	}
-	if len(name) > MaxDatabaseNameLength {
+	if utf8.RuneCountInString(name) > MaxDatabaseNameLength {
 		return Invalid(ErrTypeDatabaseInvalidName, "database: name must be at most %d characters", MaxDatabaseNameLength)
 	}
 	if !databaseName.MatchString(name) {
@@ -387,15 +445,11 @@ func (u *DatabaseUpdate) Validate() error {
 			return err
 		}
 	}
-	if u.MemoryLimitInGB != nil {
-		if err := validateSize("memoryLimitInGb", *u.MemoryLimitInGB); err != nil || *u.MemoryLimitInGB == 0 {
-			return Invalid(ErrTypeDatabaseInvalidSize, "database: memoryLimitInGb must be greater than 0 and at most %d", MaxDatabaseSizeGB)
-		}
+	if u.MemoryLimitInGB != nil && (*u.MemoryLimitInGB == 0 || validateSize("memoryLimitInGb", *u.MemoryLimitInGB) != nil) {
+		return sizeError("memoryLimitInGb")
 	}
-	if u.DatasetSizeInGB != nil {
-		if err := validateSize("datasetSizeInGb", *u.DatasetSizeInGB); err != nil || *u.DatasetSizeInGB == 0 {
-			return Invalid(ErrTypeDatabaseInvalidSize, "database: datasetSizeInGb must be greater than 0 and at most %d", MaxDatabaseSizeGB)
-		}
+	if u.DatasetSizeInGB != nil && (*u.DatasetSizeInGB == 0 || validateSize("datasetSizeInGb", *u.DatasetSizeInGB) != nil) {
+		return sizeError("datasetSizeInGb")
 	}
 	if u.Password != nil {
 		if *u.Password == "" {
@@ -506,6 +560,9 @@ func (r *ImportRequest) Validate() error {
 	for i, u := range r.ImportFromURI {
 		if u == "" {
 			return Invalid(ErrTypeInvalidField, "import: importFromUri[%d] is empty", i)
+		}
+		if err := checkLength("import", "importFromUri["+strconv.Itoa(i)+"]", u, MaxURLLength); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -114,6 +114,9 @@ func ValidateReplicaOf(uris []string) ([]ReplicaSource, error) {
 	seen := map[string]bool{}
 	out := make([]ReplicaSource, 0, len(uris))
 	for i, u := range uris {
+		if err := checkLength("database", "replicaOf["+strconv.Itoa(i)+"]", u, MaxURLLength); err != nil {
+			return nil, err
+		}
 		src, err := ParseReplicaSource("replicaOf["+strconv.Itoa(i)+"]", u)
 		if err != nil {
 			return nil, err

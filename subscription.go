@@ -115,8 +115,17 @@ func (s *SubscriptionSpec) Validate() error {
 	if s.Name == "" {
 		return Invalid(ErrTypeInvalidField, "subscription: name is required")
 	}
-	if len(s.Name) > 40 {
-		return Invalid(ErrTypeInvalidField, "subscription: name must be at most 40 characters")
+	if err := checkText(subRes, "name", s.Name, MaxNameLength); err != nil {
+		return err
+	}
+	if err := checkText(subRes, "redisVersion", s.RedisVersion, MaxShortText); err != nil {
+		return err
+	}
+	if err := checkCount(subRes, "cloudProviders", len(s.CloudProviders), MaxListLength); err != nil {
+		return err
+	}
+	if err := checkCount(subRes, "databases", len(s.Databases), MaxListLength); err != nil {
+		return err
 	}
 	if s.DeploymentType != "" && s.DeploymentType != "single-region" {
 		if !oneOf(s.DeploymentType, deploymentTypes) {
@@ -143,9 +152,19 @@ func (s *SubscriptionSpec) Validate() error {
 		if len(cp.Regions) == 0 {
 			return Invalid(ErrTypeInvalidField, "subscription: cloudProviders[%d].regions needs at least one element", i)
 		}
+		cpField := "cloudProviders[" + strconv.Itoa(i) + "]"
+		if err := checkCount(subRes, cpField+".regions", len(cp.Regions), MaxListLength); err != nil {
+			return err
+		}
+		if err := ValidateTags(subRes, cpField+".resourceTags", cp.ResourceTags); err != nil {
+			return err
+		}
 		for j, r := range cp.Regions {
 			if r.Region == "" {
 				return Invalid(ErrTypeInvalidField, "subscription: cloudProviders[%d].regions[%d].region is required", i, j)
+			}
+			if err := r.validateText(cpField + ".regions[" + strconv.Itoa(j) + "]"); err != nil {
+				return err
 			}
 			if c := r.Networking.DeploymentCIDR; c != "" {
 				if p, err := netip.ParsePrefix(c); err != nil || p.Masked() != p {
@@ -181,10 +200,34 @@ func (s *SubscriptionSpec) Validate() error {
 	return nil
 }
 
+// subRes names the resource in the errors of a subscription body.
+const subRes = "subscription"
+
+// validateText checks the strings of a region that are stored and shown.
+func (r *Region) validateText(field string) error {
+	if err := checkText(subRes, field+".region", r.Region, MaxShortText); err != nil {
+		return err
+	}
+	if err := checkCount(subRes, field+".preferredAvailabilityZones", len(r.PreferredAvailabilityZones), MaxListLength); err != nil {
+		return err
+	}
+	for k, z := range r.PreferredAvailabilityZones {
+		if err := checkText(subRes, field+".preferredAvailabilityZones["+strconv.Itoa(k)+"]", z, MaxShortText); err != nil {
+			return err
+		}
+	}
+	return checkText(subRes, field+".networking.vpcId", r.Networking.VpcID, MaxShortText)
+}
+
 // Validate checks a subscription update.
 func (u *SubscriptionUpdate) Validate() error {
-	if u.Name != nil && (*u.Name == "" || len(*u.Name) > 40) {
-		return Invalid(ErrTypeInvalidField, "subscription: name must be 1 to 40 characters")
+	if u.Name != nil && *u.Name == "" {
+		return Invalid(ErrTypeInvalidField, "subscription: name must be 1 to %d characters", MaxNameLength)
+	}
+	if u.Name != nil {
+		if err := checkText(subRes, "name", *u.Name, MaxNameLength); err != nil {
+			return err
+		}
 	}
 	if u.PaymentMethod != nil && !oneOf(*u.PaymentMethod, paymentMethodKinds) {
 		return Invalid(ErrTypeInvalidField, "subscription: paymentMethod must be one of %v", paymentMethodKinds)

@@ -102,4 +102,6 @@ func NewTaskError(err error) *TaskError {
 type TaskFilter struct {
 	AccountID    int
 	UpdatedSince time.Time
+	// Limit keeps only the first (most recently updated) tasks; 0 keeps all.
+	Limit int
 }

@@ -2,7 +2,12 @@ package cloudapi
 
 import (
 	"errors"
+	"math"
 	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
 
 	"clouddb"
 )
@@ -16,51 +21,161 @@ type caller struct {
 var errUnauthorized = clouddb.Errorf(http.StatusUnauthorized, clouddb.ErrTypeUnauthorized,
 	"authentication failed: send a valid x-api-key and x-api-secret-key")
 
-// authenticate checks the key pair. An unknown key and a wrong secret get the same answer,
-// and a secret is compared in constant time on its digest.
+// authenticate checks the key pair. An unknown key and a wrong secret get the same answer
+// after the same work: the lookup result is cached either way, and a secret is compared
+// in constant time on its digest, against a dummy digest when the key is unknown.
 func (s *Server) authenticate(r *http.Request) (*caller, error) {
 	key, secret := r.Header.Get("x-api-key"), r.Header.Get("x-api-secret-key")
 	if key == "" || secret == "" {
 		return nil, errUnauthorized
 	}
-	var c caller
-	if e, ok := s.auth.get(key, s.Now()); ok {
-		c = caller{account: e.account, key: e.key}
-		return s.authorize(r, &c, secret)
+	e, ok := s.auth.get(key, s.Now())
+	if !ok && len(key) > maxKeyLength {
+		// No key is that long: not looked up, nor cached (the cache would hold it).
+		ok = true
 	}
-	err := s.Store.View(r.Context(), func(tx clouddb.Tx) error {
-		k, err := tx.APIKey(r.Context(), key)
-		if err != nil {
-			return err
+	if !ok {
+		err := s.Store.View(r.Context(), func(tx clouddb.Tx) error {
+			k, err := tx.APIKey(r.Context(), key)
+			if err != nil {
+				return err
+			}
+			a, err := tx.Account(r.Context(), k.AccountID)
+			if err != nil {
+				return err
+			}
+			e = authEntry{key: k, account: a}
+			return nil
+		})
+		if err != nil && !errors.Is(err, clouddb.ErrNotFound) {
+			return nil, err
 		}
-		a, err := tx.Account(r.Context(), k.AccountID)
-		if err != nil {
-			return err
-		}
-		c = caller{account: a, key: k}
-		return nil
-	})
-	if errors.Is(err, clouddb.ErrNotFound) {
-		clouddb.DigestSecret(secret) // same work as a known key
+		// An unknown key is cached too (key nil), so that it costs what a known one does.
+		e.at = s.Now()
+		s.auth.put(key, e)
+	}
+	k := e.key
+	if k == nil {
+		k = &s.dummyKey
+	}
+	if !matchSecret(k, secret) || e.key == nil {
 		return nil, errUnauthorized
-	} else if err != nil {
-		return nil, err
 	}
-	s.auth.put(key, authEntry{key: c.key, account: c.account, at: s.Now()})
-	return s.authorize(r, &c, secret)
+	return s.authorize(r, &caller{account: e.account, key: e.key})
 }
 
-// authorize checks the secret, the plan and the key's role.
-func (s *Server) authorize(r *http.Request, c *caller, secret string) (*caller, error) {
-	if !c.key.MatchSecret(secret) {
-		return nil, errUnauthorized
-	}
+// maxKeyLength is far above the length of the keys clouddb makes.
+const maxKeyLength = 256
+
+// matchSecret is (*clouddb.APIKey).MatchSecret; tests watch it.
+var matchSecret = (*clouddb.APIKey).MatchSecret
+
+// authorize checks the plan and the key's role.
+func (s *Server) authorize(r *http.Request, c *caller) (*caller, error) {
 	if !c.account.Plan.APIEnabled() {
 		return nil, clouddb.Forbidden(clouddb.ErrTypeUnsupportedPlan,
 			"the API is available for flexible and annual plans only; this account is on the %s plan", c.account.Plan)
 	}
-	if c.key.Role == clouddb.RoleViewer && r.Method != http.MethodGet {
+	// HEAD is a GET without the body: a read like any other.
+	if c.key.Role == clouddb.RoleViewer && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return nil, clouddb.Forbidden(clouddb.ErrTypeForbidden, "this API key is read-only")
 	}
 	return c, nil
+}
+
+// DefaultLoginFailures is how many failed authentications one client address may make
+// in a minute before its requests are refused.
+const DefaultLoginFailures = 20
+
+// loginWindow is the window failed authentications are counted in.
+const loginWindow = time.Minute
+
+// maxLoginAddresses bounds the addresses the throttle remembers.
+const maxLoginAddresses = 10000
+
+// loginThrottle counts failed authentications per client address in fixed windows: past
+// the limit, every request from the address is refused until its window ends, so a key
+// or a secret cannot be guessed at the speed of the network.
+type loginThrottle struct {
+	limit int
+	now   func() time.Time
+
+	mu      sync.Mutex
+	windows map[netip.Prefix]*keyWindow
+}
+
+// blocked reports whether addr has used up its failures, and for how long it stays so.
+func (l *loginThrottle) blocked(addr netip.Prefix) (time.Duration, bool) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.windows[addr]
+	if w == nil || now.Sub(w.start) >= loginWindow || w.count < l.limit {
+		return 0, false
+	}
+	return w.start.Add(loginWindow).Sub(now), true
+}
+
+// fail counts one failed authentication of addr.
+func (l *loginThrottle) fail(addr netip.Prefix) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.windows[addr]
+	if w == nil || now.Sub(w.start) >= loginWindow {
+		if w == nil && len(l.windows) >= maxLoginAddresses {
+			l.makeRoom(now)
+		}
+		w = &keyWindow{start: now}
+		l.windows[addr] = w
+	}
+	w.count++
+}
+
+// makeRoom forgets the windows that ended, and if too few have, addresses at random
+// down to seven eighths of the bound (so that a flood of addresses sweeps the table once
+// every thousand new ones, not at each): memory stays bounded.
+func (l *loginThrottle) makeRoom(now time.Time) {
+	for a, w := range l.windows {
+		if now.Sub(w.start) >= loginWindow {
+			delete(l.windows, a)
+		}
+	}
+	for a := range l.windows {
+		if len(l.windows) < maxLoginAddresses*7/8 {
+			break
+		}
+		delete(l.windows, a)
+	}
+}
+
+// clientPrefix is the address a request came from: an IPv4 address, or the /64 an IPv6
+// address is in (one host usually holds a whole /64).
+func clientPrefix(r *http.Request) netip.Prefix {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	a := ap.Addr().Unmap()
+	bits := 32
+	if a.Is6() {
+		bits = 64
+	}
+	p, _ := a.Prefix(bits)
+	return p
+}
+
+// checkLogin refuses a request from an address that failed to authenticate too often.
+func (s *Server) checkLogin(w http.ResponseWriter, addr netip.Prefix) error {
+	if s.logins == nil {
+		return nil
+	}
+	wait, blocked := s.logins.blocked(addr)
+	if !blocked {
+		return nil
+	}
+	secs := strconv.Itoa(int(math.Ceil(wait.Seconds())))
+	w.Header().Set("Retry-After", secs)
+	return clouddb.Errorf(http.StatusTooManyRequests, "TOO_MANY_FAILED_AUTHENTICATIONS",
+		"more than %d failed authentications from this address in a minute; retry in %s seconds", s.logins.limit, secs)
 }

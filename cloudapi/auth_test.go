@@ -2,11 +2,17 @@ package cloudapi_test
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"clouddb"
+	"clouddb/cloudapi"
 )
 
 // route is one request to an endpoint cloudapi registers.
@@ -78,10 +84,11 @@ func routes(id ids) []route {
 
 // Missing, unknown or wrong credentials get 401 with a JSON error on every endpoint; an
 // unknown key and a wrong secret get the very same body, so a caller cannot probe for
-// keys; and nothing is enqueued.
+// keys; and nothing is enqueued. (The failed-login throttle is off: this test fails on
+// purpose far more often than it allows.)
 func TestAuthenticationFailures(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, func(s *cloudapi.Server) { s.LoginFailures = -1 })
 	before := e.counts(e.mainAccount)
 	cases := []struct{ name, key, secret string }{
 		{"missing key", "", mainSecret},
@@ -158,4 +165,82 @@ func TestViewerKeyIsReadOnly(t *testing.T) {
 	require.Equal(t, before.tasks+statusTasks, after.tasks)
 	after.tasks = before.tasks
 	require.Equal(t, before, after)
+}
+
+// An unknown key costs what a wrong secret does: both compare the secret's digest once,
+// the unknown key against a dummy digest, and both answer the same 401.
+func TestUnknownKeyComparesLikeWrongSecret(t *testing.T) {
+	e := newEnv(t, func(s *cloudapi.Server) { s.LoginFailures = -1 })
+	var compared []*clouddb.APIKey
+	restore := cloudapi.WatchSecretMatches(func(k *clouddb.APIKey) { compared = append(compared, k) })
+	defer restore()
+	for _, cached := range []string{"first", "cached"} {
+		compared = nil
+		unknown := e.do(http.MethodGet, "/v1/subscriptions", mainKey+"-unknown", "wrong-secret", nil)
+		require.Len(t, compared, 1, "%s: an unknown key compares the secret once", cached)
+		require.Empty(t, compared[0].Key, "%s: against the dummy key", cached)
+		require.Len(t, compared[0].SecretDigest, 32, "%s: a real digest", cached)
+		compared = nil
+		wrong := e.do(http.MethodGet, "/v1/subscriptions", mainKey, "wrong-secret", nil)
+		require.Len(t, compared, 1, "%s: a wrong secret compares the secret once", cached)
+		require.Equal(t, mainKey, compared[0].Key)
+		requireError(t, unknown, http.StatusUnauthorized, "UNAUTHORIZED")
+		require.Equal(t, unknown.body, wrong.body)
+	}
+}
+
+// After LoginFailures failed authentications from one address in a minute, every request
+// from that address, even with good credentials, gets 429 with Retry-After until the
+// minute ends; other addresses are served; the throttle remembers a bounded number of
+// addresses.
+func TestLoginThrottle(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	var api *cloudapi.Server
+	e := newEnv(t, func(s *cloudapi.Server) {
+		s.LoginFailures = 3
+		s.Now = func() time.Time { return time.Unix(0, now.Load()).UTC() }
+		api = s
+	})
+	for range 3 {
+		requireError(t, e.do(http.MethodGet, "/v1/subscriptions", mainKey, "wrong-secret", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	}
+	for _, secret := range []string{"wrong-secret", mainSecret} {
+		r := e.do(http.MethodGet, "/v1/subscriptions", mainKey, secret, nil)
+		ae := requireError(t, r, http.StatusTooManyRequests, "TOO_MANY_FAILED_AUTHENTICATIONS")
+		require.Equal(t, "more than 3 failed authentications from this address in a minute; retry in 60 seconds", ae.Error.Description)
+		require.Equal(t, "60", r.header.Get("Retry-After"))
+	}
+
+	// Another address (127.0.0.2, also loopback) is not held back.
+	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+	req, err := http.NewRequest(http.MethodGet, e.base+"/subscriptions", nil)
+	require.NoError(t, err)
+	req.Header.Set("x-api-key", mainKey)
+	req.Header.Set("x-api-secret-key", mainSecret)
+	resp, err := other.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	now.Add(int64(61 * time.Second))
+	require.Equal(t, http.StatusOK, e.do(http.MethodGet, "/v1/subscriptions", mainKey, mainSecret, nil).status, "the next minute opens again")
+
+	cloudapi.FailLogins(api, 3*cloudapi.MaxLoginAddresses)
+	require.LessOrEqual(t, cloudapi.LoginAddresses(api), cloudapi.MaxLoginAddresses)
+}
+
+// A viewer key may HEAD wherever it may GET: HEAD is a read.
+func TestViewerHead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	subID, dbID := e.activeSubscription("head")
+	for _, path := range []string{"/v1/subscriptions", fmt.Sprintf("/v1/subscriptions/%d/databases/%d", subID, dbID), "/v1/tasks"} {
+		r := e.do(http.MethodHead, path, viewerKey, viewerSecret, nil)
+		require.Equal(t, http.StatusOK, r.status, path)
+		require.Empty(t, r.body, "%s: a HEAD answer has no body", path)
+	}
+	requireError(t, e.do(http.MethodDelete, fmt.Sprintf("/v1/subscriptions/%d/databases/%d", subID, dbID), viewerKey, viewerSecret, nil),
+		http.StatusForbidden, "FORBIDDEN")
 }

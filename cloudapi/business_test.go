@@ -133,12 +133,12 @@ func TestDatabaseCreateRules(t *testing.T) {
 				Description: "database: memoryLimitInGb or datasetSizeInGb is required"}},
 		{"negative size", subID, ok(func(b *client.CreateDatabase) { b.MemoryLimitInGB = client.Ptr(-1.0) }),
 			client.TaskError{Type: "DATABASE_INVALID_SIZE", Status: "400 BAD_REQUEST",
-				Description: "database: memoryLimitInGb must be greater than 0 and at most 1024"}},
+				Description: "database: memoryLimitInGb must be at least 0.1 and at most 1024 (GB)"}},
 		{"negative dataset size", subID, ok(func(b *client.CreateDatabase) {
 			b.MemoryLimitInGB = nil
 			b.DatasetSizeInGB = client.Ptr(-2.0)
 		}), client.TaskError{Type: "DATABASE_INVALID_SIZE", Status: "400 BAD_REQUEST",
-			Description: "database: datasetSizeInGb must be greater than 0 and at most 1024"}},
+			Description: "database: datasetSizeInGb must be at least 0.1 and at most 1024 (GB)"}},
 		{"unsupported backup path", subID, ok(func(b *client.CreateDatabase) { b.PeriodicBackupPath = client.Ptr("gs://bucket/x") }),
 			client.TaskError{Type: "INVALID_FIELD", Status: "400 BAD_REQUEST",
 				Description: "database: periodicBackupPath: unsupported: a gs URI cannot be a backup destination (want an absolute path or a file, ftp, s3, abs URI)"}},
@@ -283,4 +283,39 @@ func TestDatabaseSizes(t *testing.T) {
 		require.Equal(t, "DATABASE_INVALID_SIZE", got.Response.Error.Type, *body.Name)
 		require.Equal(t, "database: memoryLimitInGb or datasetSizeInGb is required", got.Response.Error.Description, *body.Name)
 	}
+}
+
+// A size below the floor (0.1 GB) is refused on every path that takes one, with the field
+// and the minimum named: a size that rounds towards 0 bytes would become maxmemory 0,
+// which redis reads as "no limit". The floor itself is accepted.
+func TestDatabaseSizeFloor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	subID, dbID := e.activeSubscription("floor")
+	before := e.counts(e.mainAccount)
+	want := func(field string) client.TaskError {
+		return client.TaskError{Type: "DATABASE_INVALID_SIZE", Status: "400 BAD_REQUEST",
+			Description: "database: " + field + " must be at least 0.1 and at most 1024 (GB)"}
+	}
+	tk, err := e.main.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("tiny"), MemoryLimitInGB: client.Ptr(1e-10), Password: client.Ptr("pw")})
+	requireTaskFails(t, e.main, tk, err, want("memoryLimitInGb"))
+	tk, err = e.main.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("tiny"), DatasetSizeInGB: client.Ptr(0.099), Password: client.Ptr("pw")})
+	requireTaskFails(t, e.main, tk, err, want("datasetSizeInGb"))
+	tk, err = e.main.UpdateDatabase(ctx, subID, dbID, client.UpdateDatabase{MemoryLimitInGB: client.Ptr(1e-10)})
+	requireTaskFails(t, e.main, tk, err, want("memoryLimitInGb"))
+	tk, err = e.main.UpdateDatabase(ctx, subID, dbID, client.UpdateDatabase{DatasetSizeInGB: client.Ptr(0.05)})
+	requireTaskFails(t, e.main, tk, err, want("datasetSizeInGb"))
+	plan := e.subscriptionBody("tiny-plan", e.mainPM, 200, 1e-10)
+	tk, err = e.main.CreateSubscription(ctx, plan)
+	w := want("datasetSizeInGb")
+	w.Description = "subscription: databases[0]: " + w.Description
+	requireTaskFails(t, e.main, tk, err, w)
+	after := e.counts(e.mainAccount)
+	require.Equal(t, before.tasks+5, after.tasks)
+	after.tasks = before.tasks
+	require.Equal(t, before, after, "a refused size wrote something")
+
+	_, err = e.main.Wait(ctx)(e.main.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("smallest"), DatasetSizeInGB: client.Ptr(0.1), Password: client.Ptr("pw")}))
+	require.NoError(t, err, "the floor itself is a valid size")
 }

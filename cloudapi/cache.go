@@ -1,6 +1,7 @@
 package cloudapi
 
 import (
+	"container/list"
 	"sync"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 // cached in memory and trusted while the store's version (its count of committed writes)
 // has not moved.
 
-// maxCached bounds each cache; past it the cache starts over.
+// maxCached bounds the key cache; past it the cache starts over. Only keys that exist
+// are cached, so this bounds memory.
 const maxCached = 10000
 
 // authTTL is how long a looked-up key and its account are reused. The secret is still
@@ -49,6 +51,18 @@ func (c *authCache) put(key string, e authEntry) {
 	c.m[key] = e
 }
 
+// The answer cache is bounded by bytes, not by entries: a query string is the caller's to
+// choose, and one answer may be large, so a count bound let 100 requests take gigabytes.
+const (
+	// viewCacheBytes is the most the cached answers take together, keys included.
+	viewCacheBytes = 32 << 20
+	// maxViewBytes is the largest answer that is cached; a larger one is made every time.
+	maxViewBytes = 1 << 20
+	// viewOverhead is what an entry costs besides its key and body (list element, map
+	// slot, headers of the slices), so that many tiny entries are bounded too.
+	viewOverhead = 160
+)
+
 // view is a rendered answer and the store version it was read at.
 type view struct {
 	version uint64
@@ -56,23 +70,76 @@ type view struct {
 	body    []byte
 }
 
+type viewEntry struct {
+	key string
+	view
+}
+
+func (e *viewEntry) size() int64 { return int64(len(e.key)+len(e.body)) + viewOverhead }
+
+// viewCache keeps the most recently used answers within its byte budget.
 type viewCache struct {
-	mu sync.Mutex
-	m  map[string]view
+	// budget and entryMax are viewCacheBytes and maxViewBytes unless a test sets them.
+	budget, entryMax int64
+
+	mu    sync.Mutex
+	m     map[string]*list.Element
+	lru   list.List // of *viewEntry, the most recently used first
+	bytes int64
 }
 
 func (c *viewCache) get(key string, version uint64) (view, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v, ok := c.m[key]
-	return v, ok && v.version == version
+	el, ok := c.m[key]
+	if !ok {
+		return view{}, false
+	}
+	e := el.Value.(*viewEntry)
+	if e.version != version {
+		// Stale for good: the version only moves forward.
+		c.remove(el)
+		return view{}, false
+	}
+	c.lru.MoveToFront(el)
+	return e.view, true
 }
 
 func (c *viewCache) put(key string, v view) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxCached {
-		c.m = make(map[string]view)
+	if c.m == nil {
+		c.m = make(map[string]*list.Element)
+		if c.budget == 0 {
+			c.budget = viewCacheBytes
+		}
+		if c.entryMax == 0 {
+			c.entryMax = maxViewBytes
+		}
 	}
-	c.m[key] = v
+	if el, ok := c.m[key]; ok {
+		c.remove(el)
+	}
+	e := &viewEntry{key: key, view: v}
+	if e.size() > c.entryMax {
+		return
+	}
+	c.m[key] = c.lru.PushFront(e)
+	c.bytes += e.size()
+	for c.bytes > c.budget {
+		c.remove(c.lru.Back())
+	}
+}
+
+func (c *viewCache) remove(el *list.Element) {
+	e := c.lru.Remove(el).(*viewEntry)
+	delete(c.m, e.key)
+	c.bytes -= e.size()
+}
+
+// size reports the entries and bytes the cache holds.
+func (c *viewCache) size() (entries int, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m), c.bytes
 }

@@ -2,11 +2,14 @@ package cloudapi_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
+	"clouddb/cloudapi"
 	"clouddb/cloudapi/client"
 )
 
@@ -44,4 +47,32 @@ func TestCachedReadsFollowWrites(t *testing.T) {
 	// Another account never gets this account's cached answer.
 	_, err = e.other.GetDatabase(ctx, subID, dbID)
 	require.True(t, client.IsNotFound(err), "%v", err)
+}
+
+// TestCacheBoundedByBytes: a flood of distinct, large query strings keeps the answer cache
+// within its byte budget, the answer read between them (the hot one) stays cached, and an
+// answer larger than the per-entry cap is not cached at all.
+func TestCacheBoundedByBytes(t *testing.T) {
+	t.Parallel()
+	const budget, entryMax = 256 << 10, 64 << 10
+	var api *cloudapi.Server
+	e := newEnv(t, cloudapi.LimitCache(budget, entryMax), func(s *cloudapi.Server) { api = s })
+	subID, _ := e.activeSubscription("hot")
+	hot := fmt.Sprintf("/v1/subscriptions/%d", subID)
+	for i := range 100 {
+		junk := fmt.Sprintf("?junk=%d-%s", i, strings.Repeat("x", 8<<10))
+		r := e.do("GET", "/v1/subscriptions"+junk, mainKey, mainSecret, nil)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		require.Equal(t, 200, e.do("GET", hot, mainKey, mainSecret, nil).status)
+		_, bytes := cloudapi.CacheSize(api)
+		require.LessOrEqual(t, bytes, int64(budget), "after %d distinct queries", i+1)
+	}
+	entries, bytes := cloudapi.CacheSize(api)
+	require.Less(t, entries, 100, "old answers were evicted")
+	require.Greater(t, bytes, int64(budget/2), "the budget is used, not wasted")
+	require.True(t, cloudapi.Cached(api, hot+"?"), "the hot answer survived the flood")
+
+	huge := "?junk=" + strings.Repeat("y", entryMax)
+	require.Equal(t, 200, e.do("GET", "/v1/subscriptions"+huge, mainKey, mainSecret, nil).status)
+	require.False(t, cloudapi.Cached(api, huge), "an answer over the per-entry cap is not cached")
 }

@@ -449,15 +449,8 @@ func (s *Server) putDatabaseTags(r *http.Request, c *caller) (int, any, error) {
 	if body.Tags == nil {
 		return 0, nil, clouddb.Invalid(clouddb.ErrTypeInvalidField, "field tags is required (an empty array clears them)")
 	}
-	seen := map[string]bool{}
-	for i, t := range *body.Tags {
-		if t.Key == "" || len(t.Key) > 128 || len(t.Value) > 256 {
-			return 0, nil, clouddb.Invalid(clouddb.ErrTypeInvalidField, "field tags[%d]: key must be 1 to 128 characters and value at most 256", i)
-		}
-		if seen[t.Key] {
-			return 0, nil, clouddb.Invalid(clouddb.ErrTypeInvalidField, "field tags[%d]: key %q is given twice", i, t.Key)
-		}
-		seen[t.Key] = true
+	if err := clouddb.ValidateTags("database", "tags", *body.Tags); err != nil {
+		return 0, nil, err
 	}
 	var d *clouddb.Database
 	err = s.Store.Update(r.Context(), func(tx clouddb.Tx) error {

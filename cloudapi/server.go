@@ -7,12 +7,14 @@ package cloudapi
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -42,11 +44,18 @@ type Server struct {
 	// RateLimit is how many requests one API key may make per minute; 0 turns the limit
 	// off.
 	RateLimit int
+	// LoginFailures is how many failed authentications one client address may make per
+	// minute before its requests get 429; 0 means DefaultLoginFailures, a negative value
+	// turns the throttle off.
+	LoginFailures int
 
 	mux     *http.ServeMux
 	limiter *rateLimiter
-	auth    authCache
-	views   viewCache
+	logins  *loginThrottle
+	// dummyKey is compared with the secret sent with an unknown key.
+	dummyKey clouddb.APIKey
+	auth     authCache
+	views    viewCache
 }
 
 // Handler returns the API's http.Handler.
@@ -66,6 +75,13 @@ func (s *Server) Handler() http.Handler {
 	if s.RateLimit > 0 {
 		s.limiter = &rateLimiter{limit: s.RateLimit, now: s.Now, windows: map[int]*keyWindow{}}
 	}
+	if s.LoginFailures == 0 {
+		s.LoginFailures = DefaultLoginFailures
+	}
+	if s.LoginFailures > 0 {
+		s.logins = &loginThrottle{limit: s.LoginFailures, now: s.Now, windows: map[netip.Prefix]*keyWindow{}}
+	}
+	s.dummyKey = clouddb.APIKey{SecretDigest: clouddb.DigestSecret(rand.Text())}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -82,6 +98,12 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	normalizePath(r)
 	r.Body = http.MaxBytesReader(w, r.Body, s.MaxBodyBytes)
+	if hasDotSegment(r.URL.Path) {
+		// The mux would answer a redirect to the cleaned path, with an HTML body.
+		writeError(w, r, s.Logger, clouddb.Invalid(clouddb.ErrTypeBadRequest,
+			"path %q has a . or .. segment: send the path without them", r.URL.Path))
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.unrouted(w, r)
 		return
@@ -114,6 +136,16 @@ func normalizePath(r *http.Request) {
 	}
 	r.URL.Path = p
 	r.URL.RawPath = ""
+}
+
+// hasDotSegment reports whether a path has a "." or ".." segment.
+func hasDotSegment(p string) bool {
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // unrouted answers a request no route takes with the mux's status (404 or 405, with its
@@ -153,7 +185,15 @@ func (s *Server) register(pattern string, h handler, cached bool) {
 		full = method + " /v1"
 	}
 	s.mux.HandleFunc(full, func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.authenticate(r)
+		addr := clientPrefix(r)
+		err := s.checkLogin(w, addr)
+		var c *caller
+		if err == nil {
+			c, err = s.authenticate(r)
+			if err == errUnauthorized && s.logins != nil && r.Header.Get("x-api-key") != "" {
+				s.logins.fail(addr)
+			}
+		}
 		if err == nil {
 			err = s.limitRate(w, c)
 		}
@@ -288,6 +328,13 @@ func decodeBody(r *http.Request, v any) error {
 		return clouddb.Invalid(clouddb.ErrTypeMalformedBody, "request body must be a JSON object")
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) && typ.Field != "" {
+			// encoding/json names the field by Go struct and without array indices
+			// (DatabaseSpec.alerts.value): name it as it is on the wire instead.
+			return clouddb.Invalid(clouddb.ErrTypeInvalidField, "field %s: expected %s, got %s",
+				wirePath(raw, typ.Offset, typ.Field), jsonKind(typ.Type.String()), typ.Value)
+		}
 		return bodyError(err)
 	}
 	if dec.More() {
@@ -336,6 +383,85 @@ func bodyError(err error) error {
 		return clouddb.Invalid(clouddb.ErrTypeInvalidField, "%s", invalid.Error())
 	}
 	return clouddb.Invalid(clouddb.ErrTypeMalformedBody, "malformed JSON: %v", err)
+}
+
+// wirePath is the path, as the wire names it (databases[0].alerts[1].value), of the
+// value of raw that encoding/json refused at offset: the first value whose opening
+// token (for an object or an array) or whole literal ends at or past offset. When raw
+// cannot be walked, goField is used without its Go type names.
+func wirePath(raw []byte, offset int64, goField string) string {
+	type frame struct {
+		array   bool
+		index   int
+		key     string
+		wantKey bool
+	}
+	var stack []*frame
+	path := func() string {
+		var b strings.Builder
+		for _, f := range stack {
+			if f.array {
+				b.WriteString("[" + strconv.Itoa(f.index) + "]")
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(f.key)
+		}
+		return b.String()
+	}
+	// next moves the innermost container past a value that ended.
+	next := func() {
+		if n := len(stack); n > 0 {
+			if f := stack[n-1]; f.array {
+				f.index++
+			} else {
+				f.wantKey = true
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			next()
+			continue
+		}
+		if top != nil && !top.array && top.wantKey {
+			top.key, _ = tok.(string)
+			top.wantKey = false
+			continue
+		}
+		here, past := path(), dec.InputOffset() >= offset
+		if d, ok := tok.(json.Delim); ok {
+			if past {
+				return here
+			}
+			stack = append(stack, &frame{array: d == '[', wantKey: d == '{'})
+			continue
+		}
+		if past {
+			return here
+		}
+		next()
+	}
+	var kept []string
+	for _, part := range strings.Split(goField, ".") {
+		if part != "" && (part[0] < 'A' || part[0] > 'Z') {
+			kept = append(kept, part)
+		}
+	}
+	return strings.Join(kept, ".")
 }
 
 // fieldError is returned by custom decoders of a field.

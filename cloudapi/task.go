@@ -127,13 +127,20 @@ func (s *Server) getTask(r *http.Request, c *caller) (int, any, error) {
 	return http.StatusOK, newTaskView(r, t), nil
 }
 
+// MaxListedTasks is how many tasks GET /tasks lists at most: the most recently updated.
+// An account may run tens of thousands of tasks in the history's ten days, and one answer
+// listing them all took megabytes.
+const MaxListedTasks = 1000
+
 // listTasks answers a bare JSON array of the account's tasks of the past ten days, most
-// recently updated first (the form real clients such as redisctl read).
+// recently updated first (the form real clients such as redisctl read), at most
+// MaxListedTasks of them.
 func (s *Server) listTasks(r *http.Request, c *caller) (int, any, error) {
 	var tasks []*clouddb.Task
 	err := s.Store.View(r.Context(), func(tx clouddb.Tx) error {
 		var err error
-		tasks, err = tx.Tasks(r.Context(), clouddb.TaskFilter{AccountID: c.account.ID, UpdatedSince: s.Now().Add(-clouddb.TaskHistory)})
+		tasks, err = tx.Tasks(r.Context(), clouddb.TaskFilter{AccountID: c.account.ID, UpdatedSince: s.Now().Add(-clouddb.TaskHistory),
+			Limit: MaxListedTasks})
 		return err
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
+	"clouddb/cloudapi"
 	"clouddb/cloudapi/client"
 )
 
@@ -247,4 +248,33 @@ func TestAccountsProceedIndependently(t *testing.T) {
 	cas, err := e.other.ListCloudAccounts(ctx)
 	require.NoError(t, err)
 	require.Len(t, cas.CloudAccounts, 5) // the internal one and four
+}
+
+// GET /tasks lists at most MaxListedTasks tasks, the most recently updated: an account's
+// ten days of tasks may be tens of thousands.
+func TestTaskListBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	now := time.Now().UTC()
+	n := cloudapi.MaxListedTasks + 5
+	require.NoError(t, e.store.Update(ctx, func(tx clouddb.Tx) error {
+		for i := range n {
+			at := now.Add(-time.Duration(i) * time.Second)
+			if err := tx.CreateTask(ctx, &clouddb.Task{ID: fmt.Sprintf("bulk-%05d", i), AccountID: e.otherAccount,
+				CommandType: clouddb.CommandCloudAccountCreate, Status: clouddb.TaskCompleted, CreatedAt: at, UpdatedAt: at}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	res := e.do(http.MethodGet, "/v1/tasks", otherKey, otherSecret, nil)
+	require.Equal(t, http.StatusOK, res.status)
+	var list []struct {
+		TaskID string `json:"taskId"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &list))
+	require.Len(t, list, cloudapi.MaxListedTasks)
+	require.Equal(t, "bulk-00000", list[0].TaskID, "the newest first")
+	require.Equal(t, fmt.Sprintf("bulk-%05d", cloudapi.MaxListedTasks-1), list[len(list)-1].TaskID, "the oldest are left out")
 }

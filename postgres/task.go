@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -81,8 +82,12 @@ func (tx *Tx) Tasks(ctx context.Context, f clouddb.TaskFilter) ([]*clouddb.Task,
 	if !f.UpdatedSince.IsZero() {
 		w.add("updated_at >= " + w.arg(timeArg(f.UpdatedSince)))
 	}
+	limit := ""
+	if f.Limit > 0 {
+		limit = " LIMIT " + strconv.Itoa(f.Limit)
+	}
 	return queryAll(ctx, tx.tx, `SELECT `+taskColumns+` FROM tasks`+w.String()+
-		` ORDER BY updated_at DESC, seq DESC`, w.args, tx.seal.scanTask)
+		` ORDER BY updated_at DESC, seq DESC`+limit, w.args, tx.seal.scanTask)
 }
 
 // FinishTask writes the task's status, resource id, resource and error, provided the task

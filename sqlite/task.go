@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,8 +84,12 @@ func (tx *Tx) Tasks(ctx context.Context, f clouddb.TaskFilter) ([]*clouddb.Task,
 	if !f.UpdatedSince.IsZero() {
 		w.add("updated_at >= ?", timeArg(norm(f.UpdatedSince)))
 	}
+	limit := ""
+	if f.Limit > 0 {
+		limit = " LIMIT " + strconv.Itoa(f.Limit)
+	}
 	return queryAll(ctx, tx.tx, `SELECT `+taskColumns+` FROM tasks`+w.String()+
-		` ORDER BY updated_at DESC, seq DESC`, w.args, tx.seal.scanTask)
+		` ORDER BY updated_at DESC, seq DESC`+limit, w.args, tx.seal.scanTask)
 }
 
 // FinishTask writes the task's status, resource id and error, provided the task is still

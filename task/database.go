@@ -116,10 +116,20 @@ func reserveCapacity(ctx context.Context, tx clouddb.Tx, sub *clouddb.Subscripti
 	return tx.UpdateSubscription(ctx, sub)
 }
 
+// ServerFootprintBytes is what a redis-server takes before it holds any data: the RSS of
+// an idle redis-server 7.0 (jemalloc), measured at 11.6 MiB, rounded up.
+const ServerFootprintBytes = 12 << 20
+
+// footprint is what a database costs in the memory budget: its maxmemory, and never less
+// than its server's own footprint, so that a database sized near 0 is not free.
+func footprint(spec *clouddb.DatabaseSpec) int64 {
+	return max(spec.MaxMemoryBytes(), ServerFootprintBytes)
+}
+
 // reserveMemory checks that the databases still fit the memory the host keeps for them
-// when one of them grows from oldBytes to newBytes (a create grows from 0). Their servers
-// run on this host, each up to its maxmemory: a database that would not fit is refused
-// now rather than killed by the kernel later.
+// when one of them grows from oldBytes to newBytes (a create grows from 0; both are
+// footprints). Their servers run on this host, each up to its maxmemory: a database that
+// would not fit is refused now rather than killed by the kernel later.
 func reserveMemory(ctx context.Context, v *env, tx clouddb.Tx, oldBytes, newBytes int64) error {
 	if v.MemoryLimit <= 0 || newBytes <= oldBytes {
 		return nil
@@ -130,7 +140,7 @@ func reserveMemory(ctx context.Context, v *env, tx clouddb.Tx, oldBytes, newByte
 	}
 	var taken int64
 	for _, d := range dbs {
-		taken += d.Spec.MaxMemoryBytes()
+		taken += footprint(&d.Spec)
 	}
 	taken -= oldBytes
 	if taken+newBytes <= v.MemoryLimit {
@@ -148,7 +158,7 @@ func gib(b int64) string {
 
 // insertDatabase stores a new database in the pending state on a fresh port.
 func insertDatabase(ctx context.Context, v *env, tx clouddb.Tx, sub *clouddb.Subscription, spec clouddb.DatabaseSpec, password string, replicaOf []string) (*clouddb.Database, error) {
-	if err := reserveMemory(ctx, v, tx, 0, spec.MaxMemoryBytes()); err != nil {
+	if err := reserveMemory(ctx, v, tx, 0, footprint(&spec)); err != nil {
 		return nil, err
 	}
 	port, err := v.Ports.Allocate(ctx, tx, spec.Port)
@@ -221,11 +231,11 @@ func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err := u.Validate(); err != nil {
 		return 0, err
 	}
-	oldGB, oldBytes := d.Spec.SizeGB(), d.Spec.MaxMemoryBytes()
+	oldGB, oldBytes := d.Spec.SizeGB(), footprint(&d.Spec)
 	if err := u.Apply(d); err != nil {
 		return 0, err
 	}
-	if err := reserveMemory(ctx, v, tx, oldBytes, d.Spec.MaxMemoryBytes()); err != nil {
+	if err := reserveMemory(ctx, v, tx, oldBytes, footprint(&d.Spec)); err != nil {
 		return 0, err
 	}
 	if err := checkBackupDestinations(&d.Spec, v.Blob); err != nil {

@@ -71,6 +71,8 @@ type options struct {
 	advertiseHost string
 	key           string // the encryption key; "" lets the service make a key file
 	dataTimeout   time.Duration
+	// timeouts replace the HTTP servers' defaults when set.
+	timeouts *httpTimeouts
 }
 
 func startService(t *testing.T, dir string, o options) *service {
@@ -90,6 +92,9 @@ func startService(t *testing.T, dir string, o options) *service {
 		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info", Store: o.store, EncryptionKey: o.key, DBMemory: o.dbMemory, BackupDirs: o.backupDirs,
 		DataTimeout: o.dataTimeout}
 	require.NoError(t, m.Config.Validate())
+	if o.timeouts != nil {
+		m.timeouts = *o.timeouts
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{t: t, m: m, dir: dir, cancel: cancel, done: make(chan error, 1), logs: logs}
 	go func() { s.done <- m.Run(ctx) }()

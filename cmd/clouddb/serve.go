@@ -91,6 +91,27 @@ type Main struct {
 	// leading is set while this process runs the workers (always with SQLite; with a
 	// shared store, while it holds the workers' lock).
 	leading atomic.Bool
+	// timeouts are the HTTP servers' (defaultHTTPTimeouts; tests shorten them).
+	timeouts httpTimeouts
+}
+
+// httpTimeouts bound how long a connection holds a server's resources: without them an
+// idle or half-sent connection, authenticated or not, was held for ever.
+type httpTimeouts struct {
+	// ReadHeader is the time a client has to send a request's headers, Read its whole
+	// request, Write the time an answer may take to produce and send, Idle how long a
+	// keep-alive connection may wait for its next request.
+	ReadHeader, Read, Write, Idle time.Duration
+}
+
+// defaultHTTPTimeouts: every request body is capped at 1 MiB and the slowest answer (a
+// browser key read or connection test) takes seconds, so a minute to read and two to
+// write leave a wide margin.
+var defaultHTTPTimeouts = httpTimeouts{ReadHeader: 10 * time.Second, Read: time.Minute, Write: 2 * time.Minute, Idle: 2 * time.Minute}
+
+// newHTTPServer is the server of either API.
+func newHTTPServer(h http.Handler, t httpTimeouts) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, WriteTimeout: t.Write, IdleTimeout: t.Idle}
 }
 
 // NewMain returns a Main with the default configuration.
@@ -98,7 +119,7 @@ func NewMain(stdout, stderr io.Writer) *Main {
 	return &Main{
 		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts, DBMemory: DefaultDBMemory,
 			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, DataTimeout: task.DefaultDataTimeout, LogLevel: "info"},
-		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
+		stdout: stdout, stderr: stderr, ready: make(chan struct{}), timeouts: defaultHTTPTimeouts,
 	}
 }
 
@@ -279,7 +300,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.Addr = ln.Addr().String()
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(api.Handler(), m.timeouts)
 	servers := []*http.Server{srv}
 	serveErr := make(chan error, 2)
 	if c.BrowserListen != "" {
@@ -295,7 +316,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("browser API: %w", err)
 		}
 		m.BrowserAddr = bln.Addr().String()
-		bsrv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		bsrv := newHTTPServer(b.Handler(), m.timeouts)
 		servers = append(servers, bsrv)
 		go func() { serveErr <- bsrv.Serve(bln) }()
 	}

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -56,4 +61,46 @@ func TestBackupDirsDefault(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{filepath.Join(wd, "clouddb-data", "backups")}, backupDirs(Config{DataDir: "./clouddb-data"}))
 	require.Equal(t, []string{"/srv/a", "/srv/b"}, backupDirs(Config{DataDir: "x", BackupDirs: "/srv/a/, /srv/b"}))
+}
+
+// TestHTTPTimeouts: both APIs close an idle keep-alive connection and a connection that
+// sent half a request header once their timeouts pass, instead of holding them for ever.
+func TestHTTPTimeouts(t *testing.T) {
+	t.Parallel()
+	require.Positive(t, defaultHTTPTimeouts.ReadHeader)
+	require.Positive(t, defaultHTTPTimeouts.Read)
+	require.Positive(t, defaultHTTPTimeouts.Write)
+	require.Positive(t, defaultHTTPTimeouts.Idle)
+	short := httpTimeouts{ReadHeader: 300 * time.Millisecond, Read: 2 * time.Second, Write: 2 * time.Second, Idle: 300 * time.Millisecond}
+	s := startService(t, t.TempDir(), options{timeouts: &short})
+	// closedWithin reads c until the server closes it and says how long that took.
+	closedWithin := func(c net.Conn, r io.Reader) time.Duration {
+		start := time.Now()
+		require.NoError(t, c.SetReadDeadline(start.Add(10*time.Second)))
+		_, err := io.Copy(io.Discard, r)
+		require.NoError(t, err, "the server closes the connection (a timeout here means it kept it)")
+		return time.Since(start)
+	}
+	for name, addr := range map[string]string{"cloud API": s.m.Addr, "browser API": s.m.BrowserAddr} {
+		idle, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer idle.Close()
+		_, err = io.WriteString(idle, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		require.NoError(t, err)
+		br := bufio.NewReader(idle)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err, name)
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.False(t, resp.Close, "%s: the connection is kept alive after an answer", name)
+		require.Less(t, closedWithin(idle, br), 3*time.Second, "%s: an idle keep-alive connection is closed", name)
+
+		half, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer half.Close()
+		_, err = io.WriteString(half, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+		require.NoError(t, err)
+		require.Less(t, closedWithin(half, half), 3*time.Second, "%s: a connection that sent half a header is closed", name)
+	}
 }
