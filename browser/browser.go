@@ -26,6 +26,18 @@
 // truncated says when it is not. A cluster's key listing walks every primary under one
 // opaque cursor. Names and values that are not UTF-8 show as {"base64": "..."}.
 //
+// Answers are bounded by bytes as well as by count: a page of a value holds at most
+// 16 MiB of element bytes (before JSON encoding) and ends early, with truncated and a
+// cursor, where that budget would be crossed; each string of an element (list item, set
+// or sorted-set member, hash or stream field and value) is cut to 64 KiB. A cut element
+// says so: a hash or stream field/value and a sorted-set member get "truncated": true and
+// their full fieldLength, valueLength or memberLength; a list or set page lists its cut
+// elements in "cutElements": [{index, length}]; "cut": true says that a page holds any.
+// Elements are read and cut on the server by a read-only Lua script (EVAL), so a server
+// that refuses scripting answers 424 to element reads. A key listing stops before a SCAN
+// page that would take its names past 16 MiB, and shows a name longer than 64 KiB cut,
+// with "truncated": true and its full "nameLength".
+//
 // Before a connection record is saved, the connection is tested against the real server
 // (unless ?test=false): STANDALONE connects, authenticates and PINGs; CLUSTER connects to
 // the first seed node that answers, checks cluster_state, discovers the nodes and PINGs
@@ -245,7 +257,9 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	// Two writes rather than append(b, '\n'), which would copy a large answer again.
+	w.Write(b)
+	w.Write([]byte{'\n'})
 }
 
 // errorBody is the envelope of every error.
