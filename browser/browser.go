@@ -38,6 +38,14 @@
 // page that would take its names past 16 MiB, and shows a name longer than 64 KiB cut,
 // with "truncated": true and its full "nameLength".
 //
+// A connection may not point at a link-local or cloud metadata address (169.254.0.0/16,
+// fe80::/10, metadata.google.internal, …), as imports may not: the guard of package blob
+// refuses it with a 400 ADDRESS_FORBIDDEN naming the host field, for a literal address
+// or a metadata name always and for a name resolving to such an address when the
+// connection is tested; every connection the API makes checks the address it dials, so
+// a node a cluster or a sentinel names there answers 424 ADDRESS_FORBIDDEN. Loopback and
+// private addresses are allowed.
+//
 // Before a connection record is saved, the connection is tested against the real server
 // (unless ?test=false): STANDALONE connects, authenticates and PINGs; CLUSTER connects to
 // the first seed node that answers, checks cluster_state, discovers the nodes and PINGs
@@ -93,12 +101,15 @@ type Config struct {
 	Cipher *clouddb.Cipher
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Resolver resolves the host names of connections; nil is net.DefaultResolver.
+	Resolver *net.Resolver
 }
 
 // Server is the browser local API.
 type Server struct {
-	store  *store
-	logger *slog.Logger
+	store    *store
+	resolver *net.Resolver
+	logger   *slog.Logger
 	now    func() time.Time
 	mux    *http.ServeMux
 }
@@ -118,7 +129,7 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{store: st, logger: cfg.Logger, now: func() time.Time { return time.Now().UTC() }}
+	s := &Server{store: st, resolver: cfg.Resolver, logger: cfg.Logger, now: func() time.Time { return time.Now().UTC() }}
 	s.mux = http.NewServeMux()
 	s.registerCertificateRoutes()
 	s.registerConnectionRoutes()
@@ -343,4 +354,5 @@ const (
 	errClusterNodesUnreachable = "CLUSTER_NODES_UNREACHABLE"
 	errNotASentinel            = "NOT_A_SENTINEL"
 	errSentinelMasterUnknown   = "SENTINEL_MASTER_UNKNOWN"
+	errAddressForbidden        = "ADDRESS_FORBIDDEN"
 )

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"clouddb"
+	"clouddb/blob"
 )
 
 // Connection types.
@@ -127,6 +128,9 @@ func (s *Server) createConnection(r *http.Request) (int, any, error) {
 	}
 
 	if test {
+		if err := s.checkHosts(ctx, c); err != nil {
+			return 0, nil, err
+		}
 		found, err := s.probe(ctx, c, pair)
 		if err != nil {
 			if e := clouddb.AsError(err); e != nil {
@@ -367,7 +371,33 @@ func readHost(o *object, field string) (string, error) {
 	if strings.ContainsAny(h, " \t\r\n/?#@") || strings.ContainsFunc(h, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return "", invalid(o.name(field), "must be a host name or an IP address")
 	}
+	if err := blob.CheckHost(h); err != nil {
+		return "", forbiddenHost(o.name(field), err)
+	}
 	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), nil
+}
+
+func forbiddenHost(field string, err error) error {
+	return fieldErr(http.StatusBadRequest, errAddressForbidden, field, "must not be a link-local or cloud metadata address: %v", err)
+}
+
+// checkHosts resolves the host names c connects to first and refuses one that resolves
+// to a forbidden address with a 400 naming its field. A name that does not resolve is
+// left to the connection test, which says it is unreachable.
+func (s *Server) checkHosts(ctx context.Context, c *connection) error {
+	hosts := map[string]string{"host": c.Host, "sentinelHost": c.SentinelHost}
+	for i, e := range c.SeedNodes {
+		hosts[fmt.Sprintf("seedNodes[%d].host", i)] = e.Host
+	}
+	for field, h := range hosts {
+		if h == "" {
+			continue
+		}
+		if _, err := blob.Resolve(ctx, h, blob.Options{Timeout: dialTimeout, Resolver: s.resolver}); errors.Is(err, blob.ErrForbiddenAddress) {
+			return forbiddenHost(field, err)
+		}
+	}
+	return nil
 }
 
 // queryBool reads an optional boolean query parameter.

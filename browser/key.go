@@ -185,7 +185,7 @@ func (s *Server) open(ctx context.Context, r *http.Request) (*connection, *diale
 	} else if err != nil {
 		return nil, nil, err
 	}
-	d, err := newDialer(c, pair)
+	d, err := newDialer(c, pair, s.resolver)
 	if err != nil {
 		return nil, nil, err
 	}
