@@ -110,8 +110,8 @@ type Server struct {
 	store    *store
 	resolver *net.Resolver
 	logger   *slog.Logger
-	now    func() time.Time
-	mux    *http.ServeMux
+	now      func() time.Time
+	mux      *http.ServeMux
 }
 
 // Open opens (creating if needed) the store at cfg.Path and returns the Server.
