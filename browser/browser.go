@@ -268,9 +268,10 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	// Two writes rather than append(b, '\n'), which would copy a large answer again.
-	w.Write(b)
-	w.Write([]byte{'\n'})
+	// Two writes rather than append(b, '\n'), which would copy a large answer again. A
+	// failed write means the client went away: there is nobody to tell.
+	_, _ = w.Write(b)
+	_, _ = w.Write([]byte{'\n'})
 }
 
 // errorBody is the envelope of every error.

@@ -437,9 +437,13 @@ func readValue(ctx context.Context, r *http.Request, cl redis.UniversalClient, k
 	if err != nil {
 		return err
 	}
+	var (
+		off int64
+		res *elements
+	)
 	offset := func() (int64, error) {
-		n, err := strconv.ParseInt(cursor, 10, 64)
-		if err != nil || n < 0 {
+		n, perr := strconv.ParseInt(cursor, 10, 64)
+		if perr != nil || n < 0 {
 			return 0, badCursor(cursor)
 		}
 		return n, nil
@@ -452,21 +456,21 @@ func readValue(ctx context.Context, r *http.Request, cl redis.UniversalClient, k
 	}
 	switch v.Type {
 	case "string":
-		off, err := offset()
+		off, err = offset()
 		if err != nil {
 			return err
 		}
 		if v.Length, err = cl.StrLen(ctx, key).Result(); err != nil {
 			return err
 		}
-		s, err := cl.GetRange(ctx, key, off, off+int64(count)-1).Result()
-		if err != nil {
+		var s string
+		if s, err = cl.GetRange(ctx, key, off, off+int64(count)-1).Result(); err != nil {
 			return err
 		}
 		v.Value = bstr(s)
 		page(off, len(s))
 	case "list", "zset":
-		off, err := offset()
+		off, err = offset()
 		if err != nil {
 			return err
 		}
@@ -478,8 +482,7 @@ func readValue(ctx context.Context, r *http.Request, cl redis.UniversalClient, k
 		if err != nil {
 			return err
 		}
-		res, err := readElements(ctx, cl, key, v.Type, cursor, count)
-		if err != nil {
+		if res, err = readElements(ctx, cl, key, v.Type, cursor, count); err != nil {
 			return err
 		}
 		if v.Type == "list" {
@@ -510,8 +513,7 @@ func readValue(ctx context.Context, r *http.Request, cl redis.UniversalClient, k
 		if _, perr := strconv.ParseUint(cursor, 10, 64); perr != nil {
 			return badCursor(cursor)
 		}
-		res, err := readElements(ctx, cl, key, v.Type, cursor, count)
-		if err != nil {
+		if res, err = readElements(ctx, cl, key, v.Type, cursor, count); err != nil {
 			return err
 		}
 		if res.next != "0" {
@@ -540,12 +542,11 @@ func readValue(ctx context.Context, r *http.Request, cl redis.UniversalClient, k
 		if v.Length, err = cl.XLen(ctx, key).Result(); err != nil {
 			return err
 		}
-		res, err := readElements(ctx, cl, key, v.Type, cursor, count)
-		if err != nil {
+		if res, err = readElements(ctx, cl, key, v.Type, cursor, count); err != nil {
 			return err
 		}
-		entries, err := v.streamEntries(res.parts)
-		if err != nil {
+		var entries []streamEntry
+		if entries, err = v.streamEntries(res.parts); err != nil {
 			return err
 		}
 		if res.more {

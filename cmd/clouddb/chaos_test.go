@@ -436,9 +436,11 @@ func mountChaosTmpfs(t *testing.T, h *harness) string {
 	t.Cleanup(func() {
 		procs, _ := redisProcesses(h.databasesDir())
 		for _, p := range procs {
-			syscall.Kill(p.pid, syscall.SIGKILL)
+			_ = syscall.Kill(p.pid, syscall.SIGKILL) // it may be gone already
 		}
-		exec.Command("umount", "-l", h.dir).Run()
+		if out, err := exec.Command("umount", "-l", h.dir).CombinedOutput(); err != nil {
+			t.Logf("umount %s: %v: %s", h.dir, err, out)
+		}
 	})
 	return h.dir
 }
