@@ -104,7 +104,9 @@ func (tn *chaosTenant) record(id, name string) {
 func runChaos(t *testing.T, o chaosOptions) {
 	begin := time.Now()
 	bin := buildBinary(t)
-	h := newHarness(t, bin, portBlocks(t, 2), "--rate-limit", "0", "--log-level", "warn", "--task-lease", "2s")
+	// Ports for every database the run makes (blocks of 12), and one block to spare.
+	blocks := (o.tenants*(2+o.loadPerTenant))/12 + 2
+	h := newHarness(t, bin, portBlocks(t, blocks), "--rate-limit", "0", "--log-level", "warn", "--task-lease", "2s")
 	tmpfs := mountChaosTmpfs(t, h)
 	h.start()
 	pid := h.pid()
@@ -141,28 +143,42 @@ func runChaos(t *testing.T, o chaosOptions) {
 	}
 
 	for round := range o.rounds {
-		// Every tenant attacks its own server at once.
+		// Every tenant attacks its own server at once (but those whose server the test
+		// brought down: it may rightly stay down).
 		var attacks sync.WaitGroup
 		for _, tn := range tenants {
-			attacks.Go(func() { tn.tryAdminCommands(t, ctx, adminCommands) })
+			if !tn.portTaken {
+				attacks.Go(func() { tn.tryAdminCommands(t, ctx, adminCommands) })
+			}
 		}
 		attacks.Wait()
 
-		// kill -9 of one tenant's server.
-		victim := tenants[round%len(tenants)]
+		// kill -9 of one tenant's server, and the server of every load database.
+		var healthy []*chaosTenant
+		for _, tn := range tenants {
+			if !tn.portTaken {
+				healthy = append(healthy, tn)
+			}
+		}
+		victim := healthy[round%len(healthy)]
 		killServer(t, h, victim.db.ID)
+		killLoadServers(t, h, tenants)
 
-		// Another's server dies and its port is taken while the supervisor restarts it.
-		taken := tenants[(round+1)%len(tenants)]
-		port := portOf(t, taken.db.PublicEndpoint)
-		killServer(t, h, taken.db.ID)
-		if ln := takePort(port, 2*time.Second); ln != nil {
-			taken.portTaken = true
-			time.Sleep(3 * time.Second)
-			ln.Close()
-			t.Logf("round %d: held port %d of database %d for 3s", round+1, port, taken.db.ID)
-		} else {
-			t.Logf("round %d: the supervisor took port %d back before the test could", round+1, port)
+		// Another's server dies and its port is taken while the supervisor restarts it;
+		// one tenant at least is spared, so that the isolation checks have a server to
+		// look at.
+		if len(healthy) > 1 {
+			taken := healthy[(round+1)%len(healthy)]
+			port := portOf(t, taken.db.PublicEndpoint)
+			killServer(t, h, taken.db.ID)
+			if ln := takePort(port, 2*time.Second); ln != nil {
+				taken.portTaken = true
+				time.Sleep(3 * time.Second)
+				ln.Close()
+				t.Logf("round %d: held port %d of database %d for 3s", round+1, port, taken.db.ID)
+			} else {
+				t.Logf("round %d: the supervisor took port %d back before the test could", round+1, port)
+			}
 		}
 
 		// The disk fills up, and empties.
@@ -204,6 +220,7 @@ func runChaos(t *testing.T, o chaosOptions) {
 		}
 	}
 	completed, failed := 0, 0
+	failures := map[string]int{} // failed creates by error type
 	for _, tn := range tenants {
 		names := map[string]int{}
 		for _, d := range dbsBySub[tn.subID] {
@@ -224,6 +241,7 @@ func runChaos(t *testing.T, o chaosOptions) {
 			} else {
 				failed++
 				require.NotNil(t, tk.Error, "failed task %s has no error", rec.id)
+				failures[tk.Error.Type]++
 				require.Zero(t, names[rec.name], "account %d: failed create %s made a database", tn.acct.id, rec.name)
 			}
 		}
@@ -236,8 +254,8 @@ func runChaos(t *testing.T, o chaosOptions) {
 		tn.checkIsolation(t, ctx, s)
 	}
 	requireAlive(t, h, pid)
-	t.Logf("chaos: %d tenants, %d rounds, tmpfs %v; %d creates completed, %d failed; %d databases; %s in all",
-		o.tenants, o.rounds, tmpfs != "", completed, failed, len(s.dbs), time.Since(begin).Round(time.Second))
+	t.Logf("chaos: %d tenants, %d rounds, tmpfs %v; %d creates completed, %d failed %v; %d databases; %s in all",
+		o.tenants, o.rounds, tmpfs != "", completed, failed, failures, len(s.dbs), time.Since(begin).Round(time.Second))
 }
 
 // setUpTenants makes n accounts, each with an active subscription and a database of its
@@ -404,6 +422,32 @@ func killServer(t *testing.T, h *harness, id int) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Logf("kill -9 %d (database %d): %v", pid, id, err)
 	}
+}
+
+// killLoadServers kills with SIGKILL the running servers (those with a pid file) of the
+// databases other than the tenants' own: the plan and load ones.
+func killLoadServers(t *testing.T, h *harness, tenants []*chaosTenant) {
+	t.Helper()
+	own := map[int]bool{}
+	for _, tn := range tenants {
+		own[tn.db.ID] = true
+	}
+	entries, _ := os.ReadDir(h.databasesDir())
+	n := 0
+	for _, e := range entries {
+		id, err := strconv.Atoi(e.Name())
+		if err != nil || own[id] {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(h.databasesDir(), e.Name(), "redis.pid"))
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	t.Logf("killed the servers of %d plan and load databases", n)
 }
 
 // takePort listens on the loopback port as soon as it is free, trying for at most
