@@ -5,7 +5,12 @@ BIN     := bin/clouddb
 # Two cores here: keep test parallelism modest.
 TESTFLAGS ?= -race -p 2 -timeout 20m
 
-.PHONY: all build run test vet deps test-deps bench soak fuzz clean
+# golangci-lint, pinned: scripts/ensure-deps.sh installs this version when it is missing
+# or another one is on the PATH (config: .golangci.yml).
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT ?= $(shell $(GO) env GOPATH)/bin/golangci-lint
+
+.PHONY: all build run test vet lint deps test-deps bench soak fuzz clean
 
 all: build
 
@@ -13,7 +18,7 @@ deps:
 	@scripts/ensure-deps.sh run
 
 test-deps:
-	@scripts/ensure-deps.sh test
+	@GOLANGCI_LINT_VERSION=$(GOLANGCI_LINT_VERSION) scripts/ensure-deps.sh test
 
 build:
 	$(GO) build -o $(BIN) ./cmd/clouddb
@@ -25,7 +30,10 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 
-test: test-deps vet
+lint: test-deps
+	$(GOLANGCI_LINT) run ./...
+
+test: test-deps vet lint
 	$(GO) test $(TESTFLAGS) ./...
 
 # A bounded soak (a few minutes): several accounts, mixed requests, random restarts.

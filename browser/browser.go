@@ -26,6 +26,26 @@
 // truncated says when it is not. A cluster's key listing walks every primary under one
 // opaque cursor. Names and values that are not UTF-8 show as {"base64": "..."}.
 //
+// Answers are bounded by bytes as well as by count: a page of a value holds at most
+// 16 MiB of element bytes (before JSON encoding) and ends early, with truncated and a
+// cursor, where that budget would be crossed; each string of an element (list item, set
+// or sorted-set member, hash or stream field and value) is cut to 64 KiB. A cut element
+// says so: a hash or stream field/value and a sorted-set member get "truncated": true and
+// their full fieldLength, valueLength or memberLength; a list or set page lists its cut
+// elements in "cutElements": [{index, length}]; "cut": true says that a page holds any.
+// Elements are read and cut on the server by a read-only Lua script (EVAL), so a server
+// that refuses scripting answers 424 to element reads. A key listing stops before a SCAN
+// page that would take its names past 16 MiB, and shows a name longer than 64 KiB cut,
+// with "truncated": true and its full "nameLength".
+//
+// A connection may not point at a link-local or cloud metadata address (169.254.0.0/16,
+// fe80::/10, metadata.google.internal, …), as imports may not: the guard of package blob
+// refuses it with a 400 ADDRESS_FORBIDDEN naming the host field, for a literal address
+// or a metadata name always and for a name resolving to such an address when the
+// connection is tested; every connection the API makes checks the address it dials, so
+// a node a cluster or a sentinel names there answers 424 ADDRESS_FORBIDDEN. Loopback and
+// private addresses are allowed.
+//
 // Before a connection record is saved, the connection is tested against the real server
 // (unless ?test=false): STANDALONE connects, authenticates and PINGs; CLUSTER connects to
 // the first seed node that answers, checks cluster_state, discovers the nodes and PINGs
@@ -81,14 +101,17 @@ type Config struct {
 	Cipher *clouddb.Cipher
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Resolver resolves the host names of connections; nil is net.DefaultResolver.
+	Resolver *net.Resolver
 }
 
 // Server is the browser local API.
 type Server struct {
-	store  *store
-	logger *slog.Logger
-	now    func() time.Time
-	mux    *http.ServeMux
+	store    *store
+	resolver *net.Resolver
+	logger   *slog.Logger
+	now      func() time.Time
+	mux      *http.ServeMux
 }
 
 // Open opens (creating if needed) the store at cfg.Path and returns the Server.
@@ -106,7 +129,7 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{store: st, logger: cfg.Logger, now: func() time.Time { return time.Now().UTC() }}
+	s := &Server{store: st, resolver: cfg.Resolver, logger: cfg.Logger, now: func() time.Time { return time.Now().UTC() }}
 	s.mux = http.NewServeMux()
 	s.registerCertificateRoutes()
 	s.registerConnectionRoutes()
@@ -245,7 +268,10 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	// Two writes rather than append(b, '\n'), which would copy a large answer again. A
+	// failed write means the client went away: there is nobody to tell.
+	_, _ = w.Write(b)
+	_, _ = w.Write([]byte{'\n'})
 }
 
 // errorBody is the envelope of every error.
@@ -329,4 +355,5 @@ const (
 	errClusterNodesUnreachable = "CLUSTER_NODES_UNREACHABLE"
 	errNotASentinel            = "NOT_A_SENTINEL"
 	errSentinelMasterUnknown   = "SENTINEL_MASTER_UNKNOWN"
+	errAddressForbidden        = "ADDRESS_FORBIDDEN"
 )

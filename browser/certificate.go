@@ -150,7 +150,7 @@ func parseCertificates(field, text string, now time.Time) (string, *x509.Certifi
 			return "", nil, malformed("certificate %d cannot be parsed: %v", len(certs)+1, err)
 		}
 		certs = append(certs, c)
-		pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: block.Bytes})
+		out.Write(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: block.Bytes}))
 	}
 	if len(certs) == 0 {
 		return "", nil, malformed("is not a PEM certificate: expected a PEM block of type CERTIFICATE")

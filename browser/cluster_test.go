@@ -119,7 +119,7 @@ func TestCluster(t *testing.T) {
 
 		// Values are read from whichever node holds them.
 		for i := range 60 {
-			res := b.get(t, fmt.Sprintf("/api/db/%d/keys/key:%02d", dbID, i))
+			res = b.get(t, fmt.Sprintf("/api/db/%d/keys/key:%02d", dbID, i))
 			requireStatus(t, res, http.StatusOK)
 			require.Equal(t, strconv.Itoa(i), res.body["value"])
 		}

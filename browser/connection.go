@@ -2,6 +2,7 @@ package browser
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"clouddb"
+	"clouddb/blob"
 )
 
 // Connection types.
@@ -119,7 +121,8 @@ func (s *Server) createConnection(r *http.Request) (int, any, error) {
 		}
 	case pair != nil:
 		newPair = pair
-		if taken, err := s.store.certificateNameTaken(ctx, pair.Name); err != nil {
+		var taken bool
+		if taken, err = s.store.certificateNameTaken(ctx, pair.Name); err != nil {
 			return 0, nil, err
 		} else if taken {
 			return 0, nil, nameTaken(newPairField+".name", pair.Name)
@@ -127,18 +130,21 @@ func (s *Server) createConnection(r *http.Request) (int, any, error) {
 	}
 
 	if test {
-		found, err := s.probe(ctx, c, pair)
-		if err != nil {
+		if err = s.checkHosts(ctx, c); err != nil {
+			return 0, nil, err
+		}
+		var f *found
+		if f, err = s.probe(ctx, c, pair); err != nil {
 			if e := clouddb.AsError(err); e != nil {
 				s.logger.Info("browser: connection test failed", "connectionType", c.Type, "error", e.Type, "message", e.Description)
 			}
 			return 0, nil, err
 		}
-		c.Version, c.Nodes, c.Master = found.version, found.nodes, found.master
+		c.Version, c.Nodes, c.Master = f.version, f.nodes, f.master
 		c.LastConnection = s.now()
 	}
 
-	switch err := s.store.createConnection(ctx, c, newPair); {
+	switch err = s.store.createConnection(ctx, c, newPair); {
 	case errors.Is(err, errNameTaken):
 		return 0, nil, nameTaken(newPairField+".name", newPair.Name)
 	case errors.Is(err, errCertificateGone):
@@ -235,16 +241,16 @@ func (s *Server) readConnection(body *object) (*connection, *certificate, error)
 		}
 	case typeCluster:
 		allowed = "seedNodes, password, tls"
-		items, _, err := body.array("seedNodes", true)
-		if err != nil {
+		var items []json.RawMessage
+		if items, _, err = body.array("seedNodes", true); err != nil {
 			return nil, nil, err
 		}
 		if len(items) == 0 {
 			return nil, nil, invalid("seedNodes", "must hold at least one node")
 		}
 		for i, raw := range items {
-			o, err := newObject(fmt.Sprintf("seedNodes[%d]", i), raw)
-			if err != nil {
+			var o *object
+			if o, err = newObject(fmt.Sprintf("seedNodes[%d]", i), raw); err != nil {
 				return nil, nil, err
 			}
 			var e endpoint
@@ -254,7 +260,7 @@ func (s *Server) readConnection(body *object) (*connection, *certificate, error)
 			if e.Port, _, err = o.integer("port", true, 1, 65535); err != nil {
 				return nil, nil, err
 			}
-			if err := o.done(" (a seed node has host and port)"); err != nil {
+			if err = o.done(" (a seed node has host and port)"); err != nil {
 				return nil, nil, err
 			}
 			c.SeedNodes = append(c.SeedNodes, e)
@@ -273,8 +279,8 @@ func (s *Server) readConnection(body *object) (*connection, *certificate, error)
 		if c.SentinelPassword, _, err = body.str("sentinelPassword", false); err != nil {
 			return nil, nil, err
 		}
-		m, err := body.obj("sentinelMaster", true)
-		if err != nil {
+		var m *object
+		if m, err = body.obj("sentinelMaster", true); err != nil {
 			return nil, nil, err
 		}
 		if c.ServiceName, err = m.nonEmpty("serviceName", true, maxHostBytes); err != nil {
@@ -283,7 +289,7 @@ func (s *Server) readConnection(body *object) (*connection, *certificate, error)
 		if c.AuthPass, _, err = m.str("authPass", false); err != nil {
 			return nil, nil, err
 		}
-		if err := m.done(" (sentinelMaster has serviceName and authPass)"); err != nil {
+		if err = m.done(" (sentinelMaster has serviceName and authPass)"); err != nil {
 			return nil, nil, err
 		}
 	default:
@@ -367,7 +373,33 @@ func readHost(o *object, field string) (string, error) {
 	if strings.ContainsAny(h, " \t\r\n/?#@") || strings.ContainsFunc(h, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return "", invalid(o.name(field), "must be a host name or an IP address")
 	}
+	if err := blob.CheckHost(h); err != nil {
+		return "", forbiddenHost(o.name(field), err)
+	}
 	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), nil
+}
+
+func forbiddenHost(field string, err error) error {
+	return fieldErr(http.StatusBadRequest, errAddressForbidden, field, "must not be a link-local or cloud metadata address: %v", err)
+}
+
+// checkHosts resolves the host names c connects to first and refuses one that resolves
+// to a forbidden address with a 400 naming its field. A name that does not resolve is
+// left to the connection test, which says it is unreachable.
+func (s *Server) checkHosts(ctx context.Context, c *connection) error {
+	hosts := map[string]string{"host": c.Host, "sentinelHost": c.SentinelHost}
+	for i, e := range c.SeedNodes {
+		hosts[fmt.Sprintf("seedNodes[%d].host", i)] = e.Host
+	}
+	for field, h := range hosts {
+		if h == "" {
+			continue
+		}
+		if _, err := blob.Resolve(ctx, h, blob.Options{Timeout: dialTimeout, Resolver: s.resolver}); errors.Is(err, blob.ErrForbiddenAddress) {
+			return forbiddenHost(field, err)
+		}
+	}
+	return nil
 }
 
 // queryBool reads an optional boolean query parameter.

@@ -260,7 +260,7 @@ func startProcess(t *testing.T, port int, dir string, args ...string) *server {
 	require.NoError(t, cmd.Start())
 	s := &server{port: port, dir: dir, cmd: cmd, done: make(chan struct{})}
 	go func() {
-		cmd.Wait()
+		_ = cmd.Wait() // it is killed: the exit status says nothing
 		logFile.Close()
 		close(s.done)
 	}()
@@ -293,7 +293,7 @@ func startProcess(t *testing.T, port int, dir string, args ...string) *server {
 
 // kill stops the process and waits for it to be gone.
 func (s *server) kill() {
-	s.cmd.Process.Kill()
+	_ = s.cmd.Process.Kill() // it may have exited already
 	select {
 	case <-s.done:
 	case <-time.After(10 * time.Second):

@@ -47,9 +47,52 @@ type bstr string
 
 func (b bstr) MarshalJSON() ([]byte, error) {
 	if utf8.ValidString(string(b)) {
-		return json.Marshal(string(b))
+		// Quoted here rather than with json.Marshal, which takes a fresh buffer per call
+		// and grows it by doubling: on a page of large elements that was most of the
+		// allocation of an answer.
+		return appendQuoted(make([]byte, 0, len(b)+16), string(b)), nil
 	}
 	return json.Marshal(map[string]string{"base64": base64.StdEncoding.EncodeToString([]byte(b))})
+}
+
+// appendQuoted appends s, valid UTF-8, as a JSON string.
+func appendQuoted(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == '\u2028' || r == '\u2029' { // valid JSON, but not JavaScript
+				dst = append(append(dst, s[start:i]...), `\u202`...)
+				dst = append(dst, hex[r&0xf])
+				start = i + size
+			}
+			i += size
+			continue
+		}
+		if c >= 0x20 && c != '"' && c != '\\' {
+			i++
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		start = i
+	}
+	return append(append(dst, s[start:]...), '"')
 }
 
 // score is a sorted-set score; the infinities, which JSON numbers cannot hold, are the
@@ -71,6 +114,9 @@ type keyView struct {
 	Type string `json:"type"`
 	// TTL is in seconds, -1 when the key does not expire.
 	TTL int64 `json:"ttl"`
+	// Truncated says that Name was cut to elementCap bytes; NameLength is its full length.
+	Truncated  bool `json:"truncated,omitempty"`
+	NameLength int  `json:"nameLength,omitempty"`
 }
 
 type keysView struct {
@@ -92,16 +138,34 @@ type keyValueView struct {
 	Truncated bool `json:"truncated"`
 	// Note explains a value that is not shown.
 	Note string `json:"note,omitempty"`
+	// Cut says that at least one element of Value was cut to elementCap bytes; the
+	// element says its full length (for lists and sets, CutElements does).
+	Cut         bool         `json:"cut,omitempty"`
+	CutElements []cutElement `json:"cutElements,omitempty"`
 }
 
+// cutElement is an element of a list or set page that was cut: its index in the page
+// and its full length in bytes.
+type cutElement struct {
+	Index  int   `json:"index"`
+	Length int64 `json:"length"`
+}
+
+// fieldValue is a field of a hash or a stream entry; a field or value cut to elementCap
+// bytes has truncated set and its full length beside it.
 type fieldValue struct {
-	Field bstr `json:"field"`
-	Value bstr `json:"value"`
+	Field       bstr  `json:"field"`
+	Value       bstr  `json:"value"`
+	Truncated   bool  `json:"truncated,omitempty"`
+	FieldLength int64 `json:"fieldLength,omitempty"`
+	ValueLength int64 `json:"valueLength,omitempty"`
 }
 
 type memberScore struct {
-	Member bstr  `json:"member"`
-	Score  score `json:"score"`
+	Member       bstr  `json:"member"`
+	Score        score `json:"score"`
+	Truncated    bool  `json:"truncated,omitempty"`
+	MemberLength int64 `json:"memberLength,omitempty"`
 }
 
 type streamEntry struct {
@@ -121,7 +185,7 @@ func (s *Server) open(ctx context.Context, r *http.Request) (*connection, *diale
 	} else if err != nil {
 		return nil, nil, err
 	}
-	d, err := newDialer(c, pair)
+	d, err := newDialer(c, pair, s.resolver)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -189,21 +253,34 @@ func badCursor(cursor string) error {
 // scanNode SCANs one server from cursor until it has want keys, the server is done or
 // the budget is spent, and describes the keys it found.
 func scanNode(ctx context.Context, cl redis.Cmdable, cursor uint64, match, typ string, hint, want int, budget *int) ([]keyView, uint64, error) {
-	var names []string
+	var (
+		names []string
+		bytes int
+	)
 	for {
 		var (
 			keys []string
+			next uint64
 			err  error
 		)
 		if typ != "" {
-			keys, cursor, err = cl.ScanType(ctx, cursor, match, int64(hint), typ).Result()
+			keys, next, err = cl.ScanType(ctx, cursor, match, int64(hint), typ).Result()
 		} else {
-			keys, cursor, err = cl.Scan(ctx, cursor, match, int64(hint)).Result()
+			keys, next, err = cl.Scan(ctx, cursor, match, int64(hint)).Result()
 		}
 		if err != nil {
 			return nil, 0, err
 		}
-		names = append(names, keys...)
+		size := 0
+		for _, k := range keys {
+			size += min(len(k), elementCap)
+		}
+		// A page that would take the names past the byte budget is left for the next
+		// request (its cursor is still valid), unless it is the first.
+		if len(names) > 0 && bytes+size > valueBudget {
+			break
+		}
+		names, bytes, cursor = append(names, keys...), bytes+size, next
 		*budget -= hint
 		if cursor == 0 || len(names) >= want || *budget <= 0 {
 			break
@@ -235,7 +312,11 @@ func describe(ctx context.Context, cl redis.Cmdable, names []string) ([]keyView,
 		if typ == "none" || ttl == -2 {
 			continue
 		}
-		out = append(out, keyView{Name: bstr(name), Type: typ, TTL: ttl})
+		kv := keyView{Name: bstr(name), Type: typ, TTL: ttl}
+		if len(name) > elementCap {
+			kv.Name, kv.Truncated, kv.NameLength = bstr(name[:elementCap]), true, len(name)
+		}
+		out = append(out, kv)
 	}
 	return out, nil
 }
@@ -337,6 +418,12 @@ func (s *Server) getKey(r *http.Request) (int, any, error) {
 // readValue reads the part of the value that the cursor and count query parameters ask
 // for into v. The cursor is an offset for strings (bytes), lists and sorted sets, a SCAN
 // cursor for hashes and sets, and the last entry ID read for streams.
+//
+// Memory is bounded by bytes, not only by count: a string page is at most maxStringCount
+// bytes (GETRANGE), and the elements of the other types are read by a script on the
+// server (readScript) that cuts each string to elementCap bytes and stops adding elements
+// once valueBudget bytes are in the page, so that neither the reply nor this process
+// ever holds a whole large element.
 func readValue(ctx context.Context, r *http.Request, cl redis.UniversalClient, key string, v *keyValueView) error {
 	cursor := r.URL.Query().Get("cursor")
 	if cursor == "" {
@@ -350,9 +437,13 @@ func readValue(ctx context.Context, r *http.Request, cl redis.UniversalClient, k
 	if err != nil {
 		return err
 	}
+	var (
+		off int64
+		res *elements
+	)
 	offset := func() (int64, error) {
-		n, err := strconv.ParseInt(cursor, 10, 64)
-		if err != nil || n < 0 {
+		n, perr := strconv.ParseInt(cursor, 10, 64)
+		if perr != nil || n < 0 {
 			return 0, badCursor(cursor)
 		}
 		return n, nil
@@ -365,97 +456,101 @@ func readValue(ctx context.Context, r *http.Request, cl redis.UniversalClient, k
 	}
 	switch v.Type {
 	case "string":
-		off, err := offset()
+		off, err = offset()
 		if err != nil {
 			return err
 		}
 		if v.Length, err = cl.StrLen(ctx, key).Result(); err != nil {
 			return err
 		}
-		s, err := cl.GetRange(ctx, key, off, off+int64(count)-1).Result()
-		if err != nil {
+		var s string
+		if s, err = cl.GetRange(ctx, key, off, off+int64(count)-1).Result(); err != nil {
 			return err
 		}
 		v.Value = bstr(s)
 		page(off, len(s))
-	case "list":
-		off, err := offset()
+	case "list", "zset":
+		off, err = offset()
 		if err != nil {
 			return err
 		}
-		if v.Length, err = cl.LLen(ctx, key).Result(); err != nil {
-			return err
+		if v.Type == "list" {
+			v.Length, err = cl.LLen(ctx, key).Result()
+		} else {
+			v.Length, err = cl.ZCard(ctx, key).Result()
 		}
-		items, err := cl.LRange(ctx, key, off, off+int64(count)-1).Result()
 		if err != nil {
 			return err
 		}
-		v.Value = bstrs(items)
-		page(off, len(items))
-	case "zset":
-		off, err := offset()
+		if res, err = readElements(ctx, cl, key, v.Type, cursor, count); err != nil {
+			return err
+		}
+		if v.Type == "list" {
+			v.Value = v.strs(res.parts)
+		} else {
+			out := make([]memberScore, 0, len(res.parts)/2)
+			for i := 0; i+1 < len(res.parts); i += 2 {
+				m := memberScore{Member: bstr(res.parts[i].s)}
+				if res.parts[i].cut() {
+					m.MemberLength, m.Truncated, v.Cut = res.parts[i].n, true, true
+				}
+				f, _ := strconv.ParseFloat(res.parts[i+1].s, 64) // "inf" and "-inf" parse
+				m.Score = score(f)
+				out = append(out, m)
+			}
+			v.Value = out
+		}
+		page(off, res.elements)
+	case "hash", "set":
+		if v.Type == "hash" {
+			v.Length, err = cl.HLen(ctx, key).Result()
+		} else {
+			v.Length, err = cl.SCard(ctx, key).Result()
+		}
 		if err != nil {
 			return err
 		}
-		if v.Length, err = cl.ZCard(ctx, key).Result(); err != nil {
+		if _, perr := strconv.ParseUint(cursor, 10, 64); perr != nil {
+			return badCursor(cursor)
+		}
+		if res, err = readElements(ctx, cl, key, v.Type, cursor, count); err != nil {
 			return err
 		}
-		zs, err := cl.ZRangeWithScores(ctx, key, off, off+int64(count)-1).Result()
-		if err != nil {
-			return err
+		if res.next != "0" {
+			v.Cursor, v.Truncated = res.next, true
 		}
-		out := make([]memberScore, 0, len(zs))
-		for _, z := range zs {
-			out = append(out, memberScore{Member: bstr(fmt.Sprint(z.Member)), Score: score(z.Score)})
+		whole := v.Cursor == "0" && cursor == "0"
+		if v.Type == "set" {
+			if whole {
+				slices.SortFunc(res.parts, func(a, b part) int { return strings.Compare(a.s, b.s) })
+			}
+			v.Value = v.strs(res.parts)
+			break
 		}
-		v.Value = out
-		page(off, len(zs))
-	case "hash":
-		if v.Length, err = cl.HLen(ctx, key).Result(); err != nil {
-			return err
+		out := make([]fieldValue, 0, len(res.parts)/2)
+		for i := 0; i+1 < len(res.parts); i += 2 {
+			out = append(out, v.fieldValue(res.parts[i], res.parts[i+1]))
 		}
-		var items []string
-		if items, err = scanElements(ctx, cl, "HSCAN", "HGETALL", key, cursor, count, v); err != nil {
-			return err
-		}
-		out := make([]fieldValue, 0, len(items)/2)
-		for i := 0; i+1 < len(items); i += 2 {
-			out = append(out, fieldValue{Field: bstr(items[i]), Value: bstr(items[i+1])})
-		}
-		if v.Cursor == "0" && cursor == "0" {
+		if whole {
 			slices.SortFunc(out, func(a, b fieldValue) int { return strings.Compare(string(a.Field), string(b.Field)) })
 		}
 		v.Value = out
-	case "set":
-		if v.Length, err = cl.SCard(ctx, key).Result(); err != nil {
-			return err
-		}
-		items, err := scanElements(ctx, cl, "SSCAN", "SMEMBERS", key, cursor, count, v)
-		if err != nil {
-			return err
-		}
-		if v.Cursor == "0" && cursor == "0" {
-			slices.Sort(items)
-		}
-		v.Value = bstrs(items)
 	case "stream":
-		start := "-"
-		if cursor != "0" {
-			if !streamID.MatchString(cursor) {
-				return badCursor(cursor)
-			}
-			start = "(" + cursor
+		if cursor != "0" && !streamID.MatchString(cursor) {
+			return badCursor(cursor)
 		}
 		if v.Length, err = cl.XLen(ctx, key).Result(); err != nil {
 			return err
 		}
-		entries, err := readStream(ctx, cl, key, start, count+1)
-		if err != nil {
+		if res, err = readElements(ctx, cl, key, v.Type, cursor, count); err != nil {
 			return err
 		}
-		if len(entries) > count {
-			entries = entries[:count]
-			v.Cursor, v.Truncated = entries[count-1].ID, true
+		var entries []streamEntry
+		if entries, err = v.streamEntries(res.parts); err != nil {
+			return err
+		}
+		if res.more {
+			v.Cursor, v.Truncated = entries[len(entries)-1].ID, true
 		}
 		v.Value = entries
 	default:
@@ -464,74 +559,185 @@ func readValue(ctx context.Context, r *http.Request, cl redis.UniversalClient, k
 	return nil
 }
 
-func bstrs(items []string) []bstr {
-	out := make([]bstr, len(items))
-	for i, s := range items {
-		out[i] = bstr(s)
+// Byte bounds of a value read.
+const (
+	// valueBudget bounds the bytes of the elements one answer holds (before their JSON
+	// encoding): a page ends before the element that would cross it, and says so with
+	// truncated and a cursor, however small count is. It is far below the memory of the
+	// process; a page always holds at least one element, so it always moves on.
+	valueBudget = 16 << 20
+	// elementCap cuts each string of an element (list item, set or zset member, hash
+	// field or value, stream field or value) to this many bytes; the element then says
+	// its full length. Read a long one as a string key cannot be done, so it is shown cut.
+	elementCap = 64 << 10
+	// readBatch is how many elements the script reads at a time, bounding what the
+	// server holds for the script besides the page itself.
+	readBatch = 8
+)
+
+// readScript reads one page of a list, zset, hash, set or stream, with read-only
+// commands, cutting every string to ARGV[4] bytes and stopping before the element that
+// would take the page past ARGV[5] bytes, or at ARGV[3] elements. It returns the strings,
+// their full lengths, the number of elements and where to go on: the next offset (list,
+// zset), the SCAN cursor (hash, set: a page of SCAN is taken whole or not at all, so
+// that its cursor stays valid), or for a stream the last entry read and whether more
+// follow. A stream entry is its ID, its number of strings, then its fields and values.
+var readScript = redis.NewScript(`
+local key, kind, cursor = KEYS[1], ARGV[1], ARGV[2]
+local count, cap, budget, batch = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local out, lens, used, got = {}, {}, 0, 0
+-- add appends the strings of one or more elements when they fit the budget (the first
+-- always does, so that a page moves on).
+local function add(strs, from, to, elements)
+  local cut, size = {}, 0
+  for i = from, to do
+    local s = strs[i]
+    if #s > cap then s = string.sub(s, 1, cap) end
+    cut[#cut + 1] = s
+    size = size + #s
+  end
+  if got > 0 and used + size > budget then return false end
+  for i = from, to do
+    out[#out + 1] = cut[i - from + 1]
+    lens[#lens + 1] = #strs[i]
+  end
+  used, got = used + size, got + elements
+  return true
+end
+if kind == 'list' or kind == 'zset' then
+  local off = tonumber(cursor)
+  local per = 1
+  if kind == 'zset' then per = 2 end
+  while got < count do
+    local n = math.min(batch, count - got)
+    local items
+    if kind == 'list' then
+      items = redis.call('LRANGE', key, off, off + n - 1)
+    else
+      items = redis.call('ZRANGE', key, off, off + n - 1, 'WITHSCORES')
+    end
+    if #items == 0 then break end
+    for i = 1, #items, per do
+      if not add(items, i, i + per - 1, 1) then return {out, lens, got, tostring(off), 0} end
+      off = off + 1
+    end
+    if #items < n * per then break end
+  end
+  return {out, lens, got, tostring(off), 0}
+elseif kind == 'hash' or kind == 'set' then
+  local scan, per = 'SSCAN', 1
+  if kind == 'hash' then scan, per = 'HSCAN', 2 end
+  repeat
+    local res = redis.call(scan, key, cursor, 'COUNT', batch)
+    local items = res[2]
+    if #items > 0 and not add(items, 1, #items, #items / per) then break end
+    cursor = res[1]
+  until cursor == '0' or got >= count
+  return {out, lens, got, cursor, 0}
+elseif kind == 'stream' then
+  local start = '-'
+  if cursor ~= '0' then start = '(' .. cursor end
+  while got < count do
+    local entries = redis.call('XRANGE', key, start, '+', 'COUNT', math.min(batch, count - got))
+    if #entries == 0 then return {out, lens, got, cursor, 0} end
+    for _, e in ipairs(entries) do
+      local strs = {e[1], tostring(#e[2])}
+      for _, s in ipairs(e[2]) do strs[#strs + 1] = s end
+      if not add(strs, 1, #strs, 1) then return {out, lens, got, cursor, 1} end
+      cursor, start = e[1], '(' .. e[1]
+      if got >= count then break end
+    end
+  end
+  local more = 0
+  if #redis.call('XRANGE', key, start, '+', 'COUNT', 1) > 0 then more = 1 end
+  return {out, lens, got, cursor, more}
+end
+return redis.error_reply('unsupported type ' .. kind)
+`)
+
+// part is a string of an element as read, and its full length in bytes.
+type part struct {
+	s string
+	n int64
+}
+
+func (p part) cut() bool { return int64(len(p.s)) < p.n }
+
+// elements is one page of a value read by readScript.
+type elements struct {
+	parts    []part
+	elements int
+	next     string
+	more     bool
+}
+
+func readElements(ctx context.Context, cl redis.UniversalClient, key, kind, cursor string, count int) (*elements, error) {
+	res, err := readScript.Run(ctx, cl, []string{key}, kind, cursor, count, elementCap, valueBudget, readBatch).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != 5 {
+		return nil, fmt.Errorf("read script: unexpected reply of %d items", len(res))
+	}
+	strs, _ := res[0].([]any)
+	lens, _ := res[1].([]any)
+	n, _ := res[2].(int64)
+	next, _ := res[3].(string)
+	more, _ := res[4].(int64)
+	if len(strs) != len(lens) {
+		return nil, fmt.Errorf("read script: %d strings but %d lengths", len(strs), len(lens))
+	}
+	out := &elements{parts: make([]part, len(strs)), elements: int(n), next: next, more: more == 1}
+	for i := range strs {
+		s, _ := strs[i].(string)
+		l, _ := lens[i].(int64)
+		out.parts[i] = part{s: s, n: l}
+	}
+	return out, nil
+}
+
+// strs is a page of a list or a set: the strings, and the ones cut noted in v.
+func (v *keyValueView) strs(parts []part) []bstr {
+	out := make([]bstr, len(parts))
+	for i, p := range parts {
+		out[i] = bstr(p.s)
+		if p.cut() {
+			v.Cut = true
+			v.CutElements = append(v.CutElements, cutElement{Index: i, Length: p.n})
+		}
 	}
 	return out
 }
 
-// scanElements reads a hash or a set: whole (all command) when it is small and read
-// from the start, else by SCAN (scan command) from cursor until it has count elements.
-// SCAN may return an element twice if the value is rehashed between pages.
-func scanElements(ctx context.Context, cl redis.UniversalClient, scan, all, key, cursor string, count int, v *keyValueView) ([]string, error) {
-	if cursor == "0" && v.Length <= int64(count) {
-		return cl.Do(ctx, all, key).StringSlice()
+func (v *keyValueView) fieldValue(f, val part) fieldValue {
+	fv := fieldValue{Field: bstr(f.s), Value: bstr(val.s)}
+	if f.cut() {
+		fv.FieldLength, fv.Truncated, v.Cut = f.n, true, true
 	}
-	cur, err := strconv.ParseUint(cursor, 10, 64)
-	if err != nil {
-		return nil, badCursor(cursor)
+	if val.cut() {
+		fv.ValueLength, fv.Truncated, v.Cut = val.n, true, true
 	}
-	per := 1
-	if scan == "HSCAN" {
-		per = 2
-	}
-	var items []string
-	for {
-		res, err := cl.Do(ctx, scan, key, cur, "COUNT", count).Slice()
-		if err != nil {
-			return nil, err
-		}
-		if len(res) != 2 {
-			return nil, fmt.Errorf("%s: unexpected reply %v", scan, res)
-		}
-		if cur, err = strconv.ParseUint(fmt.Sprint(res[0]), 10, 64); err != nil {
-			return nil, fmt.Errorf("%s: unexpected cursor %v", scan, res[0])
-		}
-		page, _ := res[1].([]any)
-		for _, x := range page {
-			items = append(items, fmt.Sprint(x))
-		}
-		if cur == 0 || len(items) >= count*per {
-			break
-		}
-	}
-	if cur != 0 {
-		v.Cursor, v.Truncated = strconv.FormatUint(cur, 10), true
-	}
-	return items, nil
+	return fv
 }
 
-// readStream reads up to n entries from start with XRANGE, keeping the order of their
-// fields.
-func readStream(ctx context.Context, cl redis.UniversalClient, key, start string, n int) ([]streamEntry, error) {
-	res, err := cl.Do(ctx, "XRANGE", key, start, "+", "COUNT", n).Slice()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]streamEntry, 0, len(res))
-	for _, x := range res {
-		e, ok := x.([]any)
-		if !ok || len(e) != 2 {
-			return nil, fmt.Errorf("XRANGE: unexpected entry %v", x)
+// streamEntries decodes the entries of a stream page: ID, number of strings, fields and
+// values.
+func (v *keyValueView) streamEntries(parts []part) ([]streamEntry, error) {
+	out := []streamEntry{}
+	for i := 0; i < len(parts); {
+		if i+1 >= len(parts) {
+			return nil, errors.New("read script: truncated stream entry")
 		}
-		fields, _ := e[1].([]any)
-		entry := streamEntry{ID: fmt.Sprint(e[0]), Fields: make([]fieldValue, 0, len(fields)/2)}
-		for i := 0; i+1 < len(fields); i += 2 {
-			entry.Fields = append(entry.Fields, fieldValue{Field: bstr(fmt.Sprint(fields[i])), Value: bstr(fmt.Sprint(fields[i+1]))})
+		n, err := strconv.Atoi(parts[i+1].s)
+		if err != nil || n < 0 || i+2+n > len(parts) {
+			return nil, fmt.Errorf("read script: bad stream entry size %q", parts[i+1].s)
 		}
-		out = append(out, entry)
+		e := streamEntry{ID: parts[i].s, Fields: make([]fieldValue, 0, n/2)}
+		for j := i + 2; j+1 < i+2+n; j += 2 {
+			e.Fields = append(e.Fields, v.fieldValue(parts[j], parts[j+1]))
+		}
+		out = append(out, e)
+		i += 2 + n
 	}
 	return out, nil
 }

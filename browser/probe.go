@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"clouddb"
+	"clouddb/blob"
 )
 
 // Bounds of one conversation with a database.
@@ -40,16 +41,17 @@ type found struct {
 
 // dialer makes the clients of one connection record.
 type dialer struct {
-	tls *tls.Config
+	tls      *tls.Config
+	resolver *net.Resolver
 }
 
 // newDialer prepares the TLS settings of c, with pair as the client certificate when it
 // is not nil. The spec has no field for a CA certificate, so the server's certificate
 // cannot be verified against one: it is not verified (like the tool's default), and the
 // transport is encrypted and, with a client pair, mutually authenticated by the server.
-func newDialer(c *connection, pair *certificate) (*dialer, error) {
+func newDialer(c *connection, pair *certificate, resolver *net.Resolver) (*dialer, error) {
 	if !c.UseTLS {
-		return &dialer{}, nil
+		return &dialer{resolver: resolver}, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}
 	if pair != nil {
@@ -59,15 +61,16 @@ func newDialer(c *connection, pair *certificate) (*dialer, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	return &dialer{tls: cfg}, nil
+	return &dialer{tls: cfg, resolver: resolver}, nil
 }
 
-// dial connects to addr and, with TLS, completes the handshake within the dial timeout,
-// so that a server that does not speak TLS on that port shows as a TLS failure, not as a
-// timeout.
+// dial connects to addr through the address guard of package blob (which checks the
+// address each connection dials, so that a name, a cluster node or a sentinel's master
+// cannot lead to a link-local or metadata address) and, with TLS, completes the handshake
+// within the dial timeout, so that a server that does not speak TLS on that port shows
+// as a TLS failure, not as a timeout.
 func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	nd := &net.Dialer{Timeout: dialTimeout, KeepAlive: 5 * time.Minute}
-	conn, err := nd.DialContext(ctx, network, addr)
+	conn, err := blob.Dial(ctx, network, addr, blob.Options{Timeout: dialTimeout, Resolver: d.resolver})
 	if err != nil || d.tls == nil {
 		return conn, err
 	}
@@ -170,7 +173,7 @@ func (d *dialer) client(c *connection) redis.UniversalClient {
 func (s *Server) probe(ctx context.Context, c *connection, pair *certificate) (*found, error) {
 	ctx, cancel := context.WithTimeout(ctx, testTimeout)
 	defer cancel()
-	d, err := newDialer(c, pair)
+	d, err := newDialer(c, pair, s.resolver)
 	if err != nil {
 		return nil, err
 	}
@@ -396,6 +399,8 @@ func classify(err error, what string, useTLS bool) *clouddb.Error {
 	msg := firstLine(err.Error())
 	closed := errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 	switch {
+	case errors.Is(err, blob.ErrForbiddenAddress):
+		return failed(errAddressForbidden, "%s is at a forbidden address: %s", what, msg)
 	case isAuthError(msg):
 		return failed(errAuthFailed, "%s refused the credentials: %s", what, msg)
 	case isTLSError(err):

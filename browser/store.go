@@ -56,7 +56,9 @@ func (st *store) update(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err != nil {
 		return sqlite.StorageError(err)
 	}
-	defer tx.Rollback()
+	// After a commit the rollback is a no-op (sql.ErrTxDone); before, there is nothing to
+	// do about its failure.
+	defer func() { _ = tx.Rollback() }()
 	if err := fn(tx); err != nil {
 		return sqlite.StorageError(err)
 	}
@@ -169,14 +171,14 @@ func (st *store) deleteCertificate(ctx context.Context, id int) error {
 		var users []string
 		for rows.Next() {
 			var cid int
-			if err := rows.Scan(&cid); err != nil {
+			if err = rows.Scan(&cid); err != nil {
 				rows.Close()
 				return err
 			}
 			users = append(users, fmt.Sprint(cid))
 		}
 		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err = rows.Err(); err != nil {
 			return err
 		}
 		if len(users) > 0 {

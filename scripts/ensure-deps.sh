@@ -5,7 +5,8 @@
 #   run:  go, redis-server
 #   test: also vsftpd (FTP backups/imports), node + npm and azurite (Azure blob storage),
 #         and PostgreSQL's initdb/pg_ctl (the Postgres store's tests start a throwaway
-#         cluster; TEST_DATABASE_URL names a server to use instead)
+#         cluster; TEST_DATABASE_URL names a server to use instead), and golangci-lint
+#         at GOLANGCI_LINT_VERSION (built from the Go module proxy into $(go env GOPATH)/bin)
 # Usage: scripts/ensure-deps.sh [run|test]   (default: test)
 set -euo pipefail
 want=${1:-test}
@@ -52,5 +53,15 @@ if [ "$want" = test ] && ! command -v azurite >/dev/null 2>&1; then
     echo "missing: azurite (the Azure storage emulator the tests use). Install it with:" >&2
     echo "  sudo npm install -g azurite" >&2
     exit 1
+  fi
+fi
+
+# golangci-lint is built with go install at the pinned version (the Makefile sets it),
+# unless that version is already there.
+if [ "$want" = test ] && [ -n "${GOLANGCI_LINT_VERSION:-}" ]; then
+  lint="$(go env GOPATH)/bin/golangci-lint"
+  if ! [ -x "$lint" ] || ! "$lint" version 2>/dev/null | grep -q "version ${GOLANGCI_LINT_VERSION#v} "; then
+    echo "installing golangci-lint ${GOLANGCI_LINT_VERSION} with go install (a minute or two)" >&2
+    go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@${GOLANGCI_LINT_VERSION}"
   fi
 fi

@@ -95,6 +95,12 @@ func TestSoak(t *testing.T) {
 	t.Logf("writes by kind: %s", strings.Join(kinds, ", "))
 }
 
+// TestSoakChaos is the long chaos run (TestChaos is the short one): more tenants, and
+// round after round of attacks and faults.
+func TestSoakChaos(t *testing.T) {
+	runChaos(t, chaosOptions{tenants: 5, rounds: 6, loadPerTenant: 20, settle: 3 * time.Minute})
+}
+
 // checkFIFO checks, for each account, that its tasks ended in submission order: the
 // final timestamps are non-decreasing in submission order, so no task finished before an
 // earlier one of its account. (The store stamps a task's end inside the transaction that

@@ -1,0 +1,125 @@
+package browser_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/dns/dnsmessage"
+
+	"clouddb"
+	"clouddb/browser"
+)
+
+// dnsServer answers A queries on loopback from table (other names: no answer) and
+// returns a resolver that asks it.
+func dnsServer(t *testing.T, table map[string]netip.Addr) *net.Resolver {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var p dnsmessage.Parser
+			h, err := p.Start(buf[:n])
+			if err != nil {
+				continue
+			}
+			q, err := p.Question()
+			if err != nil {
+				continue
+			}
+			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired})
+			_ = b.StartQuestions()
+			_ = b.Question(q)
+			_ = b.StartAnswers()
+			if a, ok := table[strings.TrimSuffix(q.Name.String(), ".")]; ok && q.Type == dnsmessage.TypeA {
+				_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET}, dnsmessage.AResource{A: a.As4()})
+			}
+			if msg, err := b.Finish(); err == nil {
+				_, _ = pc.WriteTo(msg, from)
+			}
+		}
+	}()
+	server := pc.LocalAddr().String()
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", server)
+	}}
+}
+
+// TestConnectionAddressGuard: a connection may not point at a link-local or metadata
+// address, given literally, as a metadata name, or as a name resolving to one; loopback
+// stays allowed.
+func TestConnectionAddressGuard(t *testing.T) {
+	t.Parallel()
+	requireRedis(t)
+	key, err := clouddb.ParseKey(clouddb.NewKey())
+	require.NoError(t, err)
+	cipher, err := clouddb.NewCipher(key)
+	require.NoError(t, err)
+	resolver := dnsServer(t, map[string]netip.Addr{
+		"imds.evil.test":  netip.MustParseAddr("169.254.169.254"),
+		"local.good.test": netip.MustParseAddr("127.0.0.1"),
+	})
+	srv, err := browser.Open(browser.Config{Path: filepath.Join(t.TempDir(), "browser.db"), Cipher: cipher,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Resolver: resolver})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close()
+	})
+	b := &testBundle{srv: srv, url: hs.URL}
+	const password = "guard-Secret-1"
+	rs := startRedis(t, freePort(t), "--requirepass", password)
+	standalone := func(host string) map[string]any {
+		return map[string]any{"name": "g", "connectionType": "STANDALONE", "host": host, "port": rs.port, "password": password}
+	}
+
+	for _, tc := range []struct {
+		name, path  string
+		body        map[string]any
+		field, word string
+	}{
+		{"MetadataIPv4", "/api/db", standalone("169.254.169.254"), "host", "cloud metadata"},
+		{"LinkLocalIPv4", "/api/db", standalone("169.254.10.1"), "host", "link-local"},
+		{"LinkLocalIPv6", "/api/db", standalone("[fe80::1]"), "host", "link-local"},
+		{"MetadataName", "/api/db", standalone("metadata.google.internal"), "host", "metadata"},
+		{"MappedIPv6", "/api/db", standalone("::ffff:169.254.169.254"), "host", "metadata"},
+		{"NotTestedStillRefused", "/api/db?test=false", standalone("169.254.169.254"), "host", "metadata"},
+		{"NameResolvingToLinkLocal", "/api/db", standalone("imds.evil.test"), "host", "imds.evil.test resolves to a refused address"},
+		{"SeedNode", "/api/db", map[string]any{"name": "c", "connectionType": "CLUSTER",
+			"seedNodes": []any{map[string]any{"host": "127.0.0.1", "port": rs.port}, map[string]any{"host": "169.254.169.254", "port": 6379}}}, "seedNodes[1].host", "metadata"},
+		{"SeedNodeName", "/api/db", map[string]any{"name": "c", "connectionType": "CLUSTER",
+			"seedNodes": []any{map[string]any{"host": "imds.evil.test", "port": 6379}}}, "seedNodes[0].host", "resolves to a refused address"},
+		{"SentinelHost", "/api/db", map[string]any{"name": "s", "connectionType": "SENTINEL", "sentinelHost": "fe80::2", "sentinelPort": 26379,
+			"sentinelMaster": map[string]any{"serviceName": "m"}}, "sentinelHost", "link-local"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := b.post(t, tc.path, tc.body)
+			requireError(t, res, http.StatusBadRequest, "ADDRESS_FORBIDDEN", tc.field, tc.word)
+			require.Equal(t, 0, b.connectionCount(t), "nothing is stored")
+		})
+	}
+
+	t.Run("LoopbackAllowed", func(t *testing.T) {
+		for _, host := range []string{"127.0.0.1", "localhost", "local.good.test"} {
+			res := b.post(t, "/api/db", standalone(host))
+			requireStatus(t, res, http.StatusCreated)
+			require.Equal(t, host, res.body["host"])
+		}
+	})
+}
