@@ -42,13 +42,20 @@ func runBinary(t *testing.T, bin string, env []string, args ...string) (*exec.Cm
 	// Database servers outlive a killed clouddb by design, so the clean-up stops clouddb
 	// gracefully (which stops them) and sweeps whatever is left.
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Logf("stopping clouddb: %v", err) // it has exited already
+		}
 		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
+		go func() {
+			if err := cmd.Wait(); err != nil {
+				t.Logf("clouddb exited: %v", err)
+			}
+			close(done)
+		}()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill() // Wait below reports how it ended
 			<-done
 		}
 	})
@@ -258,9 +265,9 @@ func TestAdminCommands(t *testing.T) {
 	for _, plan := range []string{"fixed", "free"} {
 		id := idOf(admin("accounts", "create", "--name", "p-"+plan, "--plan", plan))
 		k, sec := keyOf(admin("keys", "create", "--account", fmt.Sprint(id)))
-		_, err := client.New(base, k, sec).ListSubscriptions(ctx)
-		require.Equal(t, 403, client.StatusCode(err), "plan %s", plan)
-		require.Contains(t, err.Error(), "flexible and annual")
+		_, listErr := client.New(base, k, sec).ListSubscriptions(ctx)
+		require.Equal(t, 403, client.StatusCode(listErr), "plan %s", plan)
+		require.Contains(t, listErr.Error(), "flexible and annual")
 	}
 
 	vk, vsec := keyOf(admin("keys", "create", "--account", fmt.Sprint(annual), "--role", "viewer"))
@@ -328,7 +335,7 @@ func TestDeadServerAfterCrash(t *testing.T) {
 	db := b.keptDatabase(ctx, subID)
 
 	require.NoError(t, b.cmd.Process.Kill())
-	b.cmd.Wait()
+	_ = b.cmd.Wait() // reports the kill
 	pids := serversIn(b.dir)
 	require.Len(t, pids, 2, "the servers outlive a crashed clouddb")
 	for _, pid := range pids {

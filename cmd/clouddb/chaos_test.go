@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -183,7 +181,9 @@ func runChaos(t *testing.T, o chaosOptions) {
 
 		// The disk fills up, and empties.
 		if tmpfs != "" {
-			fillDisk(t, tmpfs, 2*time.Second)
+			free := fillDisk(t, tmpfs)
+			time.Sleep(2 * time.Second)
+			free()
 		}
 		requireAlive(t, h, pid)
 	}
@@ -286,8 +286,6 @@ func setUpTenants(t *testing.T, ctx context.Context, h *harness, n int) []*chaos
 	return tenants
 }
 
-var internalUserLine = regexp.MustCompile(`(?m)^user "?clouddb-internal"? "?on"? "?>([^"\s]+)`)
-
 // internalSecret reads the password of clouddb's internal user from the database's
 // redis.conf, or "" when the file does not hold it in clear.
 func internalSecret(t *testing.T, h *harness, dbID int) string {
@@ -296,10 +294,7 @@ func internalSecret(t *testing.T, h *harness, dbID int) string {
 	if err != nil {
 		return ""
 	}
-	if m := internalUserLine.FindSubmatch(data); m != nil {
-		return string(m[1])
-	}
-	return ""
+	return internalSecretIn(data)
 }
 
 // refused reports whether err is the server refusing a command to the user: an ACL
@@ -471,40 +466,19 @@ func mountChaosTmpfs(t *testing.T, h *harness) string {
 		t.Log("not root: the disk-full part of the chaos run is left out")
 		return ""
 	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", h.dir).CombinedOutput(); err != nil {
-		t.Logf("cannot mount a tmpfs here (%v: %s): the disk-full part of the chaos run is left out", err, bytes.TrimSpace(out))
+	if err := mountTmpfs(t, h.dir, "48m"); err != nil {
+		t.Logf("cannot mount a tmpfs here (%v): the disk-full part of the chaos run is left out", err)
 		return ""
 	}
-	// Runs before the harness's own cleanup: the servers go first, or the lazy unmount
-	// would hide them from it.
+	// Runs before the unmount (cleanups run last first): the servers go before the lazy
+	// unmount would hide them from the harness's own cleanup.
 	t.Cleanup(func() {
 		procs, _ := redisProcesses(h.databasesDir())
 		for _, p := range procs {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL) // it may be gone already
 		}
-		if out, err := exec.Command("umount", "-l", h.dir).CombinedOutput(); err != nil {
-			t.Logf("umount %s: %v: %s", h.dir, err, out)
-		}
 	})
 	return h.dir
-}
-
-// fillDisk fills dir's filesystem, keeps it full for hold, and frees it.
-func fillDisk(t *testing.T, dir string, hold time.Duration) {
-	t.Helper()
-	filler := filepath.Join(dir, "filler")
-	f, err := os.Create(filler)
-	require.NoError(t, err)
-	chunk := bytes.Repeat([]byte{0x5a}, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			require.ErrorIs(t, err, syscall.ENOSPC, "filling the disk")
-			break
-		}
-	}
-	f.Close()
-	time.Sleep(hold)
-	require.NoError(t, os.Remove(filler))
 }
 
 // requireAlive checks that clouddb is the same process as at the start, still running

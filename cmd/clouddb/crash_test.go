@@ -175,7 +175,7 @@ func newHarness(t *testing.T, bin, ports string, args ...string) *harness {
 	t.Cleanup(func() {
 		procs, _ := redisProcesses(h.databasesDir())
 		for _, p := range procs {
-			syscall.Kill(p.pid, syscall.SIGKILL)
+			_ = syscall.Kill(p.pid, syscall.SIGKILL) // it may be gone already
 		}
 		if len(procs) > 0 {
 			t.Logf("cleanup: killed %d redis-server processes left in %s", len(procs), h.databasesDir())
@@ -231,7 +231,7 @@ func (h *harness) pid() int {
 func (h *harness) kill() {
 	h.t.Helper()
 	require.NoError(h.t, h.cmd.Process.Signal(syscall.SIGKILL))
-	h.cmd.Wait() // reports the signal
+	_ = h.cmd.Wait() // reports the signal
 	h.kills++
 }
 
@@ -704,18 +704,18 @@ func readStore(ctx context.Context, c Config) (*storeState, error) {
 	defer db.Close()
 	var s storeState
 	err = db.View(ctx, func(tx clouddb.Tx) error {
-		var err error
-		if s.tasks, err = tx.Tasks(ctx, clouddb.TaskFilter{}); err != nil {
-			return err
+		var qerr error
+		if s.tasks, qerr = tx.Tasks(ctx, clouddb.TaskFilter{}); qerr != nil {
+			return qerr
 		}
-		if s.dbs, _, err = tx.Databases(ctx, clouddb.DatabaseFilter{}); err != nil {
-			return err
+		if s.dbs, _, qerr = tx.Databases(ctx, clouddb.DatabaseFilter{}); qerr != nil {
+			return qerr
 		}
-		if s.subs, err = tx.Subscriptions(ctx, clouddb.SubscriptionFilter{}); err != nil {
-			return err
+		if s.subs, qerr = tx.Subscriptions(ctx, clouddb.SubscriptionFilter{}); qerr != nil {
+			return qerr
 		}
-		s.cas, err = tx.CloudAccounts(ctx, clouddb.CloudAccountFilter{})
-		return err
+		s.cas, qerr = tx.CloudAccounts(ctx, clouddb.CloudAccountFilter{})
+		return qerr
 	})
 	sort.Slice(s.tasks, func(i, j int) bool { return s.tasks[i].Seq < s.tasks[j].Seq })
 	return &s, err

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -32,10 +31,9 @@ func TestDiskFull(t *testing.T) {
 	}
 	dataDir := filepath.Join(t.TempDir(), "data")
 	require.NoError(t, os.MkdirAll(dataDir, 0o700))
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dataDir).CombinedOutput(); err != nil {
-		t.Skipf("optional: cannot mount a tmpfs here: %v: %s", err, out)
+	if err := mountTmpfs(t, dataDir, "16m"); err != nil {
+		t.Skipf("optional: cannot mount a tmpfs here: %v", err)
 	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dataDir).Run() })
 
 	// The provisioning delay lets the disk fill between a create's processing and its
 	// server's start.
@@ -45,22 +43,12 @@ func TestDiskFull(t *testing.T) {
 	lateID := s.createDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("late"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw")})
 
 	// Fill the disk.
-	filler := filepath.Join(dataDir, "filler")
-	f, err := os.Create(filler)
-	require.NoError(t, err)
-	chunk := bytes.Repeat([]byte{0xa5}, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			require.True(t, errors.Is(err, syscall.ENOSPC), "filling: %v", err)
-			break
-		}
-	}
-	f.Close()
+	free := fillDisk(t, dataDir)
 
 	// Reads keep answering. The database whose server could not be set up cannot be
 	// marked either (the store is on the same disk): it stays pending, never falsely
 	// active, and the cause is logged.
-	_, err = s.c.GetSubscription(ctx, subID)
+	_, err := s.c.GetSubscription(ctx, subID)
 	require.NoError(t, err)
 	eventually(t, 10*time.Second, "the cause is logged", func() bool {
 		return strings.Contains(s.logs.String(), "INSUFFICIENT_STORAGE")
@@ -73,12 +61,12 @@ func TestDiskFull(t *testing.T) {
 	var taskIDs []string
 	refused := 0
 	for i := range 5 {
-		task, err := s.c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("full-" + string(rune('a'+i))),
+		task, createErr := s.c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("full-" + string(rune('a'+i))),
 			MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw")})
-		if err != nil {
+		if createErr != nil {
 			var cerr *client.Error
-			require.ErrorAs(t, err, &cerr)
-			require.Equal(t, http.StatusInsufficientStorage, cerr.StatusCode, "%v", err)
+			require.ErrorAs(t, createErr, &cerr)
+			require.Equal(t, http.StatusInsufficientStorage, cerr.StatusCode, "%v", createErr)
 			require.Equal(t, "INSUFFICIENT_STORAGE", cerr.Type)
 			refused++
 			continue
@@ -88,26 +76,26 @@ func TestDiskFull(t *testing.T) {
 
 	t.Logf("while full: %d creates refused with 507, %d accepted as tasks", refused, len(taskIDs))
 	require.Positive(t, refused+len(taskIDs))
-	require.NoError(t, os.Remove(filler))
+	free()
 
 	// Every task the API accepted ends; a failure names the disk; a completed create's
 	// database settles (active, or error with the cause).
 	for _, id := range taskIDs {
 		tctx, cancel := timeoutCtx(t, 30*time.Second)
-		got, err := s.c.WaitForTask(tctx, id)
+		got, waitErr := s.c.WaitForTask(tctx, id)
 		cancel()
-		if err != nil {
+		if waitErr != nil {
 			var cerr *client.Error
-			require.ErrorAs(t, err, &cerr)
-			require.Contains(t, []string{"INSUFFICIENT_STORAGE", "GENERAL_ERROR"}, cerr.Type, "%v", err)
-			require.NotEqual(t, "GENERAL_ERROR", cerr.Type, "a full disk is named as the cause: %v", err)
-			t.Logf("task %s failed: %v", id, err)
+			require.ErrorAs(t, waitErr, &cerr)
+			require.Contains(t, []string{"INSUFFICIENT_STORAGE", "GENERAL_ERROR"}, cerr.Type, "%v", waitErr)
+			require.NotEqual(t, "GENERAL_ERROR", cerr.Type, "a full disk is named as the cause: %v", waitErr)
+			t.Logf("task %s failed: %v", id, waitErr)
 			continue
 		}
 		require.Equal(t, "processing-completed", got.Status)
 		eventually(t, 20*time.Second, "created database settles", func() bool {
-			db, err := s.c.GetDatabase(ctx, subID, got.ResourceID())
-			require.NoError(t, err)
+			db, getErr := s.c.GetDatabase(ctx, subID, got.ResourceID())
+			require.NoError(t, getErr)
 			return db.Status == "active" || db.Status == "error"
 		})
 	}
@@ -141,10 +129,9 @@ func TestDiskFullBacksOffAndLogsOnce(t *testing.T) {
 	}
 	dataDir := filepath.Join(t.TempDir(), "data")
 	require.NoError(t, os.MkdirAll(dataDir, 0o700))
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dataDir).CombinedOutput(); err != nil {
-		t.Skipf("optional: cannot mount a tmpfs here: %v: %s", err, out)
+	if err := mountTmpfs(t, dataDir, "16m"); err != nil {
+		t.Skipf("optional: cannot mount a tmpfs here: %v", err)
 	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dataDir).Run() })
 
 	s := startService(t, dataDir, options{dataTimeout: 3 * time.Second})
 	ctx := testContext(t)
@@ -156,22 +143,12 @@ func TestDiskFullBacksOffAndLogsOnce(t *testing.T) {
 	require.NoError(t, err)
 	var renames []string
 	for i := range 3 {
-		task, err := s.c.UpdateDatabase(ctx, subID, db.ID, client.UpdateDatabase{Name: client.Ptr(fmt.Sprintf("renamed-%d", i))})
-		require.NoError(t, err)
+		task, uerr := s.c.UpdateDatabase(ctx, subID, db.ID, client.UpdateDatabase{Name: client.Ptr(fmt.Sprintf("renamed-%d", i))})
+		require.NoError(t, uerr)
 		renames = append(renames, task.ID)
 	}
 
-	filler := filepath.Join(dataDir, "filler")
-	f, err := os.Create(filler)
-	require.NoError(t, err)
-	chunk := bytes.Repeat([]byte{0xa5}, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			require.True(t, errors.Is(err, syscall.ENOSPC), "filling: %v", err)
-			break
-		}
-	}
-	f.Close()
+	free := fillDisk(t, dataDir)
 	mark := len(s.logs.String())
 
 	// The import's deadline passes while the disk is full: its end cannot be written.
@@ -207,18 +184,49 @@ func TestDiskFullBacksOffAndLogsOnce(t *testing.T) {
 	require.Equal(t, http.StatusInsufficientStorage, resp.StatusCode, string(b))
 	require.Contains(t, string(b), `"error":"INSUFFICIENT_STORAGE"`)
 
-	require.NoError(t, os.Remove(filler))
+	free()
 	_, err = s.c.WaitForTask(ctx, imp.ID)
 	require.ErrorAs(t, err, &cerr)
 	require.Equal(t, "DATABASE_IMPORT_FAILED", cerr.Type)
 	require.Contains(t, cerr.Description, "--data-timeout")
 	for _, id := range renames {
-		got, err := s.c.WaitForTask(ctx, id)
-		require.NoError(t, err)
+		got, werr := s.c.WaitForTask(ctx, id)
+		require.NoError(t, werr)
 		require.Equal(t, "processing-completed", got.Status)
 	}
 	got, err := s.c.GetDatabase(ctx, subID, db.ID)
 	require.NoError(t, err)
 	require.Equal(t, "renamed-2", got.Name, "the renames took effect in order")
 	eventually(t, 10*time.Second, "the recovery is logged", func() bool { return strings.Contains(s.logs.String()[mark:], "store writable again") })
+}
+
+// mountTmpfs mounts a tmpfs of size on dir, unmounted (lazily) when the test ends.
+func mountTmpfs(t *testing.T, dir, size string) error {
+	t.Helper()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s", err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Logf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return nil
+}
+
+// fillDisk writes a file in dir until its filesystem is full, and returns what removes it.
+func fillDisk(t *testing.T, dir string) (free func()) {
+	t.Helper()
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	require.NoError(t, err)
+	chunk := bytes.Repeat([]byte{0xa5}, 64<<10)
+	for {
+		if _, werr := f.Write(chunk); werr != nil {
+			require.ErrorIs(t, werr, syscall.ENOSPC, "filling the disk")
+			break
+		}
+	}
+	_ = f.Close() // what it wrote is filler; the disk being full is the point
+	return func() { require.NoError(t, os.Remove(filler)) }
 }

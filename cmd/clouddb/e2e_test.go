@@ -245,8 +245,8 @@ func TestDeleteFlow(t *testing.T) {
 	require.True(t, client.IsNotFound(err), "a deleted database is gone at once: %v", err)
 	eventually(t, 10*time.Second, "server stopped", func() bool { return !listening(port) })
 	eventually(t, 10*time.Second, "data removed", func() bool {
-		_, err := os.Stat(filepath.Join(s.dir, "databases", strconv.Itoa(db.ID)))
-		return os.IsNotExist(err)
+		_, statErr := os.Stat(filepath.Join(s.dir, "databases", strconv.Itoa(db.ID)))
+		return os.IsNotExist(statErr)
 	})
 
 	task, err = s.c.DeleteSubscription(ctx, subID)
@@ -268,8 +268,8 @@ func TestDeletingStateIsVisible(t *testing.T) {
 	_, err = s.c.WaitForTask(ctx, task.ID)
 	require.NoError(t, err)
 	eventually(t, 10*time.Second, "database row gone", func() bool {
-		list, err := s.c.ListDatabases(ctx, subID, 100, 0)
-		require.NoError(t, err)
+		list, listErr := s.c.ListDatabases(ctx, subID, 100, 0)
+		require.NoError(t, listErr)
 		return len(list.Subscription[0].Databases) == 0
 	})
 	task, err = s.c.DeleteSubscription(ctx, subID)
@@ -525,12 +525,12 @@ func TestTerraformSequence(t *testing.T) {
 	dbs, err := s.c.AllDatabases(ctx, sub)
 	require.NoError(t, err)
 	for _, d := range dbs {
-		tk, err := s.c.DeleteDatabase(ctx, sub, d.ID)
-		require.NoError(t, err)
-		_, err = s.c.WaitForTask(ctx, tk.ID)
-		require.NoError(t, err)
-		_, err = s.c.GetDatabase(ctx, sub, d.ID)
-		require.True(t, client.IsNotFound(err), "database %d is gone: %v", d.ID, err)
+		delTask, derr := s.c.DeleteDatabase(ctx, sub, d.ID)
+		require.NoError(t, derr)
+		_, derr = s.c.WaitForTask(ctx, delTask.ID)
+		require.NoError(t, derr)
+		_, derr = s.c.GetDatabase(ctx, sub, d.ID)
+		require.True(t, client.IsNotFound(derr), "database %d is gone: %v", d.ID, derr)
 		eventually(t, 10*time.Second, "its server stops", func() bool { return !listening(portOf(t, d.PublicEndpoint)) })
 	}
 	read()

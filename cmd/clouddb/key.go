@@ -43,16 +43,16 @@ func loadCipher(dataDir, envText string, generate bool) (*clouddb.Cipher, error)
 			return nil, fmt.Errorf("a shared store needs the same encryption key on every replica: set %s (32 random bytes in base64, e.g. `openssl rand -base64 32`) or put it in %s in the data dir", envKey, keyFile)
 		case errors.Is(err, fs.ErrNotExist):
 			text = clouddb.NewKey()
-			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				return nil, fmt.Errorf("create %s: %w", path, err)
+			f, createErr := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if createErr != nil {
+				return nil, fmt.Errorf("create %s: %w", path, createErr)
 			}
-			if _, err := f.WriteString(text + "\n"); err != nil {
-				f.Close()
-				return nil, err
+			if _, werr := f.WriteString(text + "\n"); werr != nil {
+				_ = f.Close()
+				return nil, werr
 			}
-			if err := f.Close(); err != nil {
-				return nil, err
+			if cerr := f.Close(); cerr != nil {
+				return nil, cerr
 			}
 		case err != nil:
 			return nil, err

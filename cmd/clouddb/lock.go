@@ -60,32 +60,35 @@ func makeTempDir(parent string) (dir string, release func(), err error) {
 	}
 	for _, e := range entries {
 		old := filepath.Join(parent, e.Name())
-		l, ok, err := tryLock(filepath.Join(old, ".lock"))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-			return "", nil, err
+		l, ok, lockErr := tryLock(filepath.Join(old, ".lock"))
+		if lockErr != nil && !errors.Is(lockErr, fs.ErrNotExist) && !errors.Is(lockErr, syscall.ENOTDIR) {
+			return "", nil, lockErr
 		}
-		if ok || err != nil { // unlocked: its process is gone; no lock file: not one of ours
-			if err := os.RemoveAll(old); err != nil {
+		if ok || lockErr != nil { // unlocked: its process is gone; no lock file: not one of ours
+			if rmErr := os.RemoveAll(old); rmErr != nil {
 				if l != nil {
 					l.unlock()
 				}
-				return "", nil, err
+				return "", nil, rmErr
 			}
 		}
 		if l != nil {
 			l.unlock()
 		}
 	}
-	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return "", nil, err
+	if mkErr := os.MkdirAll(parent, 0o700); mkErr != nil {
+		return "", nil, mkErr
 	}
 	if dir, err = os.MkdirTemp(parent, "import-"); err != nil {
 		return "", nil, err
 	}
 	l, ok, err := tryLock(filepath.Join(dir, ".lock"))
 	if err != nil || !ok {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("lock %s: %v", dir, err)
+		_ = os.RemoveAll(dir)
+		if err == nil {
+			err = errors.New("held by another process")
+		}
+		return "", nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
 	return dir, func() { os.RemoveAll(dir); l.unlock() }, nil
 }

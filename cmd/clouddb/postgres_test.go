@@ -85,8 +85,8 @@ func TestPostgresReplicas(t *testing.T) {
 		default:
 			return false
 		}
-		p, err := holder.m.Driver.Pid(db.ID)
-		return err == nil && p == pid
+		p, pidErr := holder.m.Driver.Pid(db.ID)
+		return pidErr == nil && p == pid
 	}, 15*time.Second, 20*time.Millisecond, "a replica leads again and adopts the running server, not starting it again")
 	dbs, err := b.c.AllDatabases(ctx, sub)
 	require.NoError(t, err)

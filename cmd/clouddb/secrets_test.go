@@ -46,15 +46,15 @@ func TestSecretsAtRest(t *testing.T) {
 
 	// No response about the cloud account holds its secrets.
 	raw := func(path string) string {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.c.BaseURL()+path, nil)
-		require.NoError(t, err)
+		req, rerr := http.NewRequestWithContext(ctx, http.MethodGet, s.c.BaseURL()+path, nil)
+		require.NoError(t, rerr)
 		req.Header.Set("x-api-key", creds.APIKey)
 		req.Header.Set("x-api-secret-key", creds.SecretKey)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
+		resp, rerr := http.DefaultClient.Do(req)
+		require.NoError(t, rerr)
 		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
+		b, rerr := io.ReadAll(resp.Body)
+		require.NoError(t, rerr)
 		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
 		return string(b)
 	}
@@ -68,8 +68,8 @@ func TestSecretsAtRest(t *testing.T) {
 
 	// Nothing in the state files or the logs.
 	for _, f := range []string{"clouddb.db", "clouddb.db-wal"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		require.NoError(t, err)
+		b, readErr := os.ReadFile(filepath.Join(dir, f))
+		require.NoError(t, readErr)
 		for _, secret := range []string{dbPassword, accessKeyID, accessSecret, consolePasswd, creds.SecretKey} {
 			require.NotContains(t, string(b), secret, "%s holds a secret in plain text", f)
 		}

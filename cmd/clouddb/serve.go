@@ -218,7 +218,9 @@ func (m *Main) Ready() <-chan struct{} { return m.ready }
 func (m *Main) Run(ctx context.Context) error {
 	c := m.Config
 	var level slog.Level
-	level.UnmarshalText([]byte(c.LogLevel))
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
 	m.logger = slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
 	redisLog.Store(m.logger)
 
@@ -245,9 +247,9 @@ func (m *Main) Run(ctx context.Context) error {
 	// One process serves a SQLite data dir: another one's caches would not see this
 	// one's writes. Several replicas share a Postgres store instead.
 	if _, shared := db.(leader); !shared {
-		l, ok, err := tryLock(filepath.Join(c.DataDir, workersFile))
-		if err != nil {
-			return err
+		l, ok, lockErr := tryLock(filepath.Join(c.DataDir, workersFile))
+		if lockErr != nil {
+			return lockErr
 		}
 		if !ok {
 			return fmt.Errorf("another clouddb serves %s (its SQLite store is this process's alone; replicas share a postgres:// --store)", c.DataDir)
@@ -263,8 +265,8 @@ func (m *Main) Run(ctx context.Context) error {
 	blobOpts := blob.OptionsFromEnv(nil)
 	blobOpts.LocalRoots = backupDirs(c)
 	for _, d := range blobOpts.LocalRoots {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("--backup-dirs: %w", err)
+		if mkErr := os.MkdirAll(d, 0o700); mkErr != nil {
+			return fmt.Errorf("--backup-dirs: %w", mkErr)
 		}
 	}
 	drv, err := local.New(local.Config{Dir: filepath.Join(c.DataDir, "databases"), Host: c.AdvertiseHost, Logger: m.logger,
@@ -304,16 +306,16 @@ func (m *Main) Run(ctx context.Context) error {
 	servers := []*http.Server{srv}
 	serveErr := make(chan error, 2)
 	if c.BrowserListen != "" {
-		b, err := browser.Open(browser.Config{Path: filepath.Join(c.DataDir, "browser.db"), Cipher: cipher, Logger: m.logger})
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("browser API: %w", err)
+		b, openErr := browser.Open(browser.Config{Path: filepath.Join(c.DataDir, "browser.db"), Cipher: cipher, Logger: m.logger})
+		if openErr != nil {
+			_ = ln.Close()
+			return fmt.Errorf("browser API: %w", openErr)
 		}
 		defer b.Close()
-		bln, err := net.Listen("tcp", c.BrowserListen)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("browser API: %w", err)
+		bln, listenErr := net.Listen("tcp", c.BrowserListen)
+		if listenErr != nil {
+			_ = ln.Close()
+			return fmt.Errorf("browser API: %w", listenErr)
 		}
 		m.BrowserAddr = bln.Addr().String()
 		bsrv := newHTTPServer(b.Handler(), m.timeouts)
@@ -338,7 +340,10 @@ func (m *Main) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	for _, s := range servers {
-		s.Shutdown(sctx)
+		if serr := s.Shutdown(sctx); serr != nil {
+			// Connections still open past the timeout are cut; the work below still stops.
+			m.logger.Warn("HTTP shutdown", "addr", s.Addr, "err", serr)
+		}
 	}
 	stopWork()
 	wg.Wait()
@@ -482,8 +487,12 @@ func (m *Main) lead(ctx context.Context, lost <-chan struct{}) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Go(func() { m.keep(wctx, "task engine", func(ctx context.Context) { m.Engine.Run(ctx) }) })
-	wg.Go(func() { m.keep(wctx, "reconciler", func(ctx context.Context) { m.Reconciler.Run(ctx) }) })
+	wg.Go(func() {
+		m.keep(wctx, "task engine", func(ctx context.Context) { m.logStopped("task engine", ctx, m.Engine.Run(ctx)) })
+	})
+	wg.Go(func() {
+		m.keep(wctx, "reconciler", func(ctx context.Context) { m.logStopped("reconciler", ctx, m.Reconciler.Run(ctx)) })
+	})
 	select {
 	case <-ctx.Done():
 	case <-lost:
@@ -517,6 +526,14 @@ func (m *Main) keep(ctx context.Context, what string, loop func(context.Context)
 			return
 		}
 		sleep(ctx, time.Second)
+	}
+}
+
+// logStopped logs a loop that returned an error other than its context ending; keep
+// starts it again.
+func (m *Main) logStopped(what string, ctx context.Context, err error) {
+	if err != nil && ctx.Err() == nil {
+		m.logger.Error("background loop stopped", "loop", what, "err", err)
 	}
 }
 

@@ -79,8 +79,8 @@ func checkKey(ctx context.Context, db clouddb.Store, c *clouddb.Cipher) error {
 		sealed, err := tx.Setting(ctx, keyCheck)
 		if errors.Is(err, clouddb.ErrNotFound) {
 			// A store from before the check: its secrets, if any, must open.
-			if err := openSecrets(ctx, tx); err != nil {
-				return err
+			if oerr := openSecrets(ctx, tx); oerr != nil {
+				return oerr
 			}
 			return tx.PutSetting(ctx, keyCheck, c.Seal(known))
 		} else if err != nil {

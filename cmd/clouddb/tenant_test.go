@@ -17,6 +17,17 @@ import (
 	"clouddb/cloudapi/client"
 )
 
+// internalUserLine finds the password of clouddb's internal user in a redis.conf.
+var internalUserLine = regexp.MustCompile(`(?m)^user "clouddb-internal" .*">([^"]+)"`)
+
+// internalSecretIn is the internal user's password in conf, or "" when it holds none.
+func internalSecretIn(conf []byte) string {
+	if m := internalUserLine.FindSubmatch(conf); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
 // internalRedis is a client of a database's server logged in as clouddb's internal user,
 // whose password is only in the database's redis.conf under databasesDir: what a test
 // needs to read (or tamper with) a server's configuration, which tenants may not.
@@ -24,9 +35,9 @@ func internalRedis(t *testing.T, databasesDir string, dbID int, endpoint string)
 	t.Helper()
 	conf, err := os.ReadFile(filepath.Join(databasesDir, strconv.Itoa(dbID), "redis.conf"))
 	require.NoError(t, err)
-	m := regexp.MustCompile(`(?m)^user "clouddb-internal" .*">([^"]+)"`).FindSubmatch(conf)
-	require.NotNil(t, m, "no internal user in the redis.conf of database %d", dbID)
-	r := redis.NewClient(&redis.Options{Addr: endpoint, Username: "clouddb-internal", Password: string(m[1]),
+	secret := internalSecretIn(conf)
+	require.NotEmpty(t, secret, "no internal user in the redis.conf of database %d", dbID)
+	r := redis.NewClient(&redis.Options{Addr: endpoint, Username: "clouddb-internal", Password: secret,
 		MaxRetries: -1, DialTimeout: 2 * time.Second})
 	t.Cleanup(func() { r.Close() })
 	return r
@@ -180,7 +191,7 @@ func TestTakenPortErrorsThenRecovers(t *testing.T) {
 		require.NoError(t, perr)
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 		for deadline := time.Now().Add(2 * time.Second); ln == nil && time.Now().Before(deadline); {
-			if l, err := net.Listen("tcp", db.PublicEndpoint); err == nil {
+			if l, lerr := net.Listen("tcp", db.PublicEndpoint); lerr == nil {
 				ln = l
 			}
 		}
