@@ -40,11 +40,15 @@ test: test-deps vet lint
 soak: deps
 	$(GO) test -tags soak -run TestSoak -timeout 30m -v ./cmd/clouddb/
 
-# Runs each fuzz target for FUZZTIME (the corpus under testdata/ runs in `make test`).
+# Runs each fuzz target of every package for FUZZTIME (their seed corpora run in
+# `make test`).
 FUZZTIME ?= 60s
+FUZZPKGS ?= ./cloudapi/ ./driver/local/ ./browser/
 fuzz:
-	@for t in $$($(GO) test -list 'Fuzz.*' ./cloudapi/ | grep ^Fuzz); do \
-		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./cloudapi/ || exit 1; \
+	@for p in $(FUZZPKGS); do \
+		for t in $$($(GO) test -list 'Fuzz.*' $$p | grep ^Fuzz); do \
+			echo "== $$p $$t"; $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
+		done; \
 	done
 
 bench: deps
