@@ -77,9 +77,9 @@ func (s *Server) getCloudAccount(r *http.Request, c *caller) (int, any, error) {
 	}
 	var ca *clouddb.CloudAccount
 	err = s.Store.View(r.Context(), func(tx clouddb.Tx) error {
-		var err error
-		ca, err = s.findCloudAccount(r.Context(), tx, c, id)
-		return err
+		var txErr error
+		ca, txErr = s.findCloudAccount(r.Context(), tx, c, id)
+		return txErr
 	})
 	if err != nil {
 		return 0, nil, err

@@ -303,12 +303,12 @@ func (s *Server) withDatabase(r *http.Request, c *caller) (*clouddb.Subscription
 		d   *clouddb.Database
 	)
 	err = s.Store.View(r.Context(), func(tx clouddb.Tx) error {
-		var err error
-		if sub, err = findSubscription(r.Context(), tx, c, subID); err != nil {
-			return err
+		var txErr error
+		if sub, txErr = findSubscription(r.Context(), tx, c, subID); txErr != nil {
+			return txErr
 		}
-		d, err = findDatabase(r.Context(), tx, c, subID, dbID)
-		return err
+		d, txErr = findDatabase(r.Context(), tx, c, subID, dbID)
+		return txErr
 	})
 	return sub, d, err
 }
@@ -348,13 +348,13 @@ func (s *Server) listDatabases(r *http.Request, c *caller) (int, any, error) {
 		total int
 	)
 	err = s.Store.View(r.Context(), func(tx clouddb.Tx) error {
-		var err error
-		if sub, err = findSubscription(r.Context(), tx, c, subID); err != nil {
-			return err
+		var txErr error
+		if sub, txErr = findSubscription(r.Context(), tx, c, subID); txErr != nil {
+			return txErr
 		}
-		dbs, total, err = tx.Databases(r.Context(), clouddb.DatabaseFilter{AccountID: c.account.ID, SubscriptionID: subID,
+		dbs, total, txErr = tx.Databases(r.Context(), clouddb.DatabaseFilter{AccountID: c.account.ID, SubscriptionID: subID,
 			ExcludeDeleting: true, Offset: offset, Limit: limit})
-		return err
+		return txErr
 	})
 	if err != nil {
 		return 0, nil, err
@@ -443,27 +443,27 @@ func (s *Server) putDatabaseTags(r *http.Request, c *caller) (int, any, error) {
 	var body struct {
 		Tags *[]clouddb.Tag `json:"tags"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err = decodeBody(r, &body); err != nil {
 		return 0, nil, err
 	}
 	if body.Tags == nil {
 		return 0, nil, clouddb.Invalid(clouddb.ErrTypeInvalidField, "field tags is required (an empty array clears them)")
 	}
-	if err := clouddb.ValidateTags("database", "tags", *body.Tags); err != nil {
+	if err = clouddb.ValidateTags("database", "tags", *body.Tags); err != nil {
 		return 0, nil, err
 	}
 	var d *clouddb.Database
 	err = s.Store.Update(r.Context(), func(tx clouddb.Tx) error {
-		if _, err := findSubscription(r.Context(), tx, c, subID); err != nil {
-			return err
+		var txErr error
+		if _, txErr = findSubscription(r.Context(), tx, c, subID); txErr != nil {
+			return txErr
 		}
-		var err error
-		if d, err = findDatabase(r.Context(), tx, c, subID, dbID); err != nil {
-			return err
+		if d, txErr = findDatabase(r.Context(), tx, c, subID, dbID); txErr != nil {
+			return txErr
 		}
 		d.Spec.Tags = *body.Tags
-		if err := tx.UpdateDatabase(r.Context(), d); err != nil {
-			return err
+		if txErr = tx.UpdateDatabase(r.Context(), d); txErr != nil {
+			return txErr
 		}
 		// Like every change made through the API, it is in the account's system log.
 		return tx.CreateLogEntry(r.Context(), &clouddb.LogEntry{

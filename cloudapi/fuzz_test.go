@@ -67,7 +67,7 @@ type fuzzEnv struct {
 // env's own helpers.
 func newFuzzEnv(f *testing.F) *fuzzEnv {
 	f.Helper()
-	boundMinimization()
+	boundMinimization(f)
 	store, err := sqlite.Open(filepath.Join(f.TempDir(), "clouddb.db"))
 	require.NoError(f, err)
 	e := &env{store: store}
@@ -94,9 +94,10 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	var runErr error // read after done is closed; f's methods are not for other goroutines
 	go func() {
 		defer close(done)
-		engine.Run(ctx)
+		runErr = engine.Run(ctx)
 	}()
 	api := &cloudapi.Server{Store: store, Tasks: engine, AdvertiseHost: "127.0.0.1", Logger: quiet}
 	e.srv = httptest.NewServer(api.Handler())
@@ -105,6 +106,7 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 		e.srv.Close()
 		cancel()
 		<-done
+		require.NoError(f, runErr, "task engine")
 		require.NoError(f, store.Close())
 	})
 	return &fuzzEnv{env: e}
@@ -115,11 +117,11 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 // -fuzz` stops fuzzing while it minimizes each new interesting input, for up to the
 // default 60s: a short run (make fuzz FUZZTIME=60s) would spend most of its time
 // minimizing.
-func boundMinimization() {
+func boundMinimization(f *testing.F) {
 	given := false
 	flag.Visit(func(fl *flag.Flag) { given = given || fl.Name == "test.fuzzminimizetime" })
 	if !given {
-		flag.Set("test.fuzzminimizetime", "5s")
+		require.NoError(f, flag.Set("test.fuzzminimizetime", "5s"))
 	}
 }
 
@@ -283,7 +285,9 @@ func equalJSON(a, b any) bool {
 	strip := func(v any) string {
 		m := map[string]any{}
 		raw, _ := json.Marshal(v)
-		json.Unmarshal(raw, &m)
+		if json.Unmarshal(raw, &m) != nil {
+			return string(raw) // not an object: compared whole
+		}
 		delete(m, "UpdatedAt")
 		out, _ := json.Marshal(m)
 		return string(out)
@@ -374,7 +378,7 @@ func (fe *fuzzEnv) checkSuccess(method, path string, r response, mark time.Time,
 		TaskID *string        `json:"taskId"`
 		Tags   *[]clouddb.Tag `json:"tags"`
 	}
-	json.Unmarshal(r.body, &answer) // a list is no task
+	_ = json.Unmarshal(r.body, &answer) // a list is no task: answer stays empty
 	made := newTasks(before, after)
 	switch {
 	case len(made) > 0 || (!read && answer.TaskID != nil):

@@ -80,7 +80,9 @@ func newEnv(t *testing.T, opts ...func(*cloudapi.Server)) *env {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		engine.Run(ctx)
+		if err := engine.Run(ctx); err != nil {
+			t.Errorf("task engine: %v", err)
+		}
 	}()
 
 	api := &cloudapi.Server{Store: store, Tasks: engine, AdvertiseHost: "127.0.0.1", Logger: quiet}
@@ -374,7 +376,7 @@ func requireError(t *testing.T, r response, status int, typ string) apiError {
 }
 
 // requireClientError checks err is a *client.Error with the status and type.
-func requireClientError(t *testing.T, err error, status int, typ string) *client.Error {
+func requireClientError(t *testing.T, err error, status int, typ string) {
 	t.Helper()
 	var ce *client.Error
 	require.ErrorAs(t, err, &ce)
@@ -382,7 +384,6 @@ func requireClientError(t *testing.T, err error, status int, typ string) *client
 	if typ != "" {
 		require.Equal(t, typ, ce.Type, "error: %v", err)
 	}
-	return ce
 }
 
 // requireTaskFails waits for a task and checks it ended in processing-error with exactly

@@ -119,7 +119,7 @@ func TestSubscriptionAndDatabaseLifecycle(t *testing.T) {
 	all, err := e.main.AllDatabases(ctx, subID)
 	require.NoError(t, err)
 	for _, d := range all {
-		_, err := e.main.Wait(ctx)(e.main.DeleteDatabase(ctx, subID, d.ID))
+		_, err = e.main.Wait(ctx)(e.main.DeleteDatabase(ctx, subID, d.ID))
 		require.NoError(t, err)
 	}
 	_, err = e.main.Wait(ctx)(e.main.DeleteSubscription(ctx, subID))

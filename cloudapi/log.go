@@ -36,9 +36,9 @@ func (s *Server) listLogs(r *http.Request, c *caller) (int, any, error) {
 	}
 	var entries []*clouddb.LogEntry
 	err = s.Store.View(r.Context(), func(tx clouddb.Tx) error {
-		var err error
-		entries, err = tx.LogEntries(r.Context(), clouddb.LogFilter{AccountID: c.account.ID, ResourceID: resourceID, Offset: offset, Limit: limit})
-		return err
+		var txErr error
+		entries, txErr = tx.LogEntries(r.Context(), clouddb.LogFilter{AccountID: c.account.ID, ResourceID: resourceID, Offset: offset, Limit: limit})
+		return txErr
 	})
 	if err != nil {
 		return 0, nil, err

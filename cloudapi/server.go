@@ -250,7 +250,7 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 func writeBytes(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(b)
+	_, _ = w.Write(b) // it fails only when the client has gone: there is no one left to tell
 }
 
 // errorBody is the envelope of every synchronous error.

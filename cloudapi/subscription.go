@@ -155,12 +155,12 @@ func (s *Server) withSubscription(r *http.Request, c *caller) (*clouddb.Subscrip
 		dbs []*clouddb.Database
 	)
 	err = s.Store.View(r.Context(), func(tx clouddb.Tx) error {
-		var err error
-		if sub, err = findSubscription(r.Context(), tx, c, id); err != nil {
-			return err
+		var txErr error
+		if sub, txErr = findSubscription(r.Context(), tx, c, id); txErr != nil {
+			return txErr
 		}
-		dbs, err = liveDatabases(r.Context(), tx, c.account.ID, id)
-		return err
+		dbs, txErr = liveDatabases(r.Context(), tx, c.account.ID, id)
+		return txErr
 	})
 	return sub, dbs, err
 }

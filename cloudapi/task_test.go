@@ -193,8 +193,8 @@ func TestTasksOfAnAccountRunInOrder(t *testing.T) {
 
 	var ids []int
 	for _, tk := range submitted {
-		done, err := e.main.WaitForTask(ctx, tk.ID)
-		require.NoError(t, err)
+		done, waitErr := e.main.WaitForTask(ctx, tk.ID)
+		require.NoError(t, waitErr)
 		ids = append(ids, done.ResourceID())
 	}
 	firstDone, err := e.main.WaitForTask(ctx, first.ID)

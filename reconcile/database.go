@@ -104,9 +104,9 @@ func (r *Reconciler) provisionDatabase(ctx context.Context, d *clouddb.Database,
 	}
 	var set bool
 	if uerr := r.update(ctx, func(tx clouddb.Tx) error {
-		var err error
-		set, err = tx.SetDatabaseStatus(ctx, d.ID, d.Generation, status, detail)
-		return err
+		var serr error // not err: that one is the driver's, reported below
+		set, serr = tx.SetDatabaseStatus(ctx, d.ID, d.Generation, status, detail)
+		return serr
 	}); uerr != nil {
 		return uerr
 	}
@@ -151,9 +151,9 @@ func (r *Reconciler) SourceEvent(databaseID int, source, state, message string, 
 	ctx := context.Background()
 	var d *clouddb.Database
 	if verr := r.Store.View(ctx, func(tx clouddb.Tx) error {
-		var err error
-		d, err = tx.Database(ctx, 0, databaseID)
-		return err
+		var derr error // not err: that one is the source's, reported below
+		d, derr = tx.Database(ctx, 0, databaseID)
+		return derr
 	}); verr != nil {
 		return
 	}

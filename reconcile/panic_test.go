@@ -114,7 +114,12 @@ func runReconciler(t *testing.T, r *reconcile.Reconciler) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
+	go func() {
+		defer close(done)
+		if err := r.Run(ctx); err != nil {
+			t.Errorf("reconciler: %v", err)
+		}
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
 

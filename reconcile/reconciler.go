@@ -157,17 +157,17 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 		return err
 	}
 	err = r.Store.View(ctx, func(tx clouddb.Tx) error {
-		var err error
-		if dbs, _, err = tx.Databases(ctx, clouddb.DatabaseFilter{}); err != nil {
-			return err
+		var txErr error
+		if dbs, _, txErr = tx.Databases(ctx, clouddb.DatabaseFilter{}); txErr != nil {
+			return txErr
 		}
-		if subs, err = tx.Subscriptions(ctx, clouddb.SubscriptionFilter{}); err != nil {
-			return err
+		if subs, txErr = tx.Subscriptions(ctx, clouddb.SubscriptionFilter{}); txErr != nil {
+			return txErr
 		}
-		cas, err = tx.CloudAccounts(ctx, clouddb.CloudAccountFilter{Statuses: []clouddb.CloudAccountStatus{
+		cas, txErr = tx.CloudAccounts(ctx, clouddb.CloudAccountFilter{Statuses: []clouddb.CloudAccountStatus{
 			clouddb.CloudAccountDraft, clouddb.CloudAccountChangeDraft, clouddb.CloudAccountDeleting,
 		}})
-		return err
+		return txErr
 	})
 	if err != nil {
 		return err

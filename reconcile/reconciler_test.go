@@ -111,7 +111,12 @@ func TestRunAgainEnsuresAgain(t *testing.T) {
 	run := func(want int) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
-		go func() { r.Run(ctx); close(done) }()
+		go func() {
+			defer close(done)
+			if err := r.Run(ctx); err != nil {
+				t.Errorf("reconciler: %v", err)
+			}
+		}()
 		require.Eventually(t, func() bool { return drv.ensures(id) == want }, 5*time.Second, 5*time.Millisecond)
 		// Several more passes (every 10ms): they only check.
 		time.Sleep(100 * time.Millisecond)
@@ -134,7 +139,12 @@ func TestDeadServerRestarted(t *testing.T) {
 	r := &reconcile.Reconciler{Store: store, Driver: drv, Interval: 10 * time.Millisecond}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
+	go func() {
+		defer close(done)
+		if err := r.Run(ctx); err != nil {
+			t.Errorf("reconciler: %v", err)
+		}
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 
 	require.Eventually(t, func() bool { return drv.ensures(id) == 1 }, 5*time.Second, 5*time.Millisecond)

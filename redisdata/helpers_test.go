@@ -70,7 +70,10 @@ func (s *server) start() {
 	require.NoError(s.t, s.cmd.Start())
 	s.done = make(chan struct{})
 	done, cmd := s.done, s.cmd
-	go func() { cmd.Wait(); close(done) }()
+	go func() {
+		_ = cmd.Wait() // the exit status of a test server that was killed is of no interest
+		close(done)
+	}()
 	require.Eventually(s.t, func() bool {
 		conn, err := net.DialTimeout("tcp", s.addr, time.Second)
 		if err == nil {
@@ -95,7 +98,7 @@ func (s *server) kill() {
 	if s.cmd == nil {
 		return
 	}
-	s.cmd.Process.Kill()
+	_ = s.cmd.Process.Kill() // fails only if it is gone already; s.done tells either way
 	select {
 	case <-s.done:
 	case <-time.After(10 * time.Second):
@@ -250,8 +253,8 @@ func requireSameData(t *testing.T, want, got *server, dbs []int) {
 			gd, err := gc.Dump(ctx, k).Result()
 			require.NoError(t, err)
 			if wd != gd {
-				enc, err := wc.ObjectEncoding(ctx, k).Result()
-				require.NoError(t, err)
+				enc, encErr := wc.ObjectEncoding(ctx, k).Result()
+				require.NoError(t, encErr)
 				require.Equal(t, "hashtable", enc, "DUMP of %q in db %d differs", k, db)
 				require.Equal(t, canonical(t, wc, k), canonical(t, gc, k), "contents of %q in db %d", k, db)
 			}
@@ -279,8 +282,8 @@ func canonical(t *testing.T, c *redis.Client, key string) string {
 	var items []string
 	switch typ {
 	case "hash":
-		m, err := c.HGetAll(ctx, key).Result()
-		require.NoError(t, err)
+		m, hErr := c.HGetAll(ctx, key).Result()
+		require.NoError(t, hErr)
 		for f, v := range m {
 			items = append(items, f+"\x00"+v)
 		}

@@ -163,8 +163,8 @@ func (l *link) handshake(rdbOnly bool, replid string, offset int64) (psyncReply,
 	line, err := l.call("PSYNC", replid, off)
 	var re replyError
 	if errors.As(err, &re) && strings.Contains(strings.ToLower(string(re)), "unknown command") {
-		if err := l.send("SYNC"); err != nil {
-			return psyncReply{}, err
+		if serr := l.send("SYNC"); serr != nil {
+			return psyncReply{}, serr
 		}
 		return psyncReply{full: true, offset: -1}, nil
 	}

@@ -100,7 +100,7 @@ func (s *TempServer) Close() error {
 	var err error
 	s.once.Do(func() {
 		s.client.Close()
-		s.cmd.Process.Kill()
+		_ = s.cmd.Process.Kill() // fails only if it has exited already; s.done tells either way
 		select {
 		case <-s.done:
 		case <-time.After(10 * time.Second):
@@ -162,7 +162,7 @@ func startTemp(ctx context.Context, cfg LoadConfig, rdb string) (*TempServer, er
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if err := os.Symlink(rdb, filepath.Join(dir, "dump.rdb")); err != nil {
+	if err = os.Symlink(rdb, filepath.Join(dir, "dump.rdb")); err != nil {
 		return fail(err)
 	}
 	port, err := freePort()
@@ -170,7 +170,7 @@ func startTemp(ctx context.Context, cfg LoadConfig, rdb string) (*TempServer, er
 		return fail(err)
 	}
 	pw := make([]byte, 24)
-	if _, err := rand.Read(pw); err != nil {
+	if _, err = rand.Read(pw); err != nil {
 		return fail(err)
 	}
 	password := hex.EncodeToString(pw)
@@ -202,7 +202,7 @@ func startTemp(ctx context.Context, cfg LoadConfig, rdb string) (*TempServer, er
 		"",
 	}, "\n")
 	confPath := filepath.Join(dir, "redis.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+	if err = os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		return fail(err)
 	}
 	logPath := filepath.Join(dir, "redis.log")
@@ -228,7 +228,7 @@ func startTemp(ctx context.Context, cfg LoadConfig, rdb string) (*TempServer, er
 		done:     make(chan struct{}),
 	}
 	go func() {
-		cmd.Wait()
+		_ = cmd.Wait() // the exit status is read from cmd.ProcessState (exitError)
 		close(s.done)
 	}()
 	s.client = client(s.Endpoint(), 0, 2)

@@ -297,7 +297,7 @@ func (s *source) session(parent context.Context) (streamed bool, err error) {
 	defer tc.Close()
 	conn := tc.Conn()
 	defer conn.Close()
-	if err := conn.Ping(ctx).Err(); err != nil {
+	if err = conn.Ping(ctx).Err(); err != nil {
 		s.replid = "" // it may come back empty
 		return false, fmt.Errorf("target %s: %w", s.target.Addr, classify(err))
 	}
@@ -305,7 +305,7 @@ func (s *source) session(parent context.Context) (streamed bool, err error) {
 	// continuing the stream would leave it without the RDB's data. Its run_id tells
 	// (when the user may run INFO; otherwise a restart goes unnoticed).
 	runID := ""
-	if info, err := conn.Info(ctx, "server").Result(); err == nil {
+	if info, ierr := conn.Info(ctx, "server").Result(); ierr == nil {
 		runID = infoField(info, "run_id")
 	}
 	if runID != s.targetRunID {
@@ -333,14 +333,14 @@ func (s *source) session(parent context.Context) (streamed bool, err error) {
 				}
 			}()
 			for {
-				c, err := l.readCommand()
-				if err == nil {
-					err = q.push(ctx, c)
+				c, rerr := l.readCommand()
+				if rerr == nil {
+					rerr = q.push(ctx, c)
 				} else {
-					err = errLink{err}
+					rerr = errLink{rerr}
 				}
-				if err != nil {
-					q.close(err)
+				if rerr != nil {
+					q.close(rerr)
 					return
 				}
 			}
@@ -379,7 +379,7 @@ func (s *source) session(parent context.Context) (streamed bool, err error) {
 		s.db = 0
 		s.applied.Store(max(r.offset, 0))
 		s.emit(StateSyncing, fmt.Sprintf("full resync from %s at offset %d", s.ep.Addr, r.offset), nil)
-		if err := s.fullSync(ctx, l, startStream); err != nil {
+		if err = s.fullSync(ctx, l, startStream); err != nil {
 			return false, err
 		}
 		s.replid, s.targetRunID = r.replid, runID
@@ -387,7 +387,7 @@ func (s *source) session(parent context.Context) (streamed bool, err error) {
 		s.replid = r.replid
 		startStream()
 		if s.db != 0 {
-			if err := conn.Do(ctx, "select", s.db).Err(); err != nil {
+			if err = conn.Do(ctx, "select", s.db).Err(); err != nil {
 				s.replid = ""
 				return false, fmt.Errorf("target %s: SELECT %d: %w", s.target.Addr, s.db, err)
 			}
@@ -420,7 +420,7 @@ func (s *source) fullSync(ctx context.Context, l *link, startStream func()) erro
 		return fmt.Errorf("receiving the RDB: %w", err)
 	}
 	// A master that sent a diskless RDB starts the stream on the first ACK.
-	if err := l.send("REPLCONF", "ACK", strconv.FormatInt(s.applied.Load(), 10)); err != nil {
+	if err = l.send("REPLCONF", "ACK", strconv.FormatInt(s.applied.Load(), 10)); err != nil {
 		return errLink{err}
 	}
 	startStream()
@@ -462,7 +462,7 @@ func (s *source) apply(ctx context.Context, l *link, conn *redis.Conn, q *queue)
 	db, inMulti := s.db, false
 	flush := func() error {
 		if len(sent) > 0 {
-			pipe.Exec(ctx) // errors are read per command below
+			_, _ = pipe.Exec(ctx) // errors are read per command below
 			for i, c := range sent {
 				err := c.Err()
 				if err == nil || errors.Is(err, redis.Nil) {
@@ -491,8 +491,8 @@ func (s *source) apply(ctx context.Context, l *link, conn *redis.Conn, q *queue)
 			// Quiet source: make sure the target is still the server we have been
 			// writing to, so that a target that restarted (empty) gets a full copy now
 			// rather than at the source's next write.
-			if err := conn.Ping(ctx).Err(); err != nil {
-				return fmt.Errorf("target %s: %w", s.target.Addr, err)
+			if perr := conn.Ping(ctx).Err(); perr != nil {
+				return fmt.Errorf("target %s: %w", s.target.Addr, perr)
 			}
 			continue
 		}

@@ -32,7 +32,7 @@ func Snapshot(ctx context.Context, src Endpoint, w io.Writer) (int64, error) {
 		return 0, err
 	}
 	defer l.close()
-	if _, err := l.handshake(true, "", 0); err != nil {
+	if _, err = l.handshake(true, "", 0); err != nil {
 		return 0, ctxErr(ctx, fmt.Errorf("snapshot of %s: %w", src.Addr, err))
 	}
 	cw := &rdbCheckWriter{w: w}

@@ -41,9 +41,11 @@ func TestSnapshotLoadCopy(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, fi.Size(), n)
 			head := make([]byte, 5)
-			f, _ = os.Open(path)
-			io.ReadFull(f, head)
+			f, err = os.Open(path)
+			require.NoError(t, err)
+			_, err = io.ReadFull(f, head)
 			f.Close()
+			require.NoError(t, err)
 			require.Equal(t, "REDIS", string(head))
 
 			tmp := t.TempDir()
@@ -160,17 +162,17 @@ func TestSnapshotPayloadForms(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := fakeMaster(t, func(w *bufio.Writer) {
-				w.WriteString("+FULLRESYNC " + strings.Repeat("a", 40) + " 0\r\n")
+				_, _ = w.WriteString("+FULLRESYNC " + strings.Repeat("a", 40) + " 0\r\n")
 				for range 3 {
-					w.WriteString("\n")
+					_, _ = w.WriteString("\n")
 					w.Flush()
 					time.Sleep(5 * time.Millisecond)
 				}
-				w.WriteString(tc.head)
+				_, _ = w.WriteString(tc.head)
 				// Small uneven writes, so the mark is split across reads.
 				for b := tc.body; len(b) > 0; {
 					k := min(len(b), 1+len(b)%97)
-					w.Write(b[:k])
+					_, _ = w.Write(b[:k])
 					w.Flush()
 					b = b[k:]
 				}
@@ -189,6 +191,8 @@ func TestSnapshotPayloadForms(t *testing.T) {
 }
 
 // fakeMaster answers the replica handshake with +OK and PSYNC with serve, then closes.
+// It ignores its write errors (serve may too): a write that fails shows up as the
+// client's error, which is what the tests check.
 func fakeMaster(t *testing.T, serve func(w *bufio.Writer)) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -199,7 +203,9 @@ func fakeMaster(t *testing.T, serve func(w *bufio.Writer)) string {
 			return
 		}
 		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			return
+		}
 		r, w := bufio.NewReader(conn), bufio.NewWriter(conn)
 		for {
 			args, err := readArray(r)
@@ -211,7 +217,7 @@ func fakeMaster(t *testing.T, serve func(w *bufio.Writer)) string {
 				w.Flush()
 				return
 			}
-			w.WriteString("+OK\r\n")
+			_, _ = w.WriteString("+OK\r\n")
 			w.Flush()
 		}
 	}()

@@ -94,7 +94,7 @@ func backupDatabase(ctx context.Context, e *Engine, t *clouddb.Task) (*outcome, 
 	if dest == "" {
 		return nil, errBackupDisabled(d)
 	}
-	if err := e.markStarted(ctx, d.ID, true, clouddb.OperationInProgress); err != nil {
+	if err = e.markStarted(ctx, d.ID, true, clouddb.OperationInProgress); err != nil {
 		return nil, err
 	}
 	loc, err := e.backup(ctx, d, dest)
@@ -166,7 +166,7 @@ func importDatabase(ctx context.Context, e *Engine, t *clouddb.Task) (*outcome, 
 	if err != nil {
 		return nil, err
 	}
-	if err := e.markStarted(ctx, d.ID, false, clouddb.OperationImporting); err != nil {
+	if err = e.markStarted(ctx, d.ID, false, clouddb.OperationImporting); err != nil {
 		return nil, err
 	}
 	in := clouddb.InstanceOf(d)

@@ -66,7 +66,7 @@ func checkReplicaOf(ctx context.Context, tx clouddb.Tx, accountID, selfID int, u
 		if !s.SameAccount {
 			// Refused at once, rather than when the replicator first dials it; the
 			// dialer's guard still checks what a host name resolves to.
-			if err := blob.CheckHost(s.Host); err != nil {
+			if err = blob.CheckHost(s.Host); err != nil {
 				return clouddb.Invalid(clouddb.ErrTypeInvalidField, "database: replicaOf[%d] (host %s): %v", i, s.Host, err)
 			}
 			continue
@@ -192,19 +192,19 @@ func createDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err != nil {
 		return 0, err
 	}
-	if err := spec.ValidateCreate(); err != nil {
+	if err = spec.ValidateCreate(); err != nil {
 		return 0, err
 	}
-	if err := checkBackupDestinations(&spec, v.Blob); err != nil {
+	if err = checkBackupDestinations(&spec, v.Blob); err != nil {
 		return 0, err
 	}
-	if err := checkName(ctx, tx, sub.ID, 0, spec.Name); err != nil {
+	if err = checkName(ctx, tx, sub.ID, 0, spec.Name); err != nil {
 		return 0, err
 	}
-	if err := checkReplicaOf(ctx, tx, t.AccountID, 0, spec.ReplicaOf); err != nil {
+	if err = checkReplicaOf(ctx, tx, t.AccountID, 0, spec.ReplicaOf); err != nil {
 		return 0, err
 	}
-	if err := reserveCapacity(ctx, tx, sub, 0, spec.SizeGB()); err != nil {
+	if err = reserveCapacity(ctx, tx, sub, 0, spec.SizeGB()); err != nil {
 		return 0, err
 	}
 	password := spec.Password

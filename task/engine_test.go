@@ -41,7 +41,12 @@ func TestRunPurgesOldTasks(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}}
-	go func() { e.Run(runCtx); close(done) }()
+	go func() {
+		defer close(done)
+		if err := e.Run(runCtx); err != nil {
+			t.Errorf("engine: %v", err)
+		}
+	}()
 	require.Eventually(t, func() bool {
 		err := store.View(ctx, func(tx clouddb.Tx) error { _, err := tx.Task(ctx, 0, oldDone.ID); return err })
 		return errors.Is(err, clouddb.ErrNotFound)

@@ -78,7 +78,12 @@ func runEngine(t *testing.T, e *Engine) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { e.Run(ctx); close(done) }()
+	go func() {
+		defer close(done)
+		if err := e.Run(ctx); err != nil {
+			t.Errorf("engine: %v", err)
+		}
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
 
@@ -271,7 +276,12 @@ func TestShutdownStopsDataJobs(t *testing.T) {
 	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, Lease: time.Second, PollInterval: 20 * time.Millisecond}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { e.Run(ctx); close(done) }()
+	go func() {
+		defer close(done)
+		if err := e.Run(ctx); err != nil {
+			t.Errorf("engine: %v", err)
+		}
+	}()
 	require.Eventually(t, func() bool { return runs.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
 	start := time.Now()
 	cancel()

@@ -101,7 +101,11 @@ func TestPeriodicBackupCatchUp(t *testing.T) {
 		return tx.CreateDatabase(ctx, d)
 	}))
 	require.NoError(t, drv.Ensure(ctx, clouddb.InstanceOf(d)))
-	defer drv.Remove(context.Background(), d.ID)
+	defer func() {
+		if rmErr := drv.Remove(context.Background(), d.ID); rmErr != nil {
+			t.Errorf("remove database %d: %v", d.ID, rmErr)
+		}
+	}()
 
 	e := &Engine{Store: store, Driver: drv, Ports: &Ports{Low: 1, High: 1}}
 	e.init()
@@ -109,8 +113,8 @@ func TestPeriodicBackupCatchUp(t *testing.T) {
 	require.NoError(t, e.scheduleBackups(ctx), "a second check while the task is queued adds nothing")
 	processed := 0
 	for {
-		did, err := e.ProcessNext(ctx)
-		require.NoError(t, err)
+		did, nextErr := e.ProcessNext(ctx)
+		require.NoError(t, nextErr)
 		if !did {
 			break
 		}

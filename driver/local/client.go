@@ -160,7 +160,7 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 		}
 	}
 	if len(changed) > 0 {
-		if err := c.Do(ctx, args...).Err(); err != nil {
+		if err = c.Do(ctx, args...).Err(); err != nil {
 			return nil, aclUser{}, fmt.Errorf("CONFIG SET %s: %w", strings.Join(changed, ", "), classify(err))
 		}
 	}
@@ -170,11 +170,11 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 	if err != nil {
 		return nil, aclUser{}, fmt.Errorf("ACL GETUSER default: %w", classify(err))
 	}
-	if err := setUser(ctx, c, "default", defaultUserRules("#"+passwordHash(want.Password), want.ReadOnly)); err != nil {
+	if err = setUser(ctx, c, "default", defaultUserRules("#"+passwordHash(want.Password), want.ReadOnly)); err != nil {
 		return nil, aclUser{}, fmt.Errorf("ACL SETUSER default: %w", classify(err))
 	}
 	if want.InternalSecret != "" {
-		if err := setUser(ctx, c, internalUser, internalUserRules("#"+passwordHash(want.InternalSecret))); err != nil {
+		if err = setUser(ctx, c, internalUser, internalUserRules("#"+passwordHash(want.InternalSecret))); err != nil {
 			return nil, aclUser{}, fmt.Errorf("ACL SETUSER %s: %w", internalUser, classify(err))
 		}
 	}

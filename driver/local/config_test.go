@@ -26,8 +26,8 @@ func TestConfigRoundTrip(t *testing.T) {
 			for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
 				require.False(t, strings.HasPrefix(line, "requirepass"), line)
 				if strings.HasPrefix(line, `user "default" `) {
-					args, err := splitArgs(line)
-					require.NoError(t, err)
+					args, splitErr := splitArgs(line)
+					require.NoError(t, splitErr)
 					require.Equal(t, append([]string{"user", "default"}, defaultUserRules(">"+password, false)...), args)
 				}
 			}

@@ -111,7 +111,7 @@ func New(cfg Config) (*Driver, error) {
 	if bin, err = filepath.Abs(bin); err != nil {
 		return nil, fmt.Errorf("local driver: %w", err)
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+	if err = os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local driver: %w", err)
 	}
 	dir, err := filepath.Abs(cfg.Dir)
@@ -316,10 +316,10 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	defer unlock()
 
 	dir := d.dbDir(id)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err = os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if err = os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 	want := d.configOf(in)
@@ -502,8 +502,8 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want serverConf
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 	// redis writes its pid file too, but only once it has read its config.
-	if err := writeFileAtomic(filepath.Join(dir, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o600); err != nil {
-		d.log.Warn("cannot write pid file", keyDatabase, id, keyPid, pid, "error", err)
+	if werr := writeFileAtomic(filepath.Join(dir, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o600); werr != nil {
+		d.log.Warn("cannot write pid file", keyDatabase, id, keyPid, pid, "error", werr)
 	}
 	d.log.Info("started redis-server", keyDatabase, id, keyPid, pid, keyPort, in.Port)
 

@@ -214,8 +214,8 @@ func tail(path string, n int) string {
 	}
 	defer f.Close()
 	const max = 8 << 10
-	if st, err := f.Stat(); err == nil && st.Size() > max {
-		if _, err := f.Seek(st.Size()-max, io.SeekStart); err != nil {
+	if st, statErr := f.Stat(); statErr == nil && st.Size() > max {
+		if _, seekErr := f.Seek(st.Size()-max, io.SeekStart); seekErr != nil {
 			return ""
 		}
 	}
