@@ -35,7 +35,7 @@ func TestCipher(t *testing.T) {
 	require.ErrorIs(t, err, clouddb.ErrSealed, "tampering is detected")
 
 	for _, bad := range []string{"", "short", strings.Repeat("z", 64)} {
-		_, err := clouddb.ParseKey(bad)
+		_, err = clouddb.ParseKey(bad)
 		require.Error(t, err, bad)
 	}
 	hexKey := strings.Repeat("ab", 32)

@@ -38,13 +38,14 @@ func dialRedis(addr, password string, timeout time.Duration) (*respConn, error) 
 
 func (c *respConn) close() { c.conn.Close() }
 
-// send buffers one command.
+// send buffers one command. A write error sticks in the bufio.Writer and is returned by
+// the next Flush, which every caller checks.
 func (c *respConn) send(args ...string) {
-	c.wr.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
+	_, _ = c.wr.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
 	for _, a := range args {
-		c.wr.WriteString("$" + strconv.Itoa(len(a)) + "\r\n")
-		c.wr.WriteString(a)
-		c.wr.WriteString("\r\n")
+		_, _ = c.wr.WriteString("$" + strconv.Itoa(len(a)) + "\r\n")
+		_, _ = c.wr.WriteString(a)
+		_, _ = c.wr.WriteString("\r\n")
 	}
 }
 

@@ -52,8 +52,7 @@ type engineRow struct {
 // PostgreSQL row keeps the SQLite row.
 func (h *harness) engine(ctx context.Context) (*engineResult, error) {
 	res := &engineResult{Workers: task.DefaultWorkers}
-	var err error
-	res.SQLite, err = h.enginePairs(ctx, "SQLite", h.cfg.Accounts, h.cfg.TasksPerAccount,
+	sqliteRow, err := h.enginePairs(ctx, "SQLite", h.cfg.Accounts, h.cfg.TasksPerAccount,
 		func(rep int) (func() (float64, error), func() (float64, error), func(), error) {
 			dir := filepath.Join(h.dir, "engine-"+strconv.Itoa(rep))
 			if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -72,6 +71,7 @@ func (h *harness) engine(ctx context.Context) (*engineResult, error) {
 			}
 			return runEngine, runRaw, func() { os.RemoveAll(dir) }, nil
 		})
+	res.SQLite = sqliteRow
 	if err != nil {
 		return res, fmt.Errorf("sqlite: %w", err)
 	}
@@ -107,7 +107,7 @@ func (h *harness) enginePostgres(ctx context.Context, res *engineResult) error {
 		res.PGServer += ", a throwaway cluster the harness started (internal/pgtest)"
 	}
 	accounts, perAccount := h.cfg.PGAccounts, h.cfg.PGTasksPerAccount
-	res.Postgres, err = h.enginePairs(ctx, "PostgreSQL", accounts, perAccount,
+	row, pairsErr := h.enginePairs(ctx, "PostgreSQL", accounts, perAccount,
 		func(rep int) (func() (float64, error), func() (float64, error), func(), error) {
 			prefix := fmt.Sprintf("clouddb_bench_%d_%d_", os.Getpid(), rep)
 			storeURL, err := srv.createDB(ctx, prefix+"store")
@@ -116,7 +116,9 @@ func (h *harness) enginePostgres(ctx context.Context, res *engineResult) error {
 			}
 			rawURL, err := srv.createDB(ctx, prefix+"raw")
 			if err != nil {
-				srv.dropDB(prefix + "store")
+				if dropErr := srv.dropDB(prefix + "store"); dropErr != nil {
+					h.cfg.logf("task engine: %v", dropErr)
+				}
 				return nil, nil, nil, err
 			}
 			runEngine := func() (float64, error) {
@@ -139,7 +141,8 @@ func (h *harness) enginePostgres(ctx context.Context, res *engineResult) error {
 			}
 			return runEngine, runRaw, cleanup, nil
 		})
-	return err
+	res.Postgres = row
+	return pairsErr
 }
 
 // enginePairs runs one store's row Reps times: setup gives the repetition's engine run,
@@ -160,8 +163,8 @@ func (h *harness) enginePairs(ctx context.Context, store string, accounts, perAc
 			if rep%2 == 1 {
 				first, second = second, first
 			}
-			if err := first(); err != nil {
-				return err
+			if firstErr := first(); firstErr != nil {
+				return firstErr
 			}
 			return second()
 		}()
@@ -187,7 +190,7 @@ func engineRate(ctx context.Context, db clouddb.Store, accounts, perAccount int)
 	if err != nil {
 		return 0, err
 	}
-	err = db.Update(ctx, func(tx clouddb.Tx) error {
+	if err := db.Update(ctx, func(tx clouddb.Tx) error {
 		ids := make([]int, accounts)
 		for i := range ids {
 			a := &clouddb.Account{Name: "bench-" + strconv.Itoa(i), Plan: clouddb.PlanFlexible}
@@ -206,8 +209,7 @@ func engineRate(ctx context.Context, db clouddb.Store, accounts, perAccount int)
 			}
 		}
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return 0, fmt.Errorf("fill store: %w", err)
 	}
 	total := int64(accounts * perAccount)
@@ -232,8 +234,9 @@ func engineRate(ctx context.Context, db clouddb.Store, accounts, perAccount int)
 	defer cancel()
 	start := time.Now()
 	stopped := make(chan struct{})
+	var runErr error // read only once stopped is closed
 	go func() {
-		eng.Run(rctx)
+		runErr = eng.Run(rctx)
 		close(stopped)
 	}()
 	timeout := time.NewTimer(10 * time.Minute)
@@ -248,6 +251,9 @@ func engineRate(ctx context.Context, db clouddb.Store, accounts, perAccount int)
 	case <-stopped:
 	case <-time.After(time.Minute):
 		return 0, errors.New("task engine did not stop within a minute")
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return 0, fmt.Errorf("task engine: %w", runErr)
 	}
 	if n := done.Load(); n != total {
 		return 0, fmt.Errorf("task engine processed %d of %d tasks", n, total)
@@ -284,7 +290,7 @@ func rawCommitRate(ctx context.Context, path string, n int) (float64, error) {
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO rows (id, status, payload, created_at) VALUES (?, ?, ?, ?)`,
 			"row-"+strconv.Itoa(i), "received", payload, time.Now().UnixMicro()); err != nil {
-			tx.Rollback()
+			_ = tx.Rollback() // the insert's error is the one to report
 			return 0, err
 		}
 		if err := tx.Commit(); err != nil {
@@ -378,7 +384,7 @@ func rawPGCommitRate(ctx context.Context, dbURL string, n int) (float64, error) 
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO rows (id, status, payload, created_at) VALUES ($1, $2, $3, $4)`,
 			"row-"+strconv.Itoa(i), "received", payload, time.Now().UnixMicro()); err != nil {
-			tx.Rollback(ctx)
+			_ = tx.Rollback(ctx) // the insert's error is the one to report
 			return 0, err
 		}
 		if err := tx.Commit(ctx); err != nil {

@@ -113,7 +113,7 @@ func (h *harness) importThroughput(ctx context.Context) (*importResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer in.shutdown()
+	defer func() { _ = in.shutdown() }() // for the error paths; a no-op once stopped below
 	// Room for the data twice over, in 0.1 GB steps: the memory limit also bounds the
 	// file clouddb accepts to download (twice the limit).
 	res.MemoryLimitGB = math.Max(0.1, math.Ceil(float64(2*res.UsedMemory)/(1<<30)*10)/10)
@@ -121,7 +121,7 @@ func (h *harness) importThroughput(ctx context.Context) (*importResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := in.c.WaitForSubscriptionStatus(ctx, subID, client.SubscriptionActive); err != nil {
+	if _, err = in.c.WaitForSubscriptionStatus(ctx, subID, client.SubscriptionActive); err != nil {
 		return nil, err
 	}
 	page, err := in.c.ListDatabases(ctx, subID, 10, 0)
@@ -221,7 +221,7 @@ func (h *harness) importOnce(ctx context.Context, t importTarget, keys int64) (s
 		return 0, 0, ph, err
 	}
 	defer c.close()
-	if _, err := c.do(5*time.Second, "SET", importSentinel, "1"); err != nil {
+	if _, err = c.do(5*time.Second, "SET", importSentinel, "1"); err != nil {
 		return 0, 0, ph, fmt.Errorf("SET the sentinel key: %w", err)
 	}
 	t.files.reset()
@@ -231,7 +231,7 @@ func (h *harness) importOnce(ctx context.Context, t importTarget, keys int64) (s
 	}
 	cpuDB0, err1 := cpuTime(t.in.pid())
 	cpuTarget0, err2 := cpuTime(t.pid)
-	if err := errors.Join(err1, err2); err != nil {
+	if err = errors.Join(err1, err2); err != nil {
 		w.stop()
 		return 0, 0, ph, err
 	}
@@ -249,7 +249,7 @@ func (h *harness) importOnce(ctx context.Context, t importTarget, keys int64) (s
 	}
 	cpuDB1, err1 := cpuTime(t.in.pid())
 	cpuTarget1, err2 := cpuTime(t.pid)
-	if err := errors.Join(err1, err2); err != nil {
+	if err = errors.Join(err1, err2); err != nil {
 		return 0, 0, ph, err
 	}
 	n, err := c.doInt(5*time.Second, "DBSIZE")
@@ -452,7 +452,9 @@ func serveFile(path string) (*fileServer, error) {
 		fs.mu.Unlock()
 	})
 	fs.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go fs.srv.Serve(ln)
+	// Serve returns http.ErrServerClosed once closed; a server that failed shows as the
+	// import's download failing.
+	go func() { _ = fs.srv.Serve(ln) }()
 	return fs, nil
 }
 
@@ -541,15 +543,15 @@ func (h *harness) makeDataset(ctx context.Context, res *importResult) (string, e
 	// later rounds extrapolate from the file so far.
 	want := max(500, int(target/1000))
 	for round := 0; ; round++ {
-		if err := g.fill(ctx, c, want); err != nil {
+		if err = g.fill(ctx, c, want); err != nil {
 			return "", err
 		}
-		if _, err := c.do(5*time.Minute, "SAVE"); err != nil {
+		if _, err = c.do(5*time.Minute, "SAVE"); err != nil {
 			return "", fmt.Errorf("SAVE: %w", err)
 		}
-		fi, err := os.Stat(path)
-		if err != nil {
-			return "", err
+		fi, statErr := os.Stat(path)
+		if statErr != nil {
+			return "", statErr
 		}
 		res.FileBytes = fi.Size()
 		if res.FileBytes >= target*98/100 || round == 8 {
@@ -612,8 +614,8 @@ func (h *harness) bareLoad(ctx context.Context, rdb string, i int, sanitize bool
 	defer p.kill()
 	for {
 		if authPing(addr, password, 10*time.Second) == nil {
-			if loaded, err := bareLoaded(addr, password); err != nil {
-				return 0, err
+			if loaded, infoErr := bareLoaded(addr, password); infoErr != nil {
+				return 0, infoErr
 			} else if loaded {
 				break
 			}
@@ -718,10 +720,10 @@ func (h *harness) profileImport(ctx context.Context, res *importResult, rdb stri
 	tempCPU0, err1 := cpuTime(tempPid)
 	targetCPU0, err2 := cpuTime(p.pid())
 	selfCPU0, err3 := cpuTime(os.Getpid())
-	if err := errors.Join(err1, err2, err3); err != nil {
+	if err = errors.Join(err1, err2, err3); err != nil {
 		return err
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err = pprof.StartCPUProfile(f); err != nil {
 		return err
 	}
 	t1 := time.Now()

@@ -43,7 +43,7 @@ func (h *harness) profileReadPath(ctx context.Context, rep *report) error {
 		return err
 	}
 	defer db.Close()
-	if err := seedAccount(ctx, db); err != nil {
+	if err = seedAccount(ctx, db); err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -54,11 +54,15 @@ func (h *harness) profileReadPath(ctx context.Context, rep *report) error {
 		return err
 	}
 	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	// Serve returns http.ErrServerClosed once closed; a server that failed shows as the
+	// requests below failing.
+	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	ectx, stopEngine := context.WithCancel(ctx)
 	defer stopEngine()
-	go eng.Run(ectx)
+	// Run returns once ectx ends; an engine that failed shows as the subscription
+	// below never being created.
+	go func() { _ = eng.Run(ectx) }()
 
 	host := ln.Addr().String()
 	c := client.New("http://"+host+"/v1", benchKey, benchSecret, client.WithPollInterval(10*time.Millisecond))

@@ -148,7 +148,7 @@ func (h *harness) bareSpawn(ctx context.Context, i int) (time.Duration, error) {
 	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\nprotected-mode yes\nrequirepass %s\nsave \"\"\nappendonly no\ndir %s\nlogfile \"\"\n",
 		port, password, dir)
 	confPath := filepath.Join(dir, "redis.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+	if err = os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		return 0, err
 	}
 	cmd := exec.Command("redis-server", confPath)

@@ -38,7 +38,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // measure is Run, returning what it measured as well.
 func measure(ctx context.Context, cfg Config) (rep *report, err error) {
-	if err := cfg.validate(); err != nil {
+	if err = cfg.validate(); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "clouddb-bench-")
@@ -206,14 +206,14 @@ func (h *harness) readAndProvision(ctx context.Context, rep *report) error {
 	if err != nil {
 		return err
 	}
-	defer in.shutdown()
+	defer func() { _ = in.shutdown() }() // for the error paths; a no-op once stopped below
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	readSub, err := createSubscription(wctx, in.c, "read", "read", 1, 0.01)
 	if err != nil {
 		return err
 	}
-	if _, err := in.c.WaitForSubscriptionStatus(wctx, readSub, client.SubscriptionActive); err != nil {
+	if _, err = in.c.WaitForSubscriptionStatus(wctx, readSub, client.SubscriptionActive); err != nil {
 		return err
 	}
 	tasks, err := in.c.ListTasks(wctx)

@@ -48,7 +48,7 @@ func (h *harness) scale(ctx context.Context) ([]scaleRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer in.shutdown()
+	defer func() { _ = in.shutdown() }() // for the error paths; a no-op once stopped on return
 	var rows []scaleRow
 	have, subs := 0, 0
 	for _, n := range h.cfg.ScaleNs {
@@ -169,9 +169,9 @@ func (h *harness) measureScale(ctx context.Context, in *instance, n int) (scaleR
 	row.IdleCPU = float64(cpu1-cpu0) / float64(time.Since(t0))
 	var rss []float64
 	for range 5 {
-		v, err := vmRSS(in.pid())
-		if err != nil {
-			return row, err
+		v, rssErr := vmRSS(in.pid())
+		if rssErr != nil {
+			return row, rssErr
 		}
 		rss = append(rss, float64(v))
 		time.Sleep(200 * time.Millisecond)
@@ -185,9 +185,9 @@ func (h *harness) measureScale(ctx context.Context, in *instance, n int) (scaleR
 		return row, fmt.Errorf("%d redis-server processes run, want %d", len(pids), n)
 	}
 	for _, pid := range pids {
-		v, err := pss(pid)
-		if err != nil {
-			return row, err
+		v, pssErr := pss(pid)
+		if pssErr != nil {
+			return row, pssErr
 		}
 		row.PSS += v
 	}
@@ -243,7 +243,7 @@ func (h *harness) restartAfter(ctx context.Context, in *instance, sig syscall.Si
 		return 0, 0, 0, err
 	}
 	t0 := time.Now()
-	if err := in.stop(sig, 3*time.Minute); err != nil {
+	if err = in.stop(sig, 3*time.Minute); err != nil {
 		return 0, 0, 0, err
 	}
 	stop = time.Since(t0)
@@ -259,17 +259,17 @@ func (h *harness) restartAfter(ctx context.Context, in *instance, sig syscall.Si
 	}
 
 	t1 := time.Now()
-	if err := h.restart(ctx, in); err != nil {
+	if err = h.restart(ctx, in); err != nil {
 		return 0, 0, 0, err
 	}
 	deadline := t1.Add(5 * time.Minute)
 	for {
-		body, err := capture(ctx, in.url+"/subscriptions")
-		if err == nil && len(body) > 0 {
+		body, capErr := capture(ctx, in.url+"/subscriptions")
+		if capErr == nil && len(body) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			return 0, 0, 0, fmt.Errorf("the API did not answer within 5 minutes: %v", err)
+			return 0, 0, 0, fmt.Errorf("the API did not answer within 5 minutes: %v", capErr)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -43,9 +43,9 @@ func parseAzure(op *call) (*azureTarget, error) {
 		if account == "" {
 			return nil, fmt.Errorf("%w: an abs:// URI with an endpoint needs the account name as its user name", ErrInvalid)
 		}
-		secure, err := secureParam(q, defaultSecure(u))
-		if err != nil {
-			return nil, err
+		secure, paramErr := secureParam(q, defaultSecure(u))
+		if paramErr != nil {
+			return nil, paramErr
 		}
 		scheme := "http"
 		if secure {
@@ -59,9 +59,9 @@ func parseAzure(op *call) (*azureTarget, error) {
 			return nil, fmt.Errorf("%w: no storage account in the URI", ErrInvalid)
 		}
 		if o.AzureEndpoint != "" {
-			ep, secure, err := endpointOf(o.AzureEndpoint)
-			if err != nil {
-				return nil, err
+			ep, secure, epErr := endpointOf(o.AzureEndpoint)
+			if epErr != nil {
+				return nil, epErr
 			}
 			scheme := "http"
 			if secure {
@@ -76,7 +76,7 @@ func parseAzure(op *call) (*azureTarget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Azure endpoint", ErrInvalid)
 	}
-	if err := CheckHost(su.Hostname()); err != nil {
+	if err = CheckHost(su.Hostname()); err != nil {
 		return nil, err
 	}
 	container, blob, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
@@ -132,7 +132,7 @@ func azureErr(err error) error {
 	case 502, 503, 504:
 		return fmt.Errorf("%w: Azure %d %s", ErrUnreachable, re.StatusCode, code)
 	}
-	return fmt.Errorf("Azure %d %s", re.StatusCode, code)
+	return fmt.Errorf("Azure %d %s", re.StatusCode, code) //nolint:staticcheck // ST1005: "Azure" is a proper noun, like "S3" in s3Err
 }
 
 func openAzure(ctx context.Context, op *call) (io.ReadCloser, int64, error) {

@@ -217,11 +217,16 @@ func schemeOf(uri string) (string, error) {
 	}
 	s := strings.ToLower(uri[:i])
 	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.') {
+		if !isSchemeChar(c) {
 			return "", fmt.Errorf("%w: %q is neither an absolute path nor a URI (relative paths are refused)", ErrInvalid, Redact(uri))
 		}
 	}
 	return s, nil
+}
+
+// isSchemeChar reports whether c may appear in a lower-cased URI scheme (RFC 3986).
+func isSchemeChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'
 }
 
 // Open opens the file or object at uri for reading. The size is the length in bytes, or
@@ -266,7 +271,7 @@ func Open(ctx context.Context, uri string, opts Options) (io.ReadCloser, int64, 
 // its credentials: pass it through Redact before showing or logging it.
 func Put(ctx context.Context, dest, name string, r io.Reader, opts Options) (location string, err error) {
 	op := &call{op: "put", uri: dest, opts: opts}
-	if err := checkName(name); err != nil {
+	if err = checkName(name); err != nil {
 		return "", op.fail(err)
 	}
 	scheme, err := schemeOf(dest)

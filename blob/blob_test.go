@@ -112,13 +112,13 @@ func TestFileErrors(t *testing.T) {
 		dir + "/../x.rdb", "file://" + dir + "/a/../../x.rdb", "file:relative.rdb",
 		"file://otherhost/tmp/x.rdb", "",
 	} {
-		_, _, err := blob.Open(ctx, bad, blob.Options{})
+		_, _, err = blob.Open(ctx, bad, blob.Options{})
 		requireKind(t, err, blob.ErrInvalid)
 		_, err = blob.Put(ctx, bad, "x.rdb", strings.NewReader("x"), blob.Options{})
 		requireKind(t, err, blob.ErrInvalid)
 	}
 	for _, badName := range []string{"", "/abs.rdb", "../x.rdb", "a/../../x.rdb", "a//b", ".", "a/"} {
-		_, err := blob.Put(ctx, dir, badName, strings.NewReader("x"), blob.Options{})
+		_, err = blob.Put(ctx, dir, badName, strings.NewReader("x"), blob.Options{})
 		requireKind(t, err, blob.ErrInvalid)
 	}
 	entries, err := os.ReadDir(dir)

@@ -75,12 +75,12 @@ func putFile(op *call, name string, r io.Reader) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := withinRoots(dir, op.opts.LocalRoots); err != nil {
+	if err = withinRoots(dir, op.opts.LocalRoots); err != nil {
 		return "", err
 	}
 	target := filepath.Join(dir, filepath.FromSlash(name))
 	tdir := filepath.Dir(target)
-	if err := os.MkdirAll(tdir, 0o750); err != nil {
+	if err = os.MkdirAll(tdir, 0o750); err != nil {
 		return "", fileErr(err)
 	}
 	tmp, err := os.CreateTemp(tdir, "."+filepath.Base(target)+".tmp-*")

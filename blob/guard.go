@@ -202,7 +202,7 @@ func dialBound(ctx context.Context, network, address string, opts Options) (net.
 	sc.ctx = ctx
 	sc.stop = context.AfterFunc(ctx, func() {
 		sc.dead.Store(true)
-		_ = sc.Conn.SetDeadline(time.Unix(1, 0)) // wake a blocked read or write
+		_ = sc.SetDeadline(time.Unix(1, 0)) // wake a blocked read or write
 	})
 	return sc, nil
 }
@@ -221,7 +221,7 @@ func (c *stallConn) Read(p []byte) (int, error) {
 	if c.dead.Load() {
 		return 0, c.ctx.Err()
 	}
-	if err := c.Conn.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+	if err := c.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
 		return 0, err
 	}
 	if c.dead.Load() { // ctx ended while the deadline was being set
@@ -240,7 +240,7 @@ func (c *stallConn) Write(p []byte) (int, error) {
 	}
 	// Both deadlines: a reader blocked while a long request body is sent (the HTTP
 	// transport's read loop) must not time out while the write makes progress.
-	if err := c.Conn.SetDeadline(time.Now().Add(c.timeout)); err != nil {
+	if err := c.SetDeadline(time.Now().Add(c.timeout)); err != nil {
 		return 0, err
 	}
 	if c.dead.Load() { // ctx ended while the deadline was being set

@@ -59,7 +59,7 @@ func openHTTP(ctx context.Context, op *call) (io.ReadCloser, int64, error) {
 	}
 	_, pass, _ := userinfo(u)
 	op.secret(pass)
-	if err := CheckHost(u.Hostname()); err != nil {
+	if err = CheckHost(u.Hostname()); err != nil {
 		return nil, 0, err
 	}
 	client := op.opts.httpClient()

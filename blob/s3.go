@@ -129,7 +129,7 @@ func parseS3(op *call) (*s3Target, error) {
 	if bucket == "" {
 		return nil, fmt.Errorf("%w: no bucket in the URI", ErrInvalid)
 	}
-	if err := CheckHost((&url.URL{Host: endpoint}).Hostname()); err != nil {
+	if err = CheckHost((&url.URL{Host: endpoint}).Hostname()); err != nil {
 		return nil, err
 	}
 	client, err := minio.New(endpoint, &minio.Options{

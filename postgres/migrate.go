@@ -20,10 +20,10 @@ func migrate(ctx context.Context, cfg *pgx.ConnConfig) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLockKey); err != nil {
+	if _, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLockKey); err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	if _, err = conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		name       text PRIMARY KEY,
 		applied_at timestamptz NOT NULL DEFAULT now()
 	)`); err != nil {
@@ -55,7 +55,7 @@ func migrateFile(ctx context.Context, conn *pgx.Conn, name string) error {
 		}
 		// Without arguments pgx sends the file as one simple query, which may hold many
 		// statements.
-		if _, err := tx.Exec(ctx, string(buf)); err != nil {
+		if _, err = tx.Exec(ctx, string(buf)); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO schema_migrations (name) VALUES ($1)`, name)

@@ -123,7 +123,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	for _, o := range opts {
 		o(db)
 	}
-	if err := migrate(ctx, db.connCfg); err != nil {
+	if err = migrate(ctx, db.connCfg); err != nil {
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
 	// Listening starts before Open returns, so that no write committed after it is missed.
@@ -283,7 +283,7 @@ func (db *DB) writeOnce(ctx context.Context, fn func(tx pgx.Tx, now time.Time) (
 	}
 	// A transaction that failed half-way is rolled back whole: nothing of it is written.
 	defer rollback(ctx, tx)
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, writeLockKey); err != nil {
+	if _, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, writeLockKey); err != nil {
 		return db.startErr(tx, err)
 	}
 	changed, err := fn(tx, db.now())
@@ -306,7 +306,9 @@ func (db *DB) writeOnce(ctx context.Context, fn func(tx pgx.Tx, now time.Time) (
 func rollback(ctx context.Context, tx pgx.Tx) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	tx.Rollback(ctx)
+	// After Commit this returns pgx.ErrTxClosed; a rollback that fails closes the
+	// connection, which the pool then drops.
+	_ = tx.Rollback(ctx)
 }
 
 // Version counts the writes committed to the store as this process knows them: its own,

@@ -139,11 +139,11 @@ func TestSecretsAreSealed(t *testing.T) {
 	// The same store opened with another key cannot read the secrets: it fails loudly
 	// instead of handing out garbage.
 	other := mustOpen(t, url, postgres.WithCipher(testCipher(t)))
-	err = other.View(ctx, func(tx clouddb.Tx) error {
+	viewErr := other.View(ctx, func(tx clouddb.Tx) error {
 		_, err := tx.Database(ctx, 0, dbID)
 		return err
 	})
-	require.ErrorIs(t, err, clouddb.ErrSealed)
+	require.ErrorIs(t, viewErr, clouddb.ErrSealed)
 }
 
 // TestNow: the times the store assigns are the clock's, in UTC, to the microsecond.
@@ -691,7 +691,7 @@ func TestUnavailable(t *testing.T) {
 	_, err = raw.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name)
 	require.NoError(t, err)
 
-	err = db.View(ctx, func(tx clouddb.Tx) error { _, err := tx.Accounts(ctx); return err })
+	err = db.View(ctx, func(tx clouddb.Tx) error { _, accountsErr := tx.Accounts(ctx); return accountsErr })
 	require.ErrorIs(t, err, clouddb.ErrUnavailable)
 	require.Equal(t, http.StatusServiceUnavailable, clouddb.AsError(err).Status)
 	err = db.Update(ctx, func(tx clouddb.Tx) error {

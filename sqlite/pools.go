@@ -50,7 +50,7 @@ func OpenPools(path string, migrations fs.FS, readers int) (*Pools, error) {
 	p.Writer.SetMaxIdleConns(1)
 	p.Writer.SetConnMaxLifetime(0)
 	p.Writer.SetConnMaxIdleTime(0)
-	if err := migrate(context.Background(), p.Writer, migrations); err != nil {
+	if err = migrate(context.Background(), p.Writer, migrations); err != nil {
 		p.Writer.Close()
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}
@@ -111,10 +111,10 @@ func migrateFile(ctx context.Context, w *sql.DB, migrations fs.FS, name string) 
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }() // after Commit it returns sql.ErrTxDone
 	// Checked inside the write transaction: another process may have migrated meanwhile.
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM migrations WHERE name = ?`, name).Scan(&n); err != nil {
+	if err = tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM migrations WHERE name = ?`, name).Scan(&n); err != nil {
 		return err
 	} else if n > 0 {
 		return nil

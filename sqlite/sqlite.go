@@ -88,7 +88,7 @@ func (db *DB) View(ctx context.Context, fn func(clouddb.Tx) error) error {
 		return mapErr(err)
 	}
 	// Nothing to commit: rolling back just ends the read snapshot.
-	defer sqlTx.Rollback()
+	defer func() { _ = sqlTx.Rollback() }()
 	return fn(&Tx{tx: sqlTx, now: db.now(), seal: db.seal})
 }
 
@@ -101,7 +101,8 @@ func (db *DB) Update(ctx context.Context, fn func(clouddb.Tx) error) error {
 		return mapErr(err)
 	}
 	// A transaction that failed half-way is rolled back whole: nothing of it is written.
-	defer sqlTx.Rollback()
+	// After Commit the rollback returns sql.ErrTxDone.
+	defer func() { _ = sqlTx.Rollback() }()
 	if err := fn(&Tx{tx: sqlTx, now: db.now(), seal: db.seal}); err != nil {
 		return err
 	}

@@ -56,6 +56,10 @@ func URL(t testing.TB) string {
 	if initErr != nil {
 		t.Fatalf("pgtest: no PostgreSQL: %v", initErr)
 	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, admin)
@@ -81,10 +85,6 @@ func URL(t testing.TB) string {
 			t.Errorf("pgtest: drop database: %v", err)
 		}
 	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
 	u.Path = "/" + name
 	return u.String()
 }
@@ -219,7 +219,10 @@ func (c *cluster) start(postgres, data string, port int) error {
 		return fmt.Errorf("start postgres: %w", err)
 	}
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	go func() {
+		_ = cmd.Wait() // how it ended is in the log, read below when it ends early
+		close(exited)
+	}()
 	url := fmt.Sprintf("postgres://clouddb@127.0.0.1:%d/postgres?sslmode=disable", port)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -238,7 +241,7 @@ func (c *cluster) start(postgres, data string, port int) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill() // fails only when it has just exited: exited closes either way
 			<-exited
 			out, _ := os.ReadFile(logPath)
 			return fmt.Errorf("postgres not ready after 60s: %s", out)
@@ -284,11 +287,12 @@ func removeStale() {
 
 // stop shuts the server down at once (the data is thrown away) and removes the cluster.
 func (c *cluster) stop() {
-	c.server.Process.Signal(syscall.SIGQUIT)
+	// Signal and Kill fail only when the server has exited already: c.exited closes either way.
+	_ = c.server.Process.Signal(syscall.SIGQUIT)
 	select {
 	case <-c.exited:
 	case <-time.After(30 * time.Second):
-		c.server.Process.Kill()
+		_ = c.server.Process.Kill()
 		<-c.exited
 	}
 	os.RemoveAll(c.dir)

@@ -64,13 +64,13 @@ func TestClusterDiesWithItsProcess(t *testing.T) {
 	conn.Close(ctx)
 
 	require.NoError(t, cmd.Process.Kill())
-	cmd.Wait()
+	_ = cmd.Wait() // "signal: killed", as intended
 	require.Eventually(t, func() bool {
-		c, err := pgx.Connect(ctx, url)
-		if err == nil {
+		c, connErr := pgx.Connect(ctx, url)
+		if connErr == nil {
 			c.Close(ctx)
 		}
-		return err != nil
+		return connErr != nil
 	}, 15*time.Second, 100*time.Millisecond, "the server stopped with the process that started it")
 
 	// The child could not remove its cluster's directory: this test does, found by the
