@@ -42,6 +42,10 @@ type Reconciler struct {
 	sem      chan struct{}
 	mu       sync.Mutex
 	inflight map[string]bool
+	// panicked holds the keys whose step panicked: they stay in inflight until the next
+	// pass starts, so that a pass that read the resource before it was marked failed
+	// cannot run the same panicking step again.
+	panicked []string
 	// ensured is, per database, the instance this process last made the driver run; a
 	// database it has not ensured yet (after a restart) or whose instance changed (a
 	// source's password) is ensured again instead of only checked.
@@ -145,6 +149,12 @@ func (r *Reconciler) safePass(ctx context.Context) (err error) {
 // for that work.
 func (r *Reconciler) Pass(ctx context.Context) error {
 	r.init()
+	r.mu.Lock()
+	for _, key := range r.panicked {
+		delete(r.inflight, key)
+	}
+	r.panicked = r.panicked[:0]
+	r.mu.Unlock()
 	var (
 		dbs  []*clouddb.Database
 		subs []*clouddb.Subscription
@@ -201,16 +211,22 @@ func (r *Reconciler) spawn(ctx context.Context, key string, fn func(ctx context.
 	r.mu.Unlock()
 	r.wg.Go(func() {
 		defer func() {
-			// The resource is marked before it leaves inflight, so that the next pass sees
-			// it failed instead of running the same panicking step again.
-			if p := clouddb.Recovered(recover()); p != nil {
+			// The resource is marked before it leaves inflight, and it leaves at the start
+			// of the next pass, which reads it failed instead of running the same
+			// panicking step again.
+			p := clouddb.Recovered(recover())
+			if p != nil {
 				r.Logger.Error("reconcile step panicked", "resource", key, "panic", p.Value, "stack", string(p.Stack))
 				if failed != nil && ctx.Err() == nil {
 					r.markFailed(ctx, key, failed)
 				}
 			}
 			r.mu.Lock()
-			delete(r.inflight, key)
+			if p != nil {
+				r.panicked = append(r.panicked, key)
+			} else {
+				delete(r.inflight, key)
+			}
 			r.mu.Unlock()
 		}()
 		if err := fn(ctx); err != nil && ctx.Err() == nil && !storehealth.Down(err) {
