@@ -68,7 +68,7 @@ func (h *harness) profileReadPath(ctx context.Context, rep *report) error {
 	c := client.New("http://"+host+"/v1", benchKey, benchSecret, client.WithPollInterval(10*time.Millisecond))
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	subID, err := createSubscription(wctx, c, "profile", "profile", 1, 0.01)
+	subID, err := createSubscription(wctx, c, "profile", "profile", 1, clouddb.MinDatabaseSizeGB)
 	if err != nil {
 		return err
 	}

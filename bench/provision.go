@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"clouddb"
 	"clouddb/cloudapi/client"
 )
 
@@ -43,20 +44,21 @@ func (p *provisionResult) P99Ratio() float64 {
 
 // provision creates databases one at a time in one active subscription, each time waiting
 // until it is active, and alternates with bare redis-server spawns. The subscription is
-// created with capacity for all of them (a 1 GB minimum holds a hundred 0.01 GB
-// databases), so no create resizes it and every create finds it active.
+// created with capacity for all of them (its seed database is made that large, then
+// shrunk: a subscription keeps its capacity), so no create resizes it and every create
+// finds it active.
 func (h *harness) provision(ctx context.Context, in *instance) (*provisionResult, error) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	const size = 0.01
-	if float64(h.cfg.Creates+1)*size > 1 {
-		return nil, fmt.Errorf("%d creates of %.2f GB do not fit the 1 GB capacity", h.cfg.Creates, size)
-	}
-	subID, err := createSubscription(wctx, in.c, "provisioning", "seed", 1, size)
+	const size = clouddb.MinDatabaseSizeGB
+	subID, err := createSubscription(wctx, in.c, "provisioning", "seed", 1, float64(h.cfg.Creates+1)*size)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := in.c.WaitForSubscriptionStatus(wctx, subID, client.SubscriptionActive); err != nil {
+	if _, err = in.c.WaitForSubscriptionStatus(wctx, subID, client.SubscriptionActive); err != nil {
+		return nil, err
+	}
+	if err = shrinkSeed(wctx, in.c, subID, size); err != nil {
 		return nil, err
 	}
 	res := &provisionResult{Creates: h.cfg.Creates}
@@ -94,6 +96,27 @@ func (h *harness) provision(ctx context.Context, in *instance) (*provisionResult
 	h.cfg.logf("provisioning: create-to-active p50 %s p99 %s (client-observed p50 %s); bare spawn-to-PONG p50 %s p99 %s",
 		quantile(res.Real, 0.5), quantile(res.Real, 0.99), quantile(res.Wall, 0.5), quantile(res.Bare, 0.5), quantile(res.Bare, 0.99))
 	return res, nil
+}
+
+// shrinkSeed brings the subscription's one database down to sizeGB, leaving the
+// subscription the capacity it was created with.
+func shrinkSeed(ctx context.Context, c *client.Client, subID int, sizeGB float64) error {
+	dbs, err := c.AllDatabases(ctx, subID)
+	if err != nil {
+		return err
+	}
+	if len(dbs) != 1 {
+		return fmt.Errorf("subscription %d: want its seed database alone, found %d databases", subID, len(dbs))
+	}
+	t, err := c.UpdateDatabase(ctx, subID, dbs[0].ID, client.UpdateDatabase{MemoryLimitInGB: client.Ptr(sizeGB)})
+	if err != nil {
+		return err
+	}
+	if _, err = c.WaitForTask(ctx, t.ID); err != nil {
+		return err
+	}
+	_, err = c.WaitForDatabaseStatus(ctx, subID, dbs[0].ID, client.DatabaseActive)
+	return err
 }
 
 // createToActive creates database i and waits until it is active. It returns the

@@ -93,7 +93,7 @@ func (r *report) markdown() string {
 	p("## 2. Provisioning")
 	p("")
 	if pr := r.Provision; pr != nil {
-		p("%d database creates (0.01 GB, no persistence) one after another in one active subscription sized so that "+
+		p("%d database creates (0.1 GB, no persistence) one after another in one active subscription sized so that "+
 			"no create resizes it; each waited for until active. clouddb's figure is server-side: from the task's "+
 			"received timestamp to the database's `activatedOn` (both at millisecond precision). The baseline execs "+
 			"`redis-server` with a minimal config (loopback, a password, no persistence) on a free port and polls an "+
@@ -153,7 +153,7 @@ func (r *report) markdown() string {
 	p("")
 	if len(r.Scale) > 0 {
 		p("One `clouddb serve` grown through the API to each size: subscriptions whose creation plan has up to 100 " +
-			"databases of 0.01 GB (no persistence), at most three non-active at once. RSS is the clouddb process's " +
+			"databases of 0.1 GB (no persistence), at most three non-active at once. RSS is the clouddb process's " +
 			"VmRSS, its idle CPU the share of one core it used (`/proc/PID/stat`) while the harness waited before reading memory; PSS the summed Pss (`/proc/PID/smaps_rollup`) of its redis-server processes. List latencies " +
 			"are sequential requests on one keep-alive connection. Restart times run from the exec of the new " +
 			"`clouddb serve` until the API answers an authenticated GET, and until every database answers an " +

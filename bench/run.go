@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"clouddb"
 	"clouddb/cloudapi/client"
 )
 
@@ -209,7 +210,7 @@ func (h *harness) readAndProvision(ctx context.Context, rep *report) error {
 	defer func() { _ = in.shutdown() }() // for the error paths; a no-op once stopped below
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	readSub, err := createSubscription(wctx, in.c, "read", "read", 1, 0.01)
+	readSub, err := createSubscription(wctx, in.c, "read", "read", 1, clouddb.MinDatabaseSizeGB)
 	if err != nil {
 		return err
 	}

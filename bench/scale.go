@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"clouddb"
 	"clouddb/cloudapi/client"
 )
 
@@ -84,7 +85,7 @@ func grow(ctx context.Context, c *client.Client, have, want, subs int) (int, err
 		for len(batch) < 3 && have < want {
 			q := min(maxPlanQuantity, want-have)
 			k := subs + added + 1
-			id, err := createSubscription(ctx, c, "scale-"+strconv.Itoa(k), "s"+strconv.Itoa(k), q, 0.01)
+			id, err := createSubscription(ctx, c, "scale-"+strconv.Itoa(k), "s"+strconv.Itoa(k), q, clouddb.MinDatabaseSizeGB)
 			if err != nil {
 				return added, err
 			}

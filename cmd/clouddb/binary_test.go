@@ -131,7 +131,7 @@ func TestBinarySIGINTWithWorkInFlight(t *testing.T) {
 
 	var ids []string
 	for i := range 6 {
-		task, err := b.c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr(fmt.Sprintf("db-%d", i)), MemoryLimitInGB: client.Ptr(0.01),
+		task, err := b.c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr(fmt.Sprintf("db-%d", i)), MemoryLimitInGB: client.Ptr(0.1),
 			Password: client.Ptr("pw")})
 		require.NoError(t, err)
 		ids = append(ids, task.ID)

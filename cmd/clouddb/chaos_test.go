@@ -123,7 +123,7 @@ func runChaos(t *testing.T, o chaosOptions) {
 		load.Go(func() {
 			for i := range o.loadPerTenant {
 				name := fmt.Sprintf("load-%d", i)
-				task, err := tn.c.CreateDatabase(ctx, tn.subID, client.CreateDatabase{Name: client.Ptr(name), MemoryLimitInGB: client.Ptr(0.01), Password: client.Ptr("load-pw")})
+				task, err := tn.c.CreateDatabase(ctx, tn.subID, client.CreateDatabase{Name: client.Ptr(name), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("load-pw")})
 				if err != nil {
 					// A full disk may refuse the request itself (507); nothing was accepted.
 					var cerr *client.Error

@@ -235,12 +235,14 @@ func TestImportFailures(t *testing.T) {
 	subID, _ := s.activeSubscription(ctx, "fail", 1)
 	big := s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("big"), MemoryLimitInGB: client.Ptr(0.5), Password: client.Ptr("pw-big"),
 		PeriodicBackupPath: client.Ptr(dir)})
-	dst := s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("small"), MemoryLimitInGB: client.Ptr(0.002), Password: client.Ptr("pw-small")})
+	dst := s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("small"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw-small")})
 	bigID, dstID := big.ID, dst.ID
 	rbig, rd := redisOf(t, big), redisOf(t, dst)
 	p := rbig.Pipeline()
-	for i := range 2000 {
-		p.Set(ctx, fmt.Sprintf("big:%d", i), strings.Repeat("v", 4096), 0)
+	// 150 MiB in memory, more than the small database may hold (the smallest size there
+	// is); the values compress, so the backup file stays small.
+	for i := range 150 {
+		p.Set(ctx, fmt.Sprintf("big:%d", i), strings.Repeat("v", 1<<20), 0)
 	}
 	_, err := p.Exec(ctx)
 	require.NoError(t, err)

@@ -459,7 +459,7 @@ func TestProvisioningInParallel(t *testing.T) {
 	const delay = time.Second
 	s := startService(t, t.TempDir(), options{delay: delay})
 	ctx := testContext(t)
-	db := planDB("side", 0.05)
+	db := planDB("side", 0.1)
 	db.Quantity = client.Ptr(4)
 	sub := s.createSubscription(ctx, subscriptionBody(s.paymentMethod(ctx), "parallel", db))
 	_, err := s.c.WaitForSubscriptionStatus(ctx, sub, "active")

@@ -108,7 +108,7 @@ func TestPostgresReplicas(t *testing.T) {
 	holder.stop()
 	require.Eventually(t, c.m.Leading, 15*time.Second, 20*time.Millisecond, "the standby takes over")
 	require.Eventually(t, func() bool { return r.Get(ctx, "k").Val() == "v2" }, 15*time.Second, 50*time.Millisecond, "the data is back")
-	more := c.addDatabase(ctx, sub, client.CreateDatabase{Name: client.Ptr("after"), MemoryLimitInGB: client.Ptr(0.05), Password: client.Ptr("pw-after")})
+	more := c.addDatabase(ctx, sub, client.CreateDatabase{Name: client.Ptr("after"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw-after")})
 	require.NoError(t, redisOf(t, more).Ping(ctx).Err())
 }
 
