@@ -230,9 +230,9 @@ func (r *Reconciler) removeOrphans(ctx context.Context, held []int, dbs []*cloud
 	}
 }
 
-// superviseDatabase restarts the server of an active database when it is not running:
-// after a restart of clouddb (adoption or restart on the same port) or a crash of the
-// server itself.
+// superviseDatabase brings back the server of an active database that does not run as
+// its instance says: after a restart of clouddb (adoption or restart on the same port), a
+// crash of the server, a server off its port, or settings that drifted.
 func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database, in clouddb.Instance) error {
 	r.mu.Lock()
 	known := r.ensured[d.ID] == fingerprint(in)
@@ -275,6 +275,6 @@ func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database,
 		}
 		return nil
 	}
-	r.event(ctx, d.AccountID, clouddb.LogTypeDatabase, d.Spec.Name, d.ID, "Database %q (id %d) was not running and has been started again on port %d", d.Spec.Name, d.ID, d.Port)
+	r.event(ctx, d.AccountID, clouddb.LogTypeDatabase, d.Spec.Name, d.ID, "Database %q (id %d) was not running as configured (stopped, not answering on its port, or its settings changed) and has been brought back on port %d", d.Spec.Name, d.ID, d.Port)
 	return nil
 }

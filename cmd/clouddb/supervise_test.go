@@ -48,7 +48,7 @@ func TestSupervisorRestartsDeadServer(t *testing.T) {
 		logs, err := s.c.Logs(ctx, client.LogQuery{})
 		require.NoError(t, err)
 		for _, e := range logs {
-			if e.ResourceID == dbID && strings.Contains(e.Description, "started again") {
+			if e.ResourceID == dbID && strings.Contains(e.Description, "has been brought back") {
 				return true
 			}
 		}

@@ -174,7 +174,7 @@ func TestTakenPortErrorsThenRecovers(t *testing.T) {
 		require.NoError(t, lerr)
 		n := 0
 		for _, e := range logs {
-			if e.ResourceID == dbID && strings.Contains(e.Description, "started again") {
+			if e.ResourceID == dbID && strings.Contains(e.Description, "has been brought back") {
 				n++
 			}
 		}
