@@ -51,8 +51,8 @@ type Engine struct {
 	// Driver.
 	BackupCheck time.Duration
 	// MemoryLimit is the memory, in bytes, that the databases may take together (the sum
-	// of their maxmemory): a create or a size increase past it fails its task. 0 means
-	// no limit.
+	// of their maxmemory, each at least ServerFootprintBytes): a create or a size
+	// increase past it fails its task. 0 means no limit.
 	MemoryLimit int64
 	// DataTimeout bounds a data job (an import, a backup) as a whole: past it, the work is
 	// cancelled and the task fails saying so.
