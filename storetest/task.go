@@ -149,6 +149,12 @@ func testTask(t *testing.T, open OpenFunc) {
 		require.Equal(t, []*clouddb.Task{t5}, bn.listTasks(t, clouddb.TaskFilter{AccountID: bn.b.ID}))
 		require.Equal(t, []*clouddb.Task{t5, t4, t2, t3, t1}, bn.listTasks(t, clouddb.TaskFilter{}))
 		require.Empty(t, bn.listTasks(t, clouddb.TaskFilter{UpdatedSince: base.Add(4 * time.Minute)}))
+		require.Equal(t, []*clouddb.Task{t4, t2}, bn.listTasks(t, clouddb.TaskFilter{AccountID: bn.a.ID, Limit: 2}),
+			"Limit keeps the most recently updated")
+		require.Equal(t, []*clouddb.Task{t5, t4, t2}, bn.listTasks(t, clouddb.TaskFilter{Limit: 3}))
+		require.Equal(t, []*clouddb.Task{t4, t2, t3}, bn.listTasks(t, clouddb.TaskFilter{
+			AccountID: bn.a.ID, UpdatedSince: base.Add(time.Minute), Limit: 10,
+		}), "a Limit past the count keeps all")
 
 		n, err := bn.store.PurgeTasks(bn.ctx, base)
 		require.NoError(t, err)
