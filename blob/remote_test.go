@@ -195,10 +195,11 @@ func TestSlowUploadLongerThanTimeout(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	}, "backups")
-	// About 1 s at 25 MB/s. The kernel's socket buffers (a few MB) let the last write end
-	// some time before the server has read everything: the timeout must cover that.
-	data := payload(24<<20, 9)
-	opts := blob.Options{Timeout: 500 * time.Millisecond}
+	// About 2 s at 25 MB/s. The kernel's socket buffers (a few MB) let the last write end
+	// some time before the server has read everything (a few hundred ms on a busy
+	// machine): the timeout must cover that, with room to spare.
+	data := payload(48<<20, 9)
+	opts := blob.Options{Timeout: 800 * time.Millisecond}
 	base := "s3://" + s.ak + ":" + urlEscape(s.sk) + "@" + s.hostport + "/backups"
 	start := time.Now()
 	loc, err := blob.Put(testCtx(t), base, "slow.rdb", bytes.NewReader(data), opts)

@@ -7,7 +7,6 @@ package blob_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -22,7 +21,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +30,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"clouddb/internal/s3test"
+	"clouddb/internal/syncbuf"
 )
 
 // payload returns n deterministic pseudo-random bytes.
@@ -81,27 +80,10 @@ func waitListening(t *testing.T, addr string, exited <-chan struct{}, output fun
 	t.Fatalf("server not listening on %s after 15s; output:\n%s", addr, output())
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startProcess starts cmd, stops it when the test ends, and waits for addr.
 func startProcess(t *testing.T, cmd *exec.Cmd, addr string) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})

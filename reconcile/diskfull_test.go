@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
+	"clouddb/internal/syncbuf"
 	"clouddb/reconcile"
 )
 
@@ -37,7 +38,7 @@ func TestStoreFullBacksOffAndLogsOnce(t *testing.T) {
 	ids := pendingDatabases(t, db, 2)
 	store := &fullStore{Store: db}
 	store.full.Store(true)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	r := &reconcile.Reconciler{Store: store, Driver: newRecorder(), Interval: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	runReconciler(t, r)

@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
+	"clouddb/internal/syncbuf"
 	"clouddb/reconcile"
 	"clouddb/sqlite"
 )
@@ -49,24 +49,6 @@ func (f *failing) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return err
 	}
 	return f.recorder.Ensure(ctx, in)
-}
-
-// syncBuffer is a log destination the reconciler's goroutines may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // pendingDatabases stores an account, an active subscription and n pending databases.
@@ -130,7 +112,7 @@ func runReconciler(t *testing.T, r *reconcile.Reconciler) {
 func TestPanicInEnsureFailsOnlyThatDatabase(t *testing.T) {
 	store := openStore(t)
 	ids := pendingDatabases(t, store, 3)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	drv := &panicky{recorder: newRecorder(), id: ids[1]}
 	r := &reconcile.Reconciler{Store: store, Driver: drv, Interval: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
@@ -169,7 +151,7 @@ func pendingDatabasesIn(t *testing.T, store clouddb.Store, accountID, subID, por
 func TestPanicInPassDoesNotEndRun(t *testing.T) {
 	store := openStore(t)
 	id := activeDatabase(t, store)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	drv := &panicOnce{recorder: newRecorder()}
 	r := &reconcile.Reconciler{Store: store, Driver: drv, Interval: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}

@@ -1,37 +1,18 @@
 package redisdata_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"clouddb/internal/syncbuf"
 	"clouddb/redisdata"
 )
-
-// lockedLog is a log destination the replicator's goroutines may share.
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestReplicatorSurvivesPanics: a panic in a replication session and one in the event
 // callback are logged with their stack and end neither the process nor replication: the
@@ -47,7 +28,7 @@ func TestReplicatorSurvivesPanics(t *testing.T) {
 	src := startServer(t, "srcpw")
 	src.do(0, "set", "k", "v")
 	tgt, tgtEP := target(t)
-	logs := &lockedLog{}
+	logs := &syncbuf.Buffer{}
 	ev := &events{}
 	var eventPanics atomic.Int32
 	r := redisdata.Start(context.Background(), tgtEP, []redisdata.Endpoint{src.endpoint()}, redisdata.ReplicatorOptions{

@@ -1,7 +1,6 @@
 package task
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
@@ -14,26 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
+	"clouddb/internal/syncbuf"
 	"clouddb/sqlite"
 )
-
-// lockedBuffer is a log destination the engine's goroutines may share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // cloudAccountPayload is a valid cloud account create body.
 const cloudAccountPayload = `{"name":"c","provider":"AWS","accessKeyId":"k","accessSecretKey":"s","consoleUsername":"u","consolePassword":"p","signInLoginUrl":"https://example.com"}`
@@ -101,7 +83,7 @@ func TestPanicFailsOnlyThatTask(t *testing.T) {
 		panic("secret internals")
 	})
 	tasks := accountsWithTasks(t, store, "testPanicHandler", "testPanicJob", clouddb.CommandCloudAccountCreate)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, PollInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	runEngine(t, e)
@@ -196,7 +178,7 @@ func TestPanicInWorkerLoopRestartsIt(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	store := &claimPanics{Store: db, left: 2} // both workers' first claim
 	tk := accountsWithTasks(t, db, clouddb.CommandCloudAccountCreate)[0]
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, Workers: 2, PollInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	runEngine(t, e)
@@ -230,7 +212,7 @@ func TestStoreFullEngineBacksOff(t *testing.T) {
 	store := &fullClaims{Store: db}
 	store.full.Store(true)
 	before := accountsWithTasks(t, db, clouddb.CommandCloudAccountCreate)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, PollInterval: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	runEngine(t, e)

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -22,6 +21,7 @@ import (
 
 	"clouddb/cloudapi/client"
 	"clouddb/internal/pgtest"
+	"clouddb/internal/syncbuf"
 )
 
 // These end-to-end tests run the real service (store, task engine, reconciler, local
@@ -56,7 +56,7 @@ type service struct {
 	c      *client.Client
 	// logs is what the service logged (stderr); stdout carries only the welcome text,
 	// which shows the first start's key pair once, by design.
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 }
 
 type options struct {
@@ -86,8 +86,8 @@ func startService(t *testing.T, dir string, o options) *service {
 	if o.advertiseHost == "" {
 		o.advertiseHost = "127.0.0.1"
 	}
-	logs := &syncBuffer{}
-	m := NewMain(&syncBuffer{}, logs)
+	logs := &syncbuf.Buffer{}
+	m := NewMain(&syncbuf.Buffer{}, logs)
 	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", BrowserListen: "127.0.0.1:0", AdvertiseHost: o.advertiseHost, DBPorts: o.ports, ProvisioningDelay: o.delay,
 		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info", Store: o.store, EncryptionKey: o.key, DBMemory: o.dbMemory, BackupDirs: o.backupDirs,
 		DataTimeout: o.dataTimeout}
@@ -293,23 +293,6 @@ func serversIn(dir string) []int {
 		}
 	}
 	return pids
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func timeoutCtx(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {

@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"clouddb/internal/syncbuf"
 )
 
 // TestKeepRestartsPanickedLoop: a background loop of serve that panics is logged with its
 // stack and started again instead of ending the process; it is not started again once
 // its context has ended.
 func TestKeepRestartsPanickedLoop(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	m := &Main{logger: slog.New(slog.NewTextHandler(logs, nil))}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
