@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
@@ -112,21 +113,30 @@ func TestTenantCannotAdministerItsDatabase(t *testing.T) {
 	require.Equal(t, "active", got.Status)
 }
 
+// victimAndBystander makes a subscription with two active databases: name, which keeps
+// its data on disk (every write to its AOF), and a bystander that must stay untouched.
+func (s *service) victimAndBystander(ctx context.Context, name string) (int, *client.Database, *client.Database) {
+	s.t.Helper()
+	subID, _ := s.activeSubscription(ctx, name, 0.2)
+	dbID := s.createDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr(name), MemoryLimitInGB: client.Ptr(0.1),
+		Password: client.Ptr("pw-" + name), DataPersistence: client.Ptr("aof-every-write")})
+	other := s.createDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("bystander"), MemoryLimitInGB: client.Ptr(0.1),
+		Password: client.Ptr("pw-other")})
+	db, err := s.c.WaitForDatabaseStatus(ctx, subID, dbID, "active")
+	require.NoError(s.t, err)
+	odb, err := s.c.WaitForDatabaseStatus(ctx, subID, other, "active")
+	require.NoError(s.t, err)
+	return subID, db, odb
+}
+
 // TestServerOffItsPortRecovers: a server that no longer listens on its port (as after a
 // tenant's CONFIG SET port, when tenants could) is restarted on it, with its data.
 func TestServerOffItsPortRecovers(t *testing.T) {
 	t.Parallel()
 	s := startService(t, t.TempDir(), options{})
 	ctx := testContext(t)
-	subID, _ := s.activeSubscription(ctx, "moved", 0.2)
-	dbID := s.createDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("moved"), MemoryLimitInGB: client.Ptr(0.1),
-		Password: client.Ptr("pw-moved"), DataPersistence: client.Ptr("aof-every-write")})
-	other := s.createDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("bystander"), MemoryLimitInGB: client.Ptr(0.1),
-		Password: client.Ptr("pw-other")})
-	db, err := s.c.WaitForDatabaseStatus(ctx, subID, dbID, "active")
-	require.NoError(t, err)
-	odb, err := s.c.WaitForDatabaseStatus(ctx, subID, other, "active")
-	require.NoError(t, err)
+	subID, db, odb := s.victimAndBystander(ctx, "moved")
+	dbID := db.ID
 	r := redisOf(t, db)
 	require.NoError(t, r.Set(ctx, "k", "kept", 0).Err())
 	pid, err := s.m.Driver.Pid(dbID)
@@ -156,15 +166,8 @@ func TestTakenPortErrorsThenRecovers(t *testing.T) {
 	t.Parallel()
 	s := startService(t, t.TempDir(), options{})
 	ctx := testContext(t)
-	subID, _ := s.activeSubscription(ctx, "taken", 0.2)
-	dbID := s.createDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("taken"), MemoryLimitInGB: client.Ptr(0.1),
-		Password: client.Ptr("pw-taken"), DataPersistence: client.Ptr("aof-every-write")})
-	other := s.createDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("bystander"), MemoryLimitInGB: client.Ptr(0.1),
-		Password: client.Ptr("pw-other")})
-	db, err := s.c.WaitForDatabaseStatus(ctx, subID, dbID, "active")
-	require.NoError(t, err)
-	odb, err := s.c.WaitForDatabaseStatus(ctx, subID, other, "active")
-	require.NoError(t, err)
+	subID, db, odb := s.victimAndBystander(ctx, "taken")
+	dbID := db.ID
 	require.NoError(t, redisOf(t, db).Set(ctx, "k", "kept", 0).Err())
 
 	// Kill the server and take its port before the supervisor restarts it; should the
@@ -204,7 +207,7 @@ func TestTakenPortErrorsThenRecovers(t *testing.T) {
 	require.Contains(t, got.StatusDetail, strconv.Itoa(portOf(t, db.PublicEndpoint)))
 	require.Contains(t, got.StatusDetail, "Address already in use")
 	require.NoError(t, redisOf(t, odb).Ping(ctx).Err(), "the other database still serves")
-	_, err = s.c.GetDatabase(ctx, subID, other)
+	_, err = s.c.GetDatabase(ctx, subID, odb.ID)
 	require.NoError(t, err, "the API still serves")
 
 	require.NoError(t, ln.Close())
