@@ -26,14 +26,7 @@ import (
 // left, and once space is free again every returned task has ended and new work succeeds.
 // It needs root to mount the tmpfs; it is skipped otherwise (CI runs as root).
 func TestDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("optional: needs root to mount a tmpfs for the data dir")
-	}
-	dataDir := filepath.Join(t.TempDir(), "data")
-	require.NoError(t, os.MkdirAll(dataDir, 0o700))
-	if err := mountTmpfs(t, dataDir, "16m"); err != nil {
-		t.Skipf("optional: cannot mount a tmpfs here: %v", err)
-	}
+	dataDir := smallDataDir(t)
 
 	// The provisioning delay lets the disk fill between a create's processing and its
 	// server's start.
@@ -124,14 +117,7 @@ func TestDiskFull(t *testing.T) {
 // and once space is free again every task ends exactly once, in order.
 // It needs root to mount the tmpfs; it is skipped otherwise (CI runs as root).
 func TestDiskFullBacksOffAndLogsOnce(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("optional: needs root to mount a tmpfs for the data dir")
-	}
-	dataDir := filepath.Join(t.TempDir(), "data")
-	require.NoError(t, os.MkdirAll(dataDir, 0o700))
-	if err := mountTmpfs(t, dataDir, "16m"); err != nil {
-		t.Skipf("optional: cannot mount a tmpfs here: %v", err)
-	}
+	dataDir := smallDataDir(t)
 
 	s := startService(t, dataDir, options{dataTimeout: 3 * time.Second})
 	ctx := testContext(t)
@@ -198,6 +184,21 @@ func TestDiskFullBacksOffAndLogsOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "renamed-2", got.Name, "the renames took effect in order")
 	eventually(t, 10*time.Second, "the recovery is logged", func() bool { return strings.Contains(s.logs.String()[mark:], "store writable again") })
+}
+
+// smallDataDir is a data dir on a 16 MiB tmpfs, for a test that fills it; the test is
+// skipped where no tmpfs can be mounted (it needs root).
+func smallDataDir(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("optional: needs root to mount a tmpfs for the data dir")
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.MkdirAll(dataDir, 0o700))
+	if err := mountTmpfs(t, dataDir, "16m"); err != nil {
+		t.Skipf("optional: cannot mount a tmpfs here: %v", err)
+	}
+	return dataDir
 }
 
 // mountTmpfs mounts a tmpfs of size on dir, unmounted (lazily) when the test ends.
