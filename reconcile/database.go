@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"syscall"
 
 	"clouddb"
 )
@@ -98,6 +100,9 @@ func (r *Reconciler) provisionDatabase(ctx context.Context, d *clouddb.Database,
 		return nil
 	}
 	r.remember(d.ID, in, err)
+	if r.waitingForSpace(d.ID, err) {
+		return nil // stays pending; a later pass tries again
+	}
 	status, detail := clouddb.DatabaseActive, ""
 	if err != nil {
 		status, detail = clouddb.DatabaseError, err.Error()
@@ -123,6 +128,35 @@ func (r *Reconciler) provisionDatabase(ctx context.Context, d *clouddb.Database,
 }
 
 var errRemoved = errors.New("removed")
+
+// waitingForSpace reports whether err, from setting up a database's server, is the data
+// dir's disk being full: a transient failure, tried again by a later pass instead of
+// putting the database in error. The wait is logged once, and its end.
+func (r *Reconciler) waitingForSpace(id int, err error) bool {
+	full := err != nil && diskFull(err)
+	r.mu.Lock()
+	was := r.noSpace[id]
+	if full {
+		r.noSpace[id] = true
+	} else {
+		delete(r.noSpace, id)
+	}
+	r.mu.Unlock()
+	switch {
+	case full && !was:
+		r.Logger.Warn("database server waits for disk space; it is tried again", "database_id", id, "err", err)
+	case !full && was:
+		r.Logger.Info("database server no longer waits for disk space", "database_id", id, "err", err)
+	}
+	return full
+}
+
+// diskFull reports whether err is a full disk: a file clouddb wrote (ENOSPC), or a
+// redis-server that exited at start-up saying so in its log, which arrives as text.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, clouddb.ErrStorageFull) ||
+		strings.Contains(err.Error(), "No space left on device")
+}
 
 // ignoreGone makes a delete idempotent: a pass that read an older snapshot may delete a
 // row that is already gone.
@@ -249,6 +283,11 @@ func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database,
 		return nil
 	}
 	r.remember(d.ID, in, err)
+	if r.waitingForSpace(d.ID, err) {
+		// Stays active, its server down until there is space: a later pass starts it
+		// (or adopts what started half-way). An error status would need a PUT.
+		return nil
+	}
 	if err == nil && !known {
 		return nil // adopted after a restart, or its sources changed: nothing to report
 	}

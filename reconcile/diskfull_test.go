@@ -2,9 +2,13 @@ package reconcile_test
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,4 +60,66 @@ func TestStoreFullBacksOffAndLogsOnce(t *testing.T) {
 		return databaseOf(t, db, ids[0]).Status == clouddb.DatabaseActive && databaseOf(t, db, ids[1]).Status == clouddb.DatabaseActive
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 1, strings.Count(logs.String(), "store writable again"))
+}
+
+// fullDriver fails to set up a server as on a full disk while full is set.
+type fullDriver struct {
+	*recorder
+	full atomic.Bool
+}
+
+func (f *fullDriver) Ensure(ctx context.Context, in clouddb.Instance) error {
+	if f.full.Load() {
+		return fmt.Errorf("database %d: write redis.conf: %w", in.DatabaseID,
+			&fs.PathError{Op: "write", Path: "redis.conf", Err: syscall.ENOSPC})
+	}
+	return f.recorder.Ensure(ctx, in)
+}
+
+// TestDiskFullServerWaitsForSpace: a server that cannot be set up because the disk is
+// full (a restart of an active database's dead server, or a new database's first start)
+// puts nothing in error: the database keeps its status, the wait is logged once, and the
+// server starts once there is space, with no PUT needed.
+func TestDiskFullServerWaitsForSpace(t *testing.T) {
+	store := openStore(t)
+	ids := pendingDatabases(t, store, 2)
+	drv := &fullDriver{recorder: newRecorder()}
+	logs := &syncbuf.Buffer{}
+	r := &reconcile.Reconciler{Store: store, Driver: drv, Interval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	runReconciler(t, r)
+	require.Eventually(t, func() bool {
+		return databaseOf(t, store, ids[0]).Status == clouddb.DatabaseActive && databaseOf(t, store, ids[1]).Status == clouddb.DatabaseActive
+	}, 5*time.Second, 10*time.Millisecond)
+
+	// The disk fills; the active database's server dies and a new database arrives.
+	drv.full.Store(true)
+	require.NoError(t, drv.Stop(t.Context(), ids[0]))
+	later := pendingDatabasesIn(t, store, databaseOf(t, store, ids[0]).AccountID, databaseOf(t, store, ids[0]).SubscriptionID, 20000)
+	r.Notify()
+	time.Sleep(500 * time.Millisecond) // some fifty passes
+	require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, ids[0]).Status)
+	require.Equal(t, clouddb.DatabasePending, databaseOf(t, store, later).Status)
+	// Lines about one database: another pass that read a database before it turned
+	// active may set it up once more, and wait too, which is fine.
+	count := func(id int, what string) int {
+		n := 0
+		for line := range strings.Lines(logs.String()) {
+			if strings.Contains(line, what) && strings.Contains(line, " database_id="+strconv.Itoa(id)+" ") {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 1, count(ids[0], "server waits for disk space"), logs.String())
+	require.Equal(t, 1, count(later, "server waits for disk space"), logs.String())
+
+	drv.full.Store(false)
+	require.Eventually(t, func() bool {
+		up, err := drv.Running(t.Context(), clouddb.Instance{DatabaseID: ids[0]})
+		return err == nil && up && databaseOf(t, store, later).Status == clouddb.DatabaseActive
+	}, 5*time.Second, 10*time.Millisecond, "the servers start once there is space")
+	require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, ids[0]).Status)
+	require.Equal(t, 1, count(ids[0], "no longer waits for disk space"), logs.String())
+	require.Equal(t, 1, count(later, "no longer waits for disk space"), logs.String())
 }

@@ -323,13 +323,21 @@ func (tn *chaosTenant) tryAdminCommands(t *testing.T, ctx context.Context, comma
 		defer tn.mu.Unlock()
 		tn.allowed = append(tn.allowed, fmt.Sprintf("%v (answered %v)", cmd, err))
 	}
-	for _, cmd := range streamCommands {
-		r := redis.NewClient(opts)
-		note(cmd, r.Do(ctx, cmd...).Err())
-		r.Close()
-	}
 	r := redis.NewClient(opts)
 	defer r.Close()
+	// The server may be on its way back from a fault of the last round (a kill, a disk
+	// that was full): the attack is on a server that runs, or nothing is learnt.
+	for deadline := time.Now().Add(20 * time.Second); r.Ping(ctx).Err() != nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("tenant %d: its database %d does not answer 20s after the last fault: %v", tn.acct.id, tn.db.ID, r.Ping(ctx).Err())
+			return
+		}
+	}
+	for _, cmd := range streamCommands {
+		sr := redis.NewClient(opts)
+		note(cmd, sr.Do(ctx, cmd...).Err())
+		_ = sr.Close()
+	}
 	// Normal data commands work for the tenant.
 	if err := r.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Errorf("tenant %d: SET on its own database: %v", tn.acct.id, err)

@@ -38,13 +38,18 @@ func TestDiskFull(t *testing.T) {
 	// Fill the disk.
 	free := fillDisk(t, dataDir)
 
-	// Reads keep answering. The database whose server could not be set up cannot be
-	// marked either (the store is on the same disk): it stays pending, never falsely
-	// active, and the cause is logged.
+	// Reads keep answering. The database whose server could not be set up for want of
+	// space waits for it: it stays pending, never falsely active nor failed, and the
+	// wait is logged.
 	_, err := s.c.GetSubscription(ctx, subID)
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "the cause is logged", func() bool {
-		return strings.Contains(s.logs.String(), "INSUFFICIENT_STORAGE")
+	eventually(t, 10*time.Second, "the wait is logged", func() bool {
+		for line := range strings.Lines(s.logs.String()) {
+			if strings.Contains(line, "waits for disk space") && strings.Contains(line, " database_id="+strconv.Itoa(lateID)+" ") {
+				return true
+			}
+		}
+		return false
 	})
 	late, err := s.c.GetDatabase(ctx, subID, lateID)
 	require.NoError(t, err)
