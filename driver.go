@@ -12,7 +12,9 @@ type Driver interface {
 	// Ensure makes the database's server run with the instance's configuration: it adopts
 	// a running server, starts a stopped one on its port with its data, and applies a
 	// changed configuration to a live server without losing data. It returns once the
-	// server answers an authenticated PING.
+	// server answers an authenticated PING. A server that is still starting or loading its
+	// data when Ensure gives up is left running and the error wraps ErrServerStarting: a
+	// later Ensure adopts it.
 	Ensure(ctx context.Context, in Instance) error
 	// Running reports whether the server is up and answers an authenticated PING.
 	Running(ctx context.Context, in Instance) (bool, error)
@@ -45,8 +47,10 @@ type RedisEndpoint struct {
 
 // Errors of data operations, which callers report as failure reasons.
 var (
-	ErrDataCorrupt  = errors.New("the data is corrupt or not an RDB file")
-	ErrDataTooLarge = errors.New("the data is larger than the database's memory limit")
+	ErrDataCorrupt = errors.New("the data is corrupt or not an RDB file")
+	// ErrServerStarting: the server runs but does not serve yet (it loads its data).
+	ErrServerStarting = errors.New("the server is still starting")
+	ErrDataTooLarge   = errors.New("the data is larger than the database's memory limit")
 )
 
 // Instance is what the driver needs to run one database.

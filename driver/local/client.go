@@ -12,13 +12,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"clouddb"
 )
 
 // errAuth means the server answered but refused the password.
 var errAuth = errors.New("password refused")
 
 // errLoading means the server answered but is still loading its dataset.
-var errLoading = errors.New("loading its dataset")
+var errLoading = fmt.Errorf("loading its dataset (%w)", clouddb.ErrServerStarting)
 
 // errNoPerm means the server refused a command to the user by its ACL rules.
 var errNoPerm = errors.New("not permitted")

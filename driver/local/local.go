@@ -569,8 +569,8 @@ func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch
 		case <-ch.done:
 			return nil, exited()
 		case <-ctx.Done():
-			return nil, fmt.Errorf("database %d: redis-server pid %d did not answer PING on %s within %s: %v; %s",
-				id, pid, addr, d.startTimeout, last, logTail(dir))
+			return nil, fmt.Errorf("database %d: redis-server pid %d did not answer PING on %s within %s (%w): %v; %s",
+				id, pid, addr, d.startTimeout, clouddb.ErrServerStarting, last, logTail(dir))
 		case <-time.After(wait):
 			wait = min(wait*3/2, 20*time.Millisecond)
 		}
