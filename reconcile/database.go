@@ -100,7 +100,7 @@ func (r *Reconciler) provisionDatabase(ctx context.Context, d *clouddb.Database,
 		return nil
 	}
 	r.remember(d.ID, in, err)
-	if r.waitingForSpace(d.ID, err) {
+	if r.waiting(d.ID, err) {
 		return nil // stays pending; a later pass tries again
 	}
 	status, detail := clouddb.DatabaseActive, ""
@@ -129,26 +129,43 @@ func (r *Reconciler) provisionDatabase(ctx context.Context, d *clouddb.Database,
 
 var errRemoved = errors.New("removed")
 
-// waitingForSpace reports whether err, from setting up a database's server, is the data
-// dir's disk being full: a transient failure, tried again by a later pass instead of
-// putting the database in error. The wait is logged once, and its end.
-func (r *Reconciler) waitingForSpace(id int, err error) bool {
-	full := err != nil && diskFull(err)
+// A wait is a passing state of a database's server, which a later pass tries again
+// instead of putting the database in error: an error status would need a PUT.
+type wait struct{ begins, ends string }
+
+var (
+	waitForSpace   = wait{"waits for disk space", "no longer waits for disk space"}
+	waitForLoading = wait{"is still loading its data", "has loaded its data"}
+)
+
+// waiting reports whether err, from setting up a database's server, is a wait rather
+// than a failure: the data dir's disk is full, or the server runs but is still loading
+// its data (a large dataset after a reboot takes longer than the start timeout). The
+// database keeps its status; a wait is logged when it begins and when it ends.
+func (r *Reconciler) waiting(id int, err error) bool {
+	var now wait
+	switch {
+	case err == nil:
+	case diskFull(err):
+		now = waitForSpace
+	case errors.Is(err, clouddb.ErrServerStarting):
+		now = waitForLoading
+	}
 	r.mu.Lock()
-	was := r.noSpace[id]
-	if full {
-		r.noSpace[id] = true
+	was := r.waits[id]
+	if now != (wait{}) {
+		r.waits[id] = now
 	} else {
-		delete(r.noSpace, id)
+		delete(r.waits, id)
 	}
 	r.mu.Unlock()
-	switch {
-	case full && !was:
-		r.Logger.Warn("database server waits for disk space; it is tried again", "database_id", id, "err", err)
-	case !full && was:
-		r.Logger.Info("database server no longer waits for disk space", "database_id", id, "err", err)
+	if was != now && was != (wait{}) {
+		r.Logger.Info("database server "+was.ends, "database_id", id)
 	}
-	return full
+	if was != now && now != (wait{}) {
+		r.Logger.Warn("database server "+now.begins+"; it is tried again", "database_id", id, "err", err)
+	}
+	return now != (wait{})
 }
 
 // diskFull reports whether err is a full disk: a file clouddb wrote (ENOSPC), or a
@@ -283,9 +300,8 @@ func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database,
 		return nil
 	}
 	r.remember(d.ID, in, err)
-	if r.waitingForSpace(d.ID, err) {
-		// Stays active, its server down until there is space: a later pass starts it
-		// (or adopts what started half-way). An error status would need a PUT.
+	if r.waiting(d.ID, err) {
+		// Stays active, its server down or loading: a later pass starts or adopts it.
 		return nil
 	}
 	if err == nil && !known {
@@ -295,12 +311,9 @@ func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database,
 		// The cause is read here, outside the closure: a closure-local err once shadowed
 		// it, and its nil .Error() panicked the whole process.
 		cause := err.Error()
-		// A restart that failed half-way (the disk filled after the server started, its
-		// port was taken) may have left a server running that nothing tracks: stop it, so
-		// that a database in error runs nothing and no orphan outlives it.
-		if serr := r.withDriver(ctx, func() error { return r.Driver.Stop(ctx, d.ID) }); serr != nil && ctx.Err() == nil {
-			r.Logger.Warn("stop the server of a database whose restart failed", "database_id", d.ID, "err", serr)
-		}
+		// A server that runs is not stopped here: it may hold the only copy of the data
+		// (no persistence), and what failed (a command timing out on a busy server) may
+		// pass; the PUT that brings the database back adopts it.
 		var set bool
 		if uerr := r.update(ctx, func(tx clouddb.Tx) error {
 			var serr error

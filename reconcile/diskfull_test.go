@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -105,7 +106,7 @@ func TestDiskFullServerWaitsForSpace(t *testing.T) {
 	count := func(id int, what string) int {
 		n := 0
 		for line := range strings.Lines(logs.String()) {
-			if strings.Contains(line, what) && strings.Contains(line, " database_id="+strconv.Itoa(id)+" ") {
+			if strings.Contains(line, what) && slices.Contains(strings.Fields(line), "database_id="+strconv.Itoa(id)) {
 				n++
 			}
 		}

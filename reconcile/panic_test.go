@@ -3,11 +3,11 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,24 +192,35 @@ func TestSupervisedRestartFailureShadowedErr(t *testing.T) {
 	require.Equal(t, "port 10000 is taken by another process", databaseOf(t, store, id).StatusDetail)
 }
 
-// halfStart is a recorder whose Ensure, once armed, starts the server and then fails, as
-// a restart does when the disk fills after the process started.
+// halfStart is a recorder whose Ensure, once armed, starts the server and then fails
+// with err, as a restart does when a command to the new server times out or the server
+// is still loading its data.
 type halfStart struct {
 	*recorder
-	armed atomic.Bool
+	mu  sync.Mutex
+	err error
+}
+
+func (h *halfStart) arm(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.err = err
 }
 
 func (h *halfStart) Ensure(ctx context.Context, in clouddb.Instance) error {
 	err := h.recorder.Ensure(ctx, in)
-	if h.armed.Load() {
-		return errors.New("write pid file: no space left on device")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return h.err
 	}
 	return err
 }
 
-// TestFailedRestartLeavesNoServer: a restart that fails after it started a server leaves
-// no server running for the database, which goes to error with the cause.
-func TestFailedRestartLeavesNoServer(t *testing.T) {
+// TestFailedRestartKeepsWhatRuns: a restart that fails after it started a server puts
+// the database in error with the cause, but does not stop that server, which may hold
+// the only copy of the data.
+func TestFailedRestartKeepsWhatRuns(t *testing.T) {
 	store := openStore(t)
 	id := activeDatabase(t, store)
 	drv := &halfStart{recorder: newRecorder()}
@@ -217,12 +228,37 @@ func TestFailedRestartLeavesNoServer(t *testing.T) {
 	runReconciler(t, r)
 	require.Eventually(t, func() bool { return drv.ensures(id) == 1 }, 5*time.Second, 5*time.Millisecond)
 
-	drv.armed.Store(true)
+	drv.arm(errors.New("database 1: CONFIG SET: i/o timeout"))
 	require.NoError(t, drv.Stop(t.Context(), id)) // the server dies
 	require.Eventually(t, func() bool { return databaseOf(t, store, id).Status == clouddb.DatabaseError }, 5*time.Second, 10*time.Millisecond)
-	require.Equal(t, "write pid file: no space left on device", databaseOf(t, store, id).StatusDetail)
+	require.Equal(t, "database 1: CONFIG SET: i/o timeout", databaseOf(t, store, id).StatusDetail)
 	require.Equal(t, 2, drv.ensures(id))
 	up, err := drv.Running(t.Context(), clouddb.Instance{DatabaseID: id})
 	require.NoError(t, err)
-	require.False(t, up, "the half-started server was stopped")
+	require.True(t, up, "the restarted server was left running")
+}
+
+// TestLoadingServerWaits: a server still loading its data when Ensure gives up is a
+// wait, not a failure: the database stays active, the wait is logged once, and a later
+// pass adopts the server once it has loaded, with no PUT.
+func TestLoadingServerWaits(t *testing.T) {
+	store := openStore(t)
+	id := activeDatabase(t, store)
+	drv := &halfStart{recorder: newRecorder()}
+	logs := &syncbuf.Buffer{}
+	r := &reconcile.Reconciler{Store: store, Driver: drv, Interval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	runReconciler(t, r)
+	require.Eventually(t, func() bool { return drv.ensures(id) == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	drv.arm(fmt.Errorf("database 1: redis-server pid 42 did not answer PING within 10s (%w)", clouddb.ErrServerStarting))
+	require.NoError(t, drv.Stop(t.Context(), id))
+	require.Eventually(t, func() bool { return drv.ensures(id) > 5 }, 5*time.Second, 5*time.Millisecond, "tried again")
+	require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, id).Status)
+	require.Equal(t, 1, strings.Count(logs.String(), "is still loading its data; it is tried again"), logs.String())
+
+	drv.arm(nil)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "has loaded its data") }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, id).Status)
+	require.NotContains(t, logs.String(), "level=ERROR")
 }

@@ -50,9 +50,9 @@ type Reconciler struct {
 	// database it has not ensured yet (after a restart) or whose instance changed (a
 	// source's password) is ensured again instead of only checked.
 	ensured map[int]string
-	// noSpace holds the databases whose server waits for disk space, so that the wait is
-	// logged once and its end once.
-	noSpace map[int]bool
+	// waits holds the databases whose server waits (for disk space, or to finish
+	// loading), so that a wait is logged once and its end once.
+	waits map[int]wait
 	// sourceStates is the last reported state of each replica source.
 	sourceStates map[string]string
 	// removed holds the databases whose removal this process started, until the driver
@@ -82,7 +82,7 @@ func (r *Reconciler) init() {
 		r.sem = make(chan struct{}, r.Concurrency)
 		r.inflight = map[string]bool{}
 		r.ensured = map[int]string{}
-		r.noSpace = map[int]bool{}
+		r.waits = map[int]wait{}
 		r.removed = map[int]bool{}
 		r.health = storehealth.Monitor{Logger: r.Logger, Component: "reconciler"}
 	})
