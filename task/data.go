@@ -127,6 +127,13 @@ func (e *Engine) backup(ctx context.Context, d *clouddb.Database, dest string) (
 	name := fmt.Sprintf("%s-%d-%s.rdb", d.Spec.Name, d.ID, e.Now().UTC().Format("20060102T150405Z"))
 	pr, pw := io.Pipe()
 	go func() {
+		// This goroutine has no caller to recover a panic: it ends the backup instead.
+		defer func() {
+			if p := clouddb.Recovered(recover()); p != nil {
+				e.Logger.Error("snapshot panicked", "database_id", d.ID, "panic", p.Value, "stack", string(p.Stack))
+				pw.CloseWithError(p)
+			}
+		}()
 		_, err := e.Driver.Snapshot(ctx, clouddb.InstanceOf(d), pw)
 		pw.CloseWithError(err)
 	}()

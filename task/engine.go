@@ -271,8 +271,17 @@ func (e *Engine) ProcessNext(ctx context.Context) (bool, error) {
 
 // process runs t to its end. The end of ctx stops only a data job's work; what is
 // written is written whole.
-func (e *Engine) process(jobCtx context.Context, t *clouddb.Task) error {
+func (e *Engine) process(jobCtx context.Context, t *clouddb.Task) (err error) {
 	ctx := context.WithoutCancel(jobCtx)
+	// A panic outside the handler or the job itself (recording a job's outcome, ending
+	// the task) fails the task too: left in progress, it would run again after every
+	// lease, and a data job's goroutine has no loop above it to recover.
+	defer func() {
+		if p := clouddb.Recovered(recover()); p != nil {
+			e.Logger.Error("task panicked", "task", t.ID, "command", t.CommandType, "panic", p.Value, "stack", string(p.Stack))
+			err = e.fail(ctx, t, errPanicked)
+		}
+	}()
 	var herr error
 	if j, ok := jobs[t.CommandType]; ok {
 		herr = e.runJob(ctx, jobCtx, j, t)

@@ -114,6 +114,33 @@ func TestPanicFailsOnlyThatTask(t *testing.T) {
 	require.Eventually(t, func() bool { return taskOf(t, store, later.ID).Status == clouddb.TaskCompleted }, 5*time.Second, 10*time.Millisecond)
 }
 
+// TestPanicRecordingAJobFailsItsTask: a panic after the job itself, while its outcome is
+// recorded (in the data job's own goroutine, which no loop above recovers), fails that
+// task with a GENERAL_ERROR and leaves the engine running.
+func TestPanicRecordingAJobFailsItsTask(t *testing.T) {
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	register(t, jobs, "testPanicRecord", func(context.Context, *Engine, *clouddb.Task) (*outcome, error) {
+		return &outcome{record: func(context.Context, clouddb.Tx) error { panic("recording internals") }}, nil
+	})
+	tasks := accountsWithTasks(t, store, "testPanicRecord", clouddb.CommandCloudAccountCreate)
+	logs := &syncbuf.Buffer{}
+	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, PollInterval: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	runEngine(t, e)
+
+	require.Eventually(t, func() bool {
+		return taskOf(t, store, tasks[0].ID).Status.Final() && taskOf(t, store, tasks[1].ID).Status.Final()
+	}, 10*time.Second, 10*time.Millisecond)
+	got := taskOf(t, store, tasks[0].ID)
+	require.Equal(t, clouddb.TaskFailed, got.Status)
+	require.Equal(t, clouddb.ErrTypeGeneral, got.Error.Type)
+	require.NotContains(t, got.Error.Description, "recording internals")
+	require.Equal(t, clouddb.TaskCompleted, taskOf(t, store, tasks[1].ID).Status)
+	require.Contains(t, logs.String(), "task panicked")
+}
+
 // TestSlowJobsDoNotHoldOtherAccounts: data jobs of two accounts that take long (more
 // than the engine's workers) leave a third account's task to complete at once, and a job
 // past DataTimeout is cancelled and its task fails saying so.
