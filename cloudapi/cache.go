@@ -12,8 +12,9 @@ import (
 // cached in memory and trusted while the store's version (its count of committed writes)
 // has not moved.
 
-// maxCached bounds the key cache; past it the cache starts over. Only keys that exist
-// are cached, so this bounds memory.
+// maxCached bounds the key cache; past it the cache starts over. Unknown keys are cached
+// too (so that they cost what known ones do), but none longer than maxKeyLength: the cache
+// holds at most a few MiB.
 const maxCached = 10000
 
 // authTTL is how long a looked-up key and its account are reused. The secret is still

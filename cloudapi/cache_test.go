@@ -74,5 +74,26 @@ func TestCacheBoundedByBytes(t *testing.T) {
 
 	huge := "?junk=" + strings.Repeat("y", entryMax)
 	require.Equal(t, 200, e.do("GET", "/v1/subscriptions"+huge, mainKey, mainSecret, nil).status)
-	require.False(t, cloudapi.Cached(api, huge), "an answer over the per-entry cap is not cached")
+	require.False(t, cloudapi.Cached(api, huge), "an entry whose key passes the per-entry cap is not cached")
+}
+
+// TestLargeAnswerNotCached: an answer whose body alone passes the per-entry cap is not
+// cached, under a short key; a smaller one is.
+func TestLargeAnswerNotCached(t *testing.T) {
+	t.Parallel()
+	const entryMax = 2 << 10
+	var api *cloudapi.Server
+	e := newEnv(t, cloudapi.LimitCache(256<<10, entryMax), func(s *cloudapi.Server) { api = s })
+	var one int
+	for i := range 6 {
+		one, _ = e.activeSubscription(fmt.Sprintf("large-%d", i))
+	}
+	list := e.do("GET", "/v1/subscriptions", mainKey, mainSecret, nil)
+	require.Equal(t, 200, list.status)
+	require.Greater(t, len(list.body), entryMax, "the list must pass the cap for the test to mean anything")
+	single := e.do("GET", fmt.Sprintf("/v1/subscriptions/%d", one), mainKey, mainSecret, nil)
+	require.Equal(t, 200, single.status)
+	require.Less(t, len(single.body), entryMax/2)
+	require.False(t, cloudapi.Cached(api, "/v1/subscriptions?"), "an answer over the per-entry cap is not cached")
+	require.True(t, cloudapi.Cached(api, fmt.Sprintf("/v1/subscriptions/%d?", one)))
 }
