@@ -55,12 +55,35 @@ func passwordHash(password string) string {
 
 // setUser runs ACL SETUSER name rules.
 func setUser(ctx context.Context, c *redis.Client, name string, rules []string) error {
+	return c.Do(ctx, setUserArgs(name, rules)...).Err()
+}
+
+// setUserArgs are the words of ACL SETUSER name rules.
+func setUserArgs(name string, rules []string) []any {
 	args := make([]any, 0, len(rules)+3)
 	args = append(args, "acl", "setuser", name)
 	for _, r := range rules {
 		args = append(args, r)
 	}
-	return c.Do(ctx, args...).Err()
+	return args
+}
+
+// ourUser reports whether clouddb made the user: the default user, whose rules it sets
+// and whose password is the tenant's, and its own. Any other user of a server (but
+// scratchUser, for a moment) is a stranger, which clouddb deletes.
+func ourUser(name string) bool {
+	return name == "default" || name == internalUser
+}
+
+// foreignUsers returns the names that are not ourUser, scratchUser among them.
+func foreignUsers(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if !ourUser(n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // aclUser is what ACL GETUSER says of a user: its password hashes, and the rest of its
@@ -69,12 +92,23 @@ func setUser(ctx context.Context, c *redis.Client, name string, rules []string) 
 // server answered after clouddb set the rules.
 type aclUser struct {
 	passwords []string
+	flags     []string // also in rules
 	rules     string
+}
+
+// canLogIn reports whether anyone can log in as the user: it is on and has a password
+// or needs none. A user that does not exist (the zero aclUser) cannot.
+func (u aclUser) canLogIn() bool {
+	return slices.Contains(u.flags, "on") && (len(u.passwords) > 0 || slices.Contains(u.flags, "nopass"))
 }
 
 // getUser reads a user's definition; a user that does not exist reads as zero.
 func getUser(ctx context.Context, c *redis.Client, name string) (aclUser, error) {
-	v, err := c.Do(ctx, "acl", "getuser", name).Result()
+	return parseUser(c.Do(ctx, "acl", "getuser", name).Result())
+}
+
+// parseUser reads the reply of ACL GETUSER.
+func parseUser(v any, err error) (aclUser, error) {
 	if err == redis.Nil {
 		return aclUser{}, nil
 	}
@@ -104,6 +138,11 @@ func getUser(ctx context.Context, c *redis.Client, name string) (aclUser, error)
 			}
 			continue
 		}
+		if l, ok := fields[i+1].([]any); ok && name == "flags" {
+			for _, f := range l {
+				u.flags = append(u.flags, fmt.Sprint(f))
+			}
+		}
 		parts[name] = fmt.Sprint(fields[i+1])
 	}
 	names := make([]string, 0, len(parts))
@@ -120,14 +159,26 @@ func getUser(ctx context.Context, c *redis.Client, name string) (aclUser, error)
 }
 
 // scratchUser is a user that exists only for a moment, to learn how a server writes the
-// default user's rules; it has no password, so nobody can log in as it meanwhile.
+// default user's rules; it has no password, so nobody can log in as it meanwhile. Only
+// normalRules makes it, and only while it holds the database's lock (in Running and in
+// Ensure), so whoever else holds the lock and finds it finds one left over (by a failed
+// ACL DELUSER or a crash), which it may delete.
 const scratchUser = "clouddb-scratch"
 
 // normalRules returns the default user's rules (without its password) in the normal form
 // of the server behind c, by defining them on scratchUser and reading them back.
+// A scratch user that someone can log in as is not clouddb's: normalRules leaves it, and
+// fails, for Ensure to delete it and cut whatever its maker opened (see applyLive).
 func normalRules(ctx context.Context, c *redis.Client, readOnly bool) (string, error) {
+	prior, err := getUser(ctx, c, scratchUser)
+	if err != nil {
+		return "", fmt.Errorf("ACL GETUSER %s: %w", scratchUser, classify(err))
+	}
+	if prior.canLogIn() {
+		return "", fmt.Errorf("ACL user %s, which someone can log in as, is not clouddb's", scratchUser)
+	}
 	rules := slices.DeleteFunc(defaultUserRules("", readOnly), func(r string) bool { return r == "" })
-	if err := setUser(ctx, c, scratchUser, rules); err != nil {
+	if err = setUser(ctx, c, scratchUser, rules); err != nil {
 		return "", fmt.Errorf("ACL SETUSER %s: %w", scratchUser, classify(err))
 	}
 	u, err := getUser(ctx, c, scratchUser)

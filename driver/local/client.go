@@ -123,30 +123,149 @@ func settings(c serverConfig) map[string]string {
 // settingOrder lists the settings in the order CONFIG SET gets them.
 var settingOrder = []string{"maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "bind"}
 
-// Names of the ACL parts of a configuration, as applyLive and drifted report them.
+// Names of the ACL parts of a configuration, and of what clouddb did not set up, as
+// applyLive and drifted report them.
 const (
-	changedPassword = "password"
-	changedRules    = "default user rules"
+	changedPassword    = "password"
+	changedRules       = "default user rules"
+	changedUsers       = "foreign users"       // users clouddb did not make
+	changedReplication = "foreign replication" // REPLICAOF, which clouddb never uses
+	// Connections applyLive closed because they may have been opened, or put in a
+	// state (MONITOR, a replica's stream), under rules clouddb did not give.
+	closedDefault  = "default user's connections closed"
+	closedInternal = "internal user's connections closed"
 )
 
-// liveSettings reads the managed settings of the server behind c (a few names, not "*").
-func liveSettings(ctx context.Context, c *redis.Client) (map[string]string, error) {
+// configGet is CONFIG GET of the managed settings (a few names, not "*").
+func configGet(ctx context.Context) *redis.MapStringStringCmd {
 	args := []any{"config", "get"}
 	for _, name := range settingOrder {
 		args = append(args, name)
 	}
-	cmd := redis.NewMapStringStringCmd(ctx, args...)
+	return redis.NewMapStringStringCmd(ctx, args...)
+}
+
+// liveSettings reads the managed settings of the server behind c.
+func liveSettings(ctx context.Context, c *redis.Client) (map[string]string, error) {
+	cmd := configGet(ctx)
 	if err := c.Process(ctx, cmd); err != nil {
 		return nil, fmt.Errorf("CONFIG GET: %w", classify(err))
 	}
 	return cmd.Val(), nil
 }
 
+// isReplica reads the reply of ROLE: whether the server replicates from a master
+// (REPLICAOF). clouddb never makes it one: its replicaOf copies through a client of its
+// own, the server staying a master.
+func isReplica(cmd *redis.Cmd) (bool, error) {
+	v, err := cmd.Slice()
+	if err != nil {
+		return false, fmt.Errorf("ROLE: %w", classify(err))
+	}
+	if len(v) == 0 {
+		return false, errors.New("ROLE: empty reply")
+	}
+	return fmt.Sprint(v[0]) != "master", nil
+}
+
+// usersAndRole reads, in one round trip, the server's ACL users and whether it is a
+// replica.
+func usersAndRole(ctx context.Context, c *redis.Client) ([]string, bool, error) {
+	pipe := c.Pipeline()
+	users := redis.NewStringSliceCmd(ctx, "acl", "users")
+	_ = pipe.Process(ctx, users)
+	role := pipe.Do(ctx, "role")
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	if err := users.Err(); err != nil {
+		return nil, false, fmt.Errorf("ACL USERS: %w", classify(err))
+	}
+	replica, err := isReplica(role)
+	return users.Val(), replica, err
+}
+
+// errUnruly means that users or replication clouddb did not set up came back every time
+// it removed them: someone who may still administer the server is at work.
+var errUnruly = errors.New("users or replication that clouddb did not set up keep coming back")
+
+// inLineRounds bounds bringInLine's attempts.
+const inLineRounds = 5
+
+// bringInLine defines the default and internal users anew and deletes every other user
+// (with it, redis closes its connections) and ends replication from a master (REPLICAOF
+// NO ONE, the data stays), in one transaction, so that no user with rights clouddb did
+// not give outlives it. A user or a REPLICAOF that someone who still had the rights made
+// between clouddb's look and the transaction shows at the next look, which does it again;
+// after inLineRounds the error wraps errUnruly. It returns what it found wrong
+// (changedUsers, changedReplication); a scratch user nobody can log in as is deleted but
+// not counted.
+func bringInLine(ctx context.Context, c *redis.Client, want serverConfig) ([]string, error) {
+	var wrong []string
+	note := func(what string) {
+		if !slices.Contains(wrong, what) {
+			wrong = append(wrong, what)
+		}
+	}
+	for round := 0; ; round++ {
+		users, replica, err := usersAndRole(ctx, c)
+		if err != nil {
+			return wrong, err
+		}
+		foreign := foreignUsers(users)
+		if round > 0 && len(foreign) == 0 && !replica {
+			return wrong, nil
+		}
+		if round == inLineRounds {
+			return wrong, fmt.Errorf("%w (still after %d attempts)", errUnruly, round)
+		}
+		for _, name := range foreign {
+			if name == scratchUser {
+				u, err := getUser(ctx, c, name)
+				if err != nil {
+					return wrong, fmt.Errorf("ACL GETUSER %s: %w", name, classify(err))
+				}
+				if !u.canLogIn() {
+					continue // left over by clouddb itself: see scratchUser
+				}
+			}
+			note(changedUsers)
+		}
+		if replica {
+			note(changedReplication)
+		}
+		tx := c.TxPipeline()
+		tx.Do(ctx, setUserArgs("default", defaultUserRules("#"+passwordHash(want.Password), want.ReadOnly))...)
+		if want.InternalSecret != "" {
+			tx.Do(ctx, setUserArgs(internalUser, internalUserRules("#"+passwordHash(want.InternalSecret)))...)
+		}
+		if len(foreign) > 0 {
+			args := []any{"acl", "deluser"}
+			for _, name := range foreign {
+				args = append(args, name)
+			}
+			tx.Do(ctx, args...)
+		}
+		if replica {
+			tx.Do(ctx, "replicaof", "no", "one")
+		}
+		if _, err := tx.Exec(ctx); err != nil {
+			return wrong, fmt.Errorf("ACL SETUSER, ACL DELUSER, REPLICAOF NO ONE: %w", classify(err))
+		}
+	}
+}
+
 // applyLive sets the settings of want that differ on the running server, in one atomic
-// CONFIG SET, defines the default and internal users anew (both idempotent), and returns
-// the names of what changed (never values) and the default user as the server now
-// describes it. Turning AOF on starts a rewrite; applyLive waits for it so the AOF holds
-// the dataset (and redis accepts a shutdown) before it returns.
+// CONFIG SET, defines the default and internal users anew (both idempotent), removes what
+// clouddb did not set up (see bringInLine), and returns the names of what changed (never
+// values) and the default user as the server now describes it. Turning AOF on starts a
+// rewrite; applyLive waits for it so the AOF holds the dataset (and redis accepts a
+// shutdown) before it returns.
+//
+// When the server was not as clouddb leaves it (users it did not make, replication it did
+// not set up, a default user with rules or passwords it did not give, an internal user
+// with a password not clouddb's), whoever could log in may have opened connections that
+// the new rules do not undo (MONITOR, a replica's stream, a subscription): applyLive
+// closes the connections of the user concerned. A server as clouddb left it keeps them,
+// a change of password or of replicaOf included.
 func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConfig) ([]string, aclUser, error) {
 	got, err := liveSettings(ctx, c)
 	if err != nil {
@@ -172,13 +291,15 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 	if err != nil {
 		return nil, aclUser{}, fmt.Errorf("ACL GETUSER default: %w", classify(err))
 	}
-	if err = setUser(ctx, c, "default", defaultUserRules("#"+passwordHash(want.Password), want.ReadOnly)); err != nil {
-		return nil, aclUser{}, fmt.Errorf("ACL SETUSER default: %w", classify(err))
-	}
+	var beforeInternal aclUser
 	if want.InternalSecret != "" {
-		if err = setUser(ctx, c, internalUser, internalUserRules("#"+passwordHash(want.InternalSecret))); err != nil {
-			return nil, aclUser{}, fmt.Errorf("ACL SETUSER %s: %w", internalUser, classify(err))
+		if beforeInternal, err = getUser(ctx, c, internalUser); err != nil {
+			return nil, aclUser{}, fmt.Errorf("ACL GETUSER %s: %w", internalUser, classify(err))
 		}
+	}
+	wrong, err := bringInLine(ctx, c, want)
+	if err != nil {
+		return nil, aclUser{}, err
 	}
 	after, err := getUser(ctx, c, "default")
 	if err != nil {
@@ -190,6 +311,35 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 	if before.rules != after.rules {
 		changed = append(changed, changedRules)
 	}
+	changed = append(changed, wrong...)
+
+	// Whether the tenant's connections may hold more than the rules now give. Its rules
+	// of before are clouddb's if they are the server's form of the current ones or of the
+	// other kind (replicaOf turned on or off); one password is the tenant's, several are
+	// not clouddb's doing.
+	cut := len(wrong) > 0 || len(before.passwords) > 1 || slices.Contains(before.flags, "nopass")
+	if !cut && before.rules != after.rules {
+		other, err := normalRules(ctx, c, !want.ReadOnly)
+		if err != nil {
+			return nil, aclUser{}, err
+		}
+		cut = before.rules != other
+	}
+	if cut {
+		if err := c.Do(ctx, "client", "kill", "user", "default").Err(); err != nil {
+			return nil, aclUser{}, fmt.Errorf("CLIENT KILL USER default: %w", classify(err))
+		}
+		changed = append(changed, closedDefault)
+	}
+	if want.InternalSecret != "" &&
+		(!slices.Equal(beforeInternal.passwords, []string{passwordHash(want.InternalSecret)}) || slices.Contains(beforeInternal.flags, "nopass")) {
+		// Someone else could log in as clouddb's own user. This connection stays (SKIPME
+		// is the default); clouddb's others, if any, connect again.
+		if err := c.Do(ctx, "client", "kill", "user", internalUser).Err(); err != nil {
+			return nil, aclUser{}, fmt.Errorf("CLIENT KILL USER %s: %w", internalUser, classify(err))
+		}
+		changed = append(changed, closedInternal)
+	}
 	if got["appendonly"] != "yes" && wantSet["appendonly"] == "yes" {
 		if err := d.waitAOFRewrite(ctx, c); err != nil {
 			return changed, after, err
@@ -200,12 +350,22 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 
 // drifted compares the server behind c with want: the managed settings, the default
 // user's password and, when known, its rules as the server described them after clouddb
-// last set them. It returns the names of what differs.
+// last set them, that it has no user but clouddb's (a scratch user nobody can log in as
+// aside), and that it is no replica. It returns the names of what differs. One round
+// trip, and one more when a scratch user is there.
 func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules string) ([]string, error) {
-	got, err := liveSettings(ctx, c)
-	if err != nil {
-		return nil, err
+	pipe := c.Pipeline()
+	cfg := configGet(ctx)
+	_ = pipe.Process(ctx, cfg)
+	def := pipe.Do(ctx, "acl", "getuser", "default")
+	users := redis.NewStringSliceCmd(ctx, "acl", "users")
+	_ = pipe.Process(ctx, users)
+	role := pipe.Do(ctx, "role")
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	if err := cfg.Err(); err != nil {
+		return nil, fmt.Errorf("CONFIG GET: %w", classify(err))
 	}
+	got := cfg.Val()
 	wantSet := settings(want)
 	var diff []string
 	for _, name := range settingOrder {
@@ -213,7 +373,7 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 			diff = append(diff, name)
 		}
 	}
-	u, err := getUser(ctx, c, "default")
+	u, err := parseUser(def.Result())
 	if err != nil {
 		return nil, fmt.Errorf("ACL GETUSER default: %w", classify(err))
 	}
@@ -222,6 +382,29 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 	}
 	if u.rules != rules {
 		diff = append(diff, changedRules)
+	}
+	if err = users.Err(); err != nil {
+		return nil, fmt.Errorf("ACL USERS: %w", classify(err))
+	}
+	for _, name := range foreignUsers(users.Val()) {
+		if name == scratchUser {
+			s, serr := getUser(ctx, c, name)
+			if serr != nil {
+				return nil, fmt.Errorf("ACL GETUSER %s: %w", name, classify(serr))
+			}
+			if !s.canLogIn() {
+				continue // left over by clouddb itself: see scratchUser
+			}
+		}
+		diff = append(diff, changedUsers)
+		break
+	}
+	replica, err := isReplica(role)
+	if err != nil {
+		return nil, err
+	}
+	if replica {
+		diff = append(diff, changedReplication)
 	}
 	return diff, nil
 }

@@ -345,9 +345,10 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	return nil
 }
 
-// adopt reconfigures the running server pid. It reports false, after stopping the
-// server, when the server must be started again: its port changes, or it refuses every
-// credential clouddb knows.
+// adopt reconfigures the running server pid, removing what clouddb did not set up on it
+// (users, replication: see applyLive). It reports false, after stopping the server, when
+// the server must be started again: its port changes, it refuses every credential
+// clouddb knows, or what clouddb removes keeps coming back.
 //
 // It logs in as the internal user, whose secret never changes: the clients' password may
 // be anything after a crash between two password changes (the server took one, the
@@ -387,7 +388,11 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 		// default user may still administer it) gets that user now and is reached as it;
 		// one whose default user is already restricted lost the internal user, and a
 		// restart defines it again from the config file.
+		// An internal user that exists with a password clouddb does not know was
+		// defined by someone else, who may be logged in as it: cut those connections
+		// once the user is clouddb's again.
 		secret := d.internalSecret(id)
+		prior, gerr := getUser(ctx, c, internalUser)
 		err := setUser(ctx, c, internalUser, internalUserRules("#"+passwordHash(secret)))
 		c.Close()
 		if err != nil {
@@ -397,6 +402,13 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 		if c, _, err = d.connect(ctx, pid, port, []cred{{internalUser, secret}}); err != nil {
 			return false, fmt.Errorf("database %d: redis-server pid %d refuses the internal user it was just given: %w", id, pid, err)
 		}
+		if gerr == nil && prior.canLogIn() {
+			if err := c.Do(ctx, "client", "kill", "user", internalUser).Err(); err != nil {
+				c.Close()
+				return false, fmt.Errorf("database %d: CLIENT KILL USER %s: %w", id, internalUser, classify(err))
+			}
+			d.log.Warn("closed the connections of an internal user clouddb did not define", keyDatabase, id, keyPid, pid)
+		}
 	}
 	defer c.Close()
 	if port != in.Port {
@@ -404,6 +416,13 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 		return false, d.terminate(ctx, id, pid)
 	}
 	if err := d.reconfigure(ctx, c, in); err != nil {
+		if errors.Is(err, errUnruly) {
+			// Someone still administers the server, faster than clouddb can take the
+			// rights away: a restart from the config file, which defines only clouddb's
+			// users, ends it (what the server does not persist is lost).
+			d.log.Warn("redis-server cannot be brought in line live; restarting it", keyDatabase, id, keyPid, pid, "error", err)
+			return false, d.terminate(ctx, id, pid)
+		}
 		return true, err
 	}
 	d.log.Debug("adopted running redis-server", keyDatabase, id, keyPid, pid, keyPort, port)
@@ -585,8 +604,9 @@ const deepCheckEvery = 10 * time.Second
 
 // Running reports whether the database's server runs as the instance says: its process
 // is alive, and within the last deepCheckEvery it answered clouddb's internal user on the
-// instance's port with the instance's settings, password and default user's rules. A
-// server whose configuration drifted reports false, so that Ensure puts it back.
+// instance's port with the instance's settings, password and default user's rules, no
+// user but clouddb's and no replication from a master. A server whose configuration
+// drifted reports false, so that Ensure puts it back.
 func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error) {
 	unlock, err := d.lock(ctx, in.DatabaseID)
 	if err != nil {
