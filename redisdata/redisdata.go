@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -47,6 +48,12 @@ type Endpoint struct {
 	// Dial, when set, opens the TCP connection (TLS, if any, runs over it): callers put
 	// their address policy here for servers that users point them at.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// NoEvict makes every connection of the go-redis clients to this server say CLIENT
+	// NO-EVICT ON first, so that the server's client memory limit (maxmemory-clients)
+	// does not cut the large writes (a RESTORE of a big key) of a caller that
+	// administers the server. The user needs CLIENT NO-EVICT; leave it off for servers
+	// users point at.
+	NoEvict bool
 }
 
 // String returns Addr only: an Endpoint is often logged or shown, and its password must
@@ -93,6 +100,15 @@ func dial(ctx context.Context, e Endpoint) (net.Conn, error) {
 // order; and it honours context cancellation, so Stop and caller deadlines interrupt a
 // blocked read.
 func client(e Endpoint, db, poolSize int) *redis.Client {
+	var onConnect func(context.Context, *redis.Conn) error
+	if e.NoEvict {
+		onConnect = func(ctx context.Context, cn *redis.Conn) error {
+			if err := cn.Do(ctx, "client", "no-evict", "on").Err(); err != nil {
+				return fmt.Errorf("CLIENT NO-EVICT ON: %w", classify(err))
+			}
+			return nil
+		}
+	}
 	return redis.NewClient(&redis.Options{
 		Addr:     e.Addr,
 		Username: e.Username,
@@ -110,6 +126,7 @@ func client(e Endpoint, db, poolSize int) *redis.Client {
 		ReadTimeout:              30 * time.Second,
 		WriteTimeout:             30 * time.Second,
 		ContextTimeoutEnabled:    true,
+		OnConnect:                onConnect,
 	})
 }
 

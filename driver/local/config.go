@@ -15,11 +15,11 @@ import (
 const (
 	confFile = "redis.conf"
 	pidFile  = "redis.pid"
-	logFile  = "redis.log"
-	// outFile receives the server's stdout and stderr: what it prints before its log file
-	// is open (a fatal config error, for one). A file, never a pipe, so the server does
-	// not get SIGPIPE once clouddb is gone.
-	outFile = "redis.out"
+	// logFile is the server's log, kept by clouddb from the server's stdout and stderr
+	// and rotated to logFile+".1" (see keepLog).
+	logFile = "redis.log"
+	// oldOutFile is where older clouddb versions put the server's stdout and stderr.
+	oldOutFile = "redis.out"
 	// rdbFile and aofDir are where redis persists, pinned in the config.
 	rdbFile = "dump.rdb"
 	aofDir  = "appendonlydir"
@@ -99,6 +99,9 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 	}
 	line("maxmemory", strconv.FormatInt(c.MaxMemory, 10))
 	line("maxmemory-policy", c.Policy)
+	for _, s := range limitSettings(c.MaxMemory) {
+		line(s.name, strings.Fields(s.value)...)
+	}
 	line("appendonly", p.appendonly)
 	line("appendfsync", p.appendfsync)
 	// save takes its points as separate arguments; "" alone means no snapshots.
@@ -111,7 +114,9 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 	line("dbfilename", rdbFile)
 	line("appenddirname", aofDir)
 	line("pidfile", filepath.Join(dir, pidFile))
-	line("logfile", filepath.Join(dir, logFile))
+	// To stdout, which clouddb reads and caps (see keepLog): never a file the server
+	// appends to itself, which a tenant's script could grow without bound.
+	line("logfile", "")
 	line("repl-diskless-sync-delay", "0")
 	return b.Bytes(), nil
 }

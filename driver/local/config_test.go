@@ -61,7 +61,9 @@ func renderedDirectives(internal bool) []string {
 	if internal {
 		names = append(names, "user")
 	}
-	return append(names, "maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save",
+	return append(names, "maxmemory", "maxmemory-policy",
+		"sanitize-dump-payload", "maxmemory-clients", "client-output-buffer-limit", "client-query-buffer-limit",
+		"appendonly", "appendfsync", "save",
 		"dir", "dbfilename", "appenddirname", "pidfile", "logfile", "repl-diskless-sync-delay")
 }
 

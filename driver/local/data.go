@@ -26,6 +26,7 @@ func (d *Driver) internalEndpoint(in clouddb.Instance) redisdata.Endpoint {
 		Addr:     net.JoinHostPort(d.connectHost, strconv.Itoa(in.Port)),
 		Username: internalUser,
 		Password: d.internalSecret(in.DatabaseID),
+		NoEvict:  true, // its RESTOREs of big keys must pass the clients' memory limit
 	}
 }
 

@@ -469,6 +469,9 @@ func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.In
 	id := in.DatabaseID
 	want := d.configOf(in)
 	changed, user, err := d.applyLive(ctx, c, want)
+	if err == nil {
+		changed, err = applyLimits(ctx, c, want, changed)
+	}
 	if err != nil {
 		return fmt.Errorf("database %d: apply configuration: %w", id, err)
 	}
@@ -551,6 +554,7 @@ func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch
 	defer cancel()
 	addr := fmt.Sprintf("%s:%d", d.host, in.Port)
 	exited := func() error {
+		ch.waitLog() // its last lines say why
 		return fmt.Errorf("database %d: redis-server on %s exited during start-up (%s): %s",
 			id, addr, exitText(ch.err), logTail(dir))
 	}
@@ -647,6 +651,9 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	var diff []string
 	if err == nil {
 		diff, err = drifted(ctx, c, want, rules)
+	}
+	if err == nil {
+		diff, err = limitsDrifted(ctx, c, want, diff)
 	}
 	c.Close()
 	if err != nil {

@@ -17,29 +17,59 @@ import (
 
 // child is a server this Driver started; a goroutine reaps it.
 type child struct {
-	done chan struct{} // closed once the process is reaped
-	err  error         // Wait's result, set before done is closed
+	done    chan struct{} // closed once the process is reaped
+	err     error         // Wait's result, set before done is closed
+	logDone chan struct{} // closed once all the server's output is in its log (see keepLog)
+}
+
+// logWait bounds how long waitLog waits for the last lines of a server that exited: a
+// child it forked (a background save) keeps the pipe open, and its lines may never come.
+const logWait = time.Second
+
+// waitLog waits, up to logWait, until the server's output is all in its log, so that
+// logTail shows why it exited.
+func (c *child) waitLog() {
+	t := time.NewTimer(logWait)
+	defer t.Stop()
+	select {
+	case <-c.logDone:
+	case <-t.C:
+	}
 }
 
 // spawn starts redis-server on the config file in dir, detached from clouddb: in its own
 // session, so signals sent to clouddb's process group do not reach it, and not tied to a
 // context, so it outlives clouddb. A goroutine reaps it so no zombie stays behind.
+//
+// The server logs to its stdout (logfile ""), which with its stderr is a pipe to a
+// goroutine that keeps its capped log (keepLog). A server that outlives this clouddb
+// loses its log lines until its next restart (see log.go); one started by an older
+// clouddb, which appends to redis.log itself (logfile cannot change live), is brought in
+// line at its next restart.
 func (d *Driver) spawn(id int, dir string) (int, *child, error) {
-	out, err := os.OpenFile(filepath.Join(dir, outFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	pr, pw, err := os.Pipe()
 	if err != nil {
 		return 0, nil, err
 	}
-	defer out.Close()
 	cmd := exec.Command(d.bin, filepath.Join(dir, confFile))
 	cmd.Dir = dir
-	cmd.Stdout = out
-	cmd.Stderr = out
+	cmd.Stdout = pw
+	cmd.Stderr = pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	pw.Close() // the server has its own copy: the pipe ends when it (and its children) exit
+	if err != nil {
+		pr.Close()
 		return 0, nil, fmt.Errorf("start %s: %w", d.bin, err)
 	}
+	// An older clouddb kept the server's stdout and stderr apart, uncapped.
+	_ = os.Remove(filepath.Join(dir, oldOutFile))
 	pid := cmd.Process.Pid
-	c := &child{done: make(chan struct{})}
+	c := &child{done: make(chan struct{}), logDone: make(chan struct{})}
+	go func() {
+		defer close(c.logDone)
+		keepLog(filepath.Join(dir, logFile), pr)
+	}()
 	d.mu.Lock()
 	d.children[pid] = c
 	d.mu.Unlock()
@@ -191,19 +221,13 @@ func (d *Driver) kill(ctx context.Context, id, pid int) error {
 	return nil
 }
 
-// logTail returns the last lines the server wrote to its log and to stdout/stderr, for
-// error messages. Redis does not log its password.
+// logTail returns the last lines of the server's log (its stdout and stderr), for error
+// messages. Redis does not log its password.
 func logTail(dir string) string {
-	var parts []string
-	for _, name := range []string{outFile, logFile} {
-		if t := tail(filepath.Join(dir, name), 8); t != "" {
-			parts = append(parts, name+": "+t)
-		}
+	if t := tail(filepath.Join(dir, logFile), 8); t != "" {
+		return logFile + ": " + t
 	}
-	if len(parts) == 0 {
-		return "(no log output)"
-	}
-	return strings.Join(parts, "; ")
+	return "(no log output)"
 }
 
 // tail returns up to n last non-empty lines of a file, joined with " | ".
