@@ -293,3 +293,22 @@ func TestRunning_ForeignUsersAndReplicationAreDrift(t *testing.T) {
 		})
 	}
 }
+
+// TestEnsure_FullDatabaseBroughtInLine: a server whose used memory is over its maxmemory
+// refuses to queue any command in a transaction (MULTI); what clouddb did not set up is
+// removed all the same.
+func TestEnsure_FullDatabaseBroughtInLine(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 65, "none")
+	in.MaxMemoryBytes = 1 << 20 // below what an empty server uses: always over
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	ac := admin(t, filepath.Join(b.dir, "65"), in.Port)
+	require.ErrorContains(t, client(t, in.Port, in.Password).Set(ctx, "k", "v", 0).Err(), "OOM", "the server is over its maxmemory")
+	require.NoError(t, ac.Do(ctx, "acl", "setuser", "extra", "on", ">pw", "~*", "&*", "+@all").Err())
+
+	d := mustDriver(t, b.dir)
+	require.NoError(t, d.Ensure(ctx, in))
+	require.ElementsMatch(t, []string{"default", "clouddb-internal"}, aclUsers(t, ctx, ac))
+}

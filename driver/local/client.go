@@ -192,9 +192,9 @@ const inLineRounds = 5
 
 // bringInLine defines the default and internal users anew and deletes every other user
 // (with it, redis closes its connections) and ends replication from a master (REPLICAOF
-// NO ONE, the data stays), in one transaction, so that no user with rights clouddb did
+// NO ONE, the data stays), in one round trip, so that no user with rights clouddb did
 // not give outlives it. A user or a REPLICAOF that someone who still had the rights made
-// between clouddb's look and the transaction shows at the next look, which does it again;
+// between clouddb's look and those commands shows at the next look, which does it again;
 // after inLineRounds the error wraps errUnruly. It returns what it found wrong
 // (changedUsers, changedReplication); a scratch user nobody can log in as is deleted but
 // not counted.
@@ -232,23 +232,29 @@ func bringInLine(ctx context.Context, c *redis.Client, want serverConfig) ([]str
 		if replica {
 			note(changedReplication)
 		}
-		tx := c.TxPipeline()
-		tx.Do(ctx, setUserArgs("default", defaultUserRules("#"+passwordHash(want.Password), want.ReadOnly))...)
+		// One round trip, not a MULTI: a server over its maxmemory refuses to queue any
+		// command in a transaction, and a tenant can fill its database on purpose. A
+		// tenant racing these commands is caught by the next round's read.
+		p := c.Pipeline()
+		cmds := []*redis.Cmd{p.Do(ctx, setUserArgs("default", defaultUserRules("#"+passwordHash(want.Password), want.ReadOnly))...)}
 		if want.InternalSecret != "" {
-			tx.Do(ctx, setUserArgs(internalUser, internalUserRules("#"+passwordHash(want.InternalSecret)))...)
+			cmds = append(cmds, p.Do(ctx, setUserArgs(internalUser, internalUserRules("#"+passwordHash(want.InternalSecret)))...))
 		}
 		if len(foreign) > 0 {
 			args := []any{"acl", "deluser"}
 			for _, name := range foreign {
 				args = append(args, name)
 			}
-			tx.Do(ctx, args...)
+			cmds = append(cmds, p.Do(ctx, args...))
 		}
 		if replica {
-			tx.Do(ctx, "replicaof", "no", "one")
+			cmds = append(cmds, p.Do(ctx, "replicaof", "no", "one"))
 		}
-		if _, err := tx.Exec(ctx); err != nil {
-			return wrong, fmt.Errorf("ACL SETUSER, ACL DELUSER, REPLICAOF NO ONE: %w", classify(err))
+		_, _ = p.Exec(ctx) // each command's error is read below
+		for _, cmd := range cmds {
+			if err := cmd.Err(); err != nil {
+				return wrong, fmt.Errorf("%s: %w", strings.ToUpper(fmt.Sprint(cmd.Args()[0], " ", cmd.Args()[1])), classify(err))
+			}
 		}
 	}
 }
