@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"clouddb"
@@ -168,11 +167,11 @@ func (r *Reconciler) waiting(id int, err error) bool {
 	return now != (wait{})
 }
 
-// diskFull reports whether err is a full disk: a file clouddb wrote (ENOSPC), or a
-// redis-server that exited at start-up saying so in its log, which arrives as text.
+// diskFull reports whether err is a full disk: a file clouddb wrote, or a redis-server
+// that could not start for want of space, which the driver reports as ENOSPC. The text
+// of an error is not enough: it carries the server's log, which a tenant can write to.
 func diskFull(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, clouddb.ErrStorageFull) ||
-		strings.Contains(err.Error(), "No space left on device")
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, clouddb.ErrStorageFull)
 }
 
 // ignoreGone makes a delete idempotent: a pass that read an older snapshot may delete a

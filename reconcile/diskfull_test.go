@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -123,4 +124,22 @@ func TestDiskFullServerWaitsForSpace(t *testing.T) {
 	require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, ids[0]).Status)
 	require.Equal(t, 1, count(ids[0], "no longer waits for disk space"), logs.String())
 	require.Equal(t, 1, count(later, "no longer waits for disk space"), logs.String())
+}
+
+// TestLogTextIsNoFullDisk: a failed start whose message quotes the server's log saying
+// the disk is full (the tenant writes that log) is a failure, not a wait: only the driver's
+// ENOSPC makes a full disk.
+func TestLogTextIsNoFullDisk(t *testing.T) {
+	store := openStore(t)
+	id := activeDatabase(t, store)
+	drv := &halfStart{recorder: newRecorder()}
+	r := &reconcile.Reconciler{Store: store, Driver: drv, Interval: 10 * time.Millisecond}
+	runReconciler(t, r)
+	require.Eventually(t, func() bool { return drv.ensures(id) == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	const cause = "database 1: redis-server exited during start-up (exit status 1): redis.log: # No space left on device | # Address already in use"
+	drv.arm(errors.New(cause))
+	require.NoError(t, drv.Stop(t.Context(), id))
+	require.Eventually(t, func() bool { return databaseOf(t, store, id).Status == clouddb.DatabaseError }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, cause, databaseOf(t, store, id).StatusDetail)
 }

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -555,8 +556,15 @@ func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch
 	addr := fmt.Sprintf("%s:%d", d.host, in.Port)
 	exited := func() error {
 		ch.waitLog() // its last lines say why
-		return fmt.Errorf("database %d: redis-server on %s exited during start-up (%s): %s",
-			id, addr, exitText(ch.err), logTail(dir))
+		why := logTail(dir)
+		err := fmt.Errorf("database %d: redis-server on %s exited during start-up (%s): %s",
+			id, addr, exitText(ch.err), why)
+		if strings.Contains(why, "No space left on device") && diskNearlyFull(dir) {
+			// The log is the tenant's to write to (Lua's redis.log): its words alone do
+			// not make a full disk, the file system's free space confirms them.
+			err = fmt.Errorf("%w (%w)", err, syscall.ENOSPC)
+		}
+		return err
 	}
 	type result struct {
 		c   *redis.Client

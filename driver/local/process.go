@@ -258,3 +258,14 @@ func tail(path string, n int) string {
 	}
 	return strings.Join(lines, " | ")
 }
+
+// diskNearlyFull reports whether the file system of dir has so little space left that a
+// server may have failed for want of it: under 16 MiB or 1% free.
+func diskNearlyFull(dir string) bool {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return false
+	}
+	free, total := st.Bavail*uint64(st.Bsize), st.Blocks*uint64(st.Bsize)
+	return free < 16<<20 || free < total/100
+}
