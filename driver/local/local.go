@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -101,6 +102,10 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("local driver: Dir is required")
 	}
+	// A server logs to a pipe that this process reads (see keepLog). Should this process
+	// die, a server that is still starting (redis ignores SIGPIPE only once initialised)
+	// would be killed by its next log line: servers inherit an ignored SIGPIPE instead.
+	signal.Ignore(syscall.SIGPIPE)
 	name := cfg.RedisServer
 	if name == "" {
 		name = DefaultRedisServer
