@@ -1,11 +1,13 @@
 package local
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
 	"sync/atomic"
-	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // A server's log is clouddb's to keep, not the server's: a tenant's Lua script may write
@@ -18,8 +20,8 @@ import (
 //
 // The pipe lives as long as the clouddb that started the server: a server adopted after
 // clouddb restarted still writes to its old pipe, whose reader is gone, and its lines are
-// lost (redis ignores SIGPIPE from early in its start-up on, so it only sees failed
-// writes) until its next restart.
+// lost (it inherits an ignored SIGPIPE, see New, so it only sees failed writes) until
+// its next restart.
 
 // logCap is the size at which redis.log is rotated to redis.log.1, replacing it: a
 // database keeps at most about twice this much log.
@@ -47,37 +49,17 @@ func keepLog(path string, r io.ReadCloser) {
 	defer r.Close()
 	w := openCappedLog(path, logCap)
 	defer w.Close()
-	lim := newLimiter(float64(logRate.Load()), logBurst)
+	lim := rate.NewLimiter(rate.Limit(logRate.Load()), logBurst)
 	buf := make([]byte, logChunk)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			_, _ = w.Write(buf[:n]) // a line that cannot be written is dropped
-			lim.wait(n)
+			_, _ = w.Write(buf[:n])                // a line that cannot be written is dropped
+			_ = lim.WaitN(context.Background(), n) // n ≤ logChunk < logBurst: it cannot fail
 		}
 		if err != nil {
 			return
 		}
-	}
-}
-
-// limiter is a token bucket: wait(n) takes n tokens and sleeps off any debt.
-type limiter struct {
-	rate, burst, tokens float64
-	last                time.Time
-}
-
-func newLimiter(rate float64, burst int) *limiter {
-	return &limiter{rate: rate, burst: float64(burst), tokens: float64(burst), last: time.Now()}
-}
-
-func (l *limiter) wait(n int) {
-	now := time.Now()
-	l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
-	l.last = now
-	l.tokens -= float64(n)
-	if l.tokens < 0 {
-		time.Sleep(time.Duration(-l.tokens / l.rate * float64(time.Second)))
 	}
 }
 

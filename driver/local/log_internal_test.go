@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -51,20 +50,6 @@ func TestCappedLog(t *testing.T) {
 	old, err = os.ReadFile(path + ".1")
 	require.NoError(t, err)
 	require.Equal(t, huge[len(huge)-1000:], old)
-}
-
-// TestLimiter: past its burst, a limiter lets bytes through at its rate.
-func TestLimiter(t *testing.T) {
-	t.Parallel()
-	l := newLimiter(10<<20, 1<<20)
-	start := time.Now()
-	l.wait(1 << 20)
-	require.Less(t, time.Since(start), 50*time.Millisecond, "the burst passes at once")
-	l.wait(1 << 20)
-	l.wait(1 << 20)
-	elapsed := time.Since(start)
-	require.GreaterOrEqual(t, elapsed, 180*time.Millisecond, "2 MiB past the burst at 10 MiB/s")
-	require.Less(t, elapsed, 2*time.Second)
 }
 
 // TestLimitSettings: the client limits scale with the memory limit, within their bounds,
