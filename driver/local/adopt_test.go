@@ -312,3 +312,27 @@ func TestEnsure_FullDatabaseBroughtInLine(t *testing.T) {
 	require.NoError(t, d.Ensure(ctx, in))
 	require.ElementsMatch(t, []string{"default", "clouddb-internal"}, aclUsers(t, ctx, ac))
 }
+
+// TestEnsure_CancelledAdoptionLeavesServerAlone: an adoption given up by its caller (a
+// shutdown) while the server is slow to answer says nothing about the server: it is not
+// restarted, let alone killed.
+func TestEnsure_CancelledAdoptionLeavesServerAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 68, "none")
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	p := pid(t, b.driver, 68)
+	require.NoError(t, syscall.Kill(p, syscall.SIGSTOP)) // answers nothing for now
+	defer func() { _ = syscall.Kill(p, syscall.SIGCONT) }()
+
+	d := mustDriver(t, b.dir) // a new clouddb, adopting
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	require.Error(t, d.Ensure(short, in))
+	require.NoError(t, syscall.Kill(p, syscall.SIGCONT))
+	time.Sleep(200 * time.Millisecond) // a SIGTERM or SIGKILL sent meanwhile would land now
+	require.NoError(t, syscall.Kill(p, 0), "the server was killed")
+	require.NoError(t, d.Ensure(ctx, in))
+	require.Equal(t, p, pid(t, d, 68), "adopted, not restarted")
+}

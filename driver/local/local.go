@@ -376,6 +376,10 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 	}
 	c, cr, err := d.connect(ctx, pid, port, creds)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// Given up by the caller (clouddb shutting down): no verdict on the server, which
+		// a restart would cut off in the middle of whatever it is doing.
+		return false, ctx.Err()
 	case errors.Is(err, errAuth):
 		d.log.Warn("running redis-server refuses the known passwords; restarting it", keyDatabase, id, keyPid, pid)
 		return false, d.terminate(ctx, id, pid)
