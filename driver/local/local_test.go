@@ -574,23 +574,7 @@ func TestEnsure_ServerOutlivesCrashedClouddb(t *testing.T) {
 	ctx := ctxT(t)
 	in := b.instance(t, 31, "aof-every-1-second")
 
-	// Another process plays clouddb: it starts the server, then its whole process group
-	// is killed, as in a crash.
-	spec, err := json.Marshal(helperSpec{Dir: b.dir, Instance: in})
-	require.NoError(t, err)
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = testWriter{t}
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err, "helper did not report a pid")
-	p, err := strconv.Atoi(strings.TrimSpace(line))
-	require.NoError(t, err)
-	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL))
-	_ = cmd.Wait()
+	p := startedByCrashedClouddb(t, b, in)
 
 	c := client(t, in.Port, in.Password)
 	require.NoError(t, c.Set(ctx, "k", "v", 0).Err(), "the server must outlive its clouddb")
@@ -652,4 +636,26 @@ func TestEnsure_UnknownPasswordIsReset(t *testing.T) {
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	require.NotEqual(t, p, pid(t, b.driver, 33))
 	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
+}
+
+// startedByCrashedClouddb has another process play clouddb: it starts the server of in,
+// then its whole process group is killed, as in a crash. It returns the server's pid.
+func startedByCrashedClouddb(t *testing.T, b *testBundle, in clouddb.Instance) int {
+	t.Helper()
+	spec, err := json.Marshal(helperSpec{Dir: b.dir, Instance: in})
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stderr = testWriter{t}
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err, "helper did not report a pid")
+	p, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL))
+	_ = cmd.Wait()
+	return p
 }

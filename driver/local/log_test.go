@@ -1,15 +1,10 @@
 package local_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -129,21 +124,7 @@ func TestLog_ServerOutlivesItsLogReader(t *testing.T) {
 	in := b.instance(t, 70, "snapshot-every-1-hour")
 	dir := filepath.Join(b.dir, "70")
 
-	spec, err := json.Marshal(helperSpec{Dir: b.dir, Instance: in})
-	require.NoError(t, err)
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = testWriter{t}
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err, "helper did not report a pid")
-	p, err := strconv.Atoi(strings.TrimSpace(line))
-	require.NoError(t, err)
-	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL))
-	_ = cmd.Wait()
+	p := startedByCrashedClouddb(t, b, in)
 
 	c := client(t, in.Port, in.Password)
 	require.NoError(t, c.Eval(ctx, "for i=1,1000 do redis.log(redis.LOG_WARNING,'orphan line '..i) end return 1", nil).Err())
