@@ -10,7 +10,7 @@ import (
 // every valid UTF-8 string comes back unchanged, and is quoted as json.Marshal quotes it
 // (but for HTML characters, which the encoder escapes afterwards).
 func FuzzAppendQuoted(f *testing.F) {
-	for _, s := range []string{"", "plain", "quote\" back\\slash", "\x00\x01\x1f\x7f\n\r\t", "é漢字🙂", "\u2028\u2029", "<a&b>"} {
+	for _, s := range []string{"", "plain", "quote\" back\\slash", "\x00\x01\x1f\x7f\n\r\t", "\b\f", "é漢字🙂", "\u2028\u2029", "<a&b>"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
