@@ -110,7 +110,7 @@ func infoField(info, name string) string {
 // password is not one of them: it belongs to the default user's ACL rules.
 func settings(c serverConfig) map[string]string {
 	p := persistences[c.Persistence]
-	return map[string]string{
+	s := map[string]string{
 		"maxmemory":        strconv.FormatInt(c.MaxMemory, 10),
 		"maxmemory-policy": c.Policy,
 		"appendonly":       p.appendonly,
@@ -118,10 +118,25 @@ func settings(c serverConfig) map[string]string {
 		"save":             p.save,
 		"bind":             c.Host,
 	}
+	for _, l := range limitSettings(c.MaxMemory) {
+		s[l.name] = l.value
+	}
+	return s
 }
 
 // settingOrder lists the settings in the order CONFIG SET gets them.
-var settingOrder = []string{"maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "bind"}
+var settingOrder = []string{"maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "bind",
+	"sanitize-dump-payload", "maxmemory-clients", "client-output-buffer-limit", "client-query-buffer-limit"}
+
+// liveValue is setting name's value in a CONFIG GET reply, in the form settings gives
+// it: of client-output-buffer-limit, which lists every client class, only the normal
+// class is clouddb's.
+func liveValue(got map[string]string, name string) string {
+	if name == "client-output-buffer-limit" {
+		return outputClass(got[name], "normal")
+	}
+	return got[name]
+}
 
 // Names of the ACL parts of a configuration, and of what clouddb did not set up, as
 // applyLive and drifted report them.
@@ -281,7 +296,7 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 	args := []any{"config", "set"}
 	var changed []string
 	for _, name := range settingOrder {
-		if got[name] != wantSet[name] {
+		if liveValue(got, name) != wantSet[name] {
 			args = append(args, name, wantSet[name])
 			changed = append(changed, name)
 		}
@@ -375,7 +390,7 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 	wantSet := settings(want)
 	var diff []string
 	for _, name := range settingOrder {
-		if got[name] != wantSet[name] {
+		if liveValue(got, name) != wantSet[name] {
 			diff = append(diff, name)
 		}
 	}

@@ -1,12 +1,9 @@
 package local
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // A tenant's connections may hold memory outside maxmemory: the replies a client asks
@@ -65,33 +62,6 @@ func limitSettings(maxMemory int64) []setting {
 	}
 }
 
-// limitsDiffer reads the limit settings of the server behind c and returns those that
-// differ from want's. CONFIG GET client-output-buffer-limit shows every class; only the
-// normal one is clouddb's.
-func limitsDiffer(ctx context.Context, c *redis.Client, want serverConfig) ([]setting, error) {
-	wantSet := limitSettings(want.MaxMemory)
-	args := []any{"config", "get"}
-	for _, s := range wantSet {
-		args = append(args, s.name)
-	}
-	cmd := redis.NewMapStringStringCmd(ctx, args...)
-	if err := c.Process(ctx, cmd); err != nil {
-		return nil, fmt.Errorf("CONFIG GET: %w", classify(err))
-	}
-	got := cmd.Val()
-	var diff []setting
-	for _, s := range wantSet {
-		g := got[s.name]
-		if s.name == "client-output-buffer-limit" {
-			g = outputClass(g, "normal")
-		}
-		if g != s.value {
-			diff = append(diff, s)
-		}
-	}
-	return diff, nil
-}
-
 // outputClass returns the "<class> <hard> <soft> <seconds>" part of a CONFIG GET
 // client-output-buffer-limit value, or "".
 func outputClass(v, class string) string {
@@ -102,37 +72,4 @@ func outputClass(v, class string) string {
 		}
 	}
 	return ""
-}
-
-// limitsDrifted adds to diff the names of the limit settings that differ on the server
-// behind c from want's, for Running's drift check.
-func limitsDrifted(ctx context.Context, c *redis.Client, want serverConfig, diff []string) ([]string, error) {
-	d, err := limitsDiffer(ctx, c, want)
-	if err != nil {
-		return diff, err
-	}
-	for _, s := range d {
-		diff = append(diff, s.name)
-	}
-	return diff, nil
-}
-
-// applyLimits sets the limit settings that differ on the server behind c, in one CONFIG
-// SET, and adds their names to changed: a server started by an older clouddb, or whose
-// settings drifted, gets them live.
-func applyLimits(ctx context.Context, c *redis.Client, want serverConfig, changed []string) ([]string, error) {
-	d, err := limitsDiffer(ctx, c, want)
-	if err != nil || len(d) == 0 {
-		return changed, err
-	}
-	args := []any{"config", "set"}
-	var names []string
-	for _, s := range d {
-		args = append(args, s.name, s.value)
-		names = append(names, s.name)
-	}
-	if err := c.Do(ctx, args...).Err(); err != nil {
-		return changed, fmt.Errorf("CONFIG SET %s: %w", strings.Join(names, ", "), classify(err))
-	}
-	return append(changed, names...), nil
 }

@@ -479,9 +479,6 @@ func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.In
 	id := in.DatabaseID
 	want := d.configOf(in)
 	changed, user, err := d.applyLive(ctx, c, want)
-	if err == nil {
-		changed, err = applyLimits(ctx, c, want, changed)
-	}
 	if err != nil {
 		return fmt.Errorf("database %d: apply configuration: %w", id, err)
 	}
@@ -668,9 +665,6 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	var diff []string
 	if err == nil {
 		diff, err = drifted(ctx, c, want, rules)
-	}
-	if err == nil {
-		diff, err = limitsDrifted(ctx, c, want, diff)
 	}
 	c.Close()
 	if err != nil {
