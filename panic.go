@@ -1,8 +1,11 @@
 package clouddb
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
+	"time"
 )
 
 // PanicError is a panic recovered in one unit of background work (a task, a provisioning
@@ -29,3 +32,26 @@ func Recovered(v any) *PanicError {
 // InternalErrorDetail is the reason a resource shows when its work panicked: it says an
 // internal error happened without exposing the panic's internals to the tenant.
 const InternalErrorDetail = "clouddb hit an internal error while working on this resource; the operator's log has the details"
+
+// Keep runs loop until ctx ends, and again a second later if it panicked: a bug in a
+// background loop is logged with its stack instead of ending the service for every
+// tenant. The loops recover their own units of work; this is the net under the rest.
+func Keep(ctx context.Context, log *slog.Logger, what string, loop func(context.Context)) {
+	for {
+		func() {
+			defer func() {
+				if p := Recovered(recover()); p != nil {
+					log.Error("background loop panicked; starting it again", "loop", what, "panic", p.Value, "stack", string(p.Stack))
+				}
+			}()
+			loop(ctx)
+		}()
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}

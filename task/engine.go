@@ -125,11 +125,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.init()
 	var wg sync.WaitGroup
 	for range e.Workers {
-		wg.Go(func() { e.keep(ctx, "task worker", e.work) })
+		wg.Go(func() { clouddb.Keep(ctx, e.Logger, "task worker", e.work) })
 	}
-	wg.Go(func() { e.keep(ctx, "purge tasks", e.purge) })
+	wg.Go(func() { clouddb.Keep(ctx, e.Logger, "purge tasks", e.purge) })
 	if e.Driver != nil {
-		wg.Go(func() { e.keep(ctx, "periodic backups", e.backupLoop) })
+		wg.Go(func() { clouddb.Keep(ctx, e.Logger, "periodic backups", e.backupLoop) })
 	}
 	wg.Wait()
 	e.running.Wait()
@@ -235,23 +235,9 @@ func (e *Engine) purgeOnce(ctx context.Context) {
 	}
 }
 
-// keep runs loop until ctx ends, starting it again after a pause if it panicked: the
-// units of work inside recover themselves, this is the net under the loop's own code.
-func (e *Engine) keep(ctx context.Context, what string, loop func(context.Context)) {
-	for {
-		func() {
-			defer e.recoverLoop(what)
-			loop(ctx)
-		}()
-		if ctx.Err() != nil {
-			return
-		}
-		sleep(ctx, time.Second)
-	}
-}
-
-// recoverLoop, deferred in one round of a background loop, logs a panic of that round
-// with its stack instead of letting it end the process.
+// recoverLoop, deferred in one round of a background loop (a purge, a lease renewal, a
+// look at the backup schedule), logs a panic of that round with its stack instead of
+// letting it end the process; the loop goes on with its next round.
 func (e *Engine) recoverLoop(what string) {
 	if p := clouddb.Recovered(recover()); p != nil {
 		e.Logger.Error("background work panicked", "work", what, "panic", p.Value, "stack", string(p.Stack))

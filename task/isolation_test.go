@@ -210,7 +210,7 @@ func TestPanicInWorkerLoopRestartsIt(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	runEngine(t, e)
 	require.Eventually(t, func() bool { return taskOf(t, db, tk.ID).Status == clouddb.TaskCompleted }, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, 2, strings.Count(logs.String(), "background work panicked"))
+	require.Equal(t, 2, strings.Count(logs.String(), "background loop panicked"))
 	require.Contains(t, logs.String(), "claimPanics).ClaimTask", "the stack is logged")
 }
 

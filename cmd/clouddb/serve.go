@@ -325,7 +325,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { m.keep(workCtx, "workers", m.work) })
+	wg.Go(func() { clouddb.Keep(workCtx, m.logger, "workers", m.work) })
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	m.printWelcome(creds)
@@ -488,10 +488,10 @@ func (m *Main) lead(ctx context.Context, lost <-chan struct{}) {
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		m.keep(wctx, "task engine", func(ctx context.Context) { m.logStopped("task engine", ctx, m.Engine.Run(ctx)) })
+		clouddb.Keep(wctx, m.logger, "task engine", func(ctx context.Context) { m.logStopped("task engine", ctx, m.Engine.Run(ctx)) })
 	})
 	wg.Go(func() {
-		m.keep(wctx, "reconciler", func(ctx context.Context) { m.logStopped("reconciler", ctx, m.Reconciler.Run(ctx)) })
+		clouddb.Keep(wctx, m.logger, "reconciler", func(ctx context.Context) { m.logStopped("reconciler", ctx, m.Reconciler.Run(ctx)) })
 	})
 	select {
 	case <-ctx.Done():
@@ -506,26 +506,6 @@ func (m *Main) lead(ctx context.Context, lost <-chan struct{}) {
 	defer cancelStop()
 	if err := m.Reconciler.Shutdown(sctx); err != nil {
 		m.logger.Error("stopping databases", "err", err)
-	}
-}
-
-// keep runs loop until ctx ends, and again after a pause if it panicked: a bug in a
-// background loop is logged with its stack instead of ending the service for every
-// tenant. The loops recover their own units of work; this is the net under the rest.
-func (m *Main) keep(ctx context.Context, what string, loop func(context.Context)) {
-	for {
-		func() {
-			defer func() {
-				if p := clouddb.Recovered(recover()); p != nil {
-					m.logger.Error("background loop panicked; starting it again", "loop", what, "panic", p.Value, "stack", string(p.Stack))
-				}
-			}()
-			loop(ctx)
-		}()
-		if ctx.Err() != nil {
-			return
-		}
-		sleep(ctx, time.Second)
 	}
 }
 

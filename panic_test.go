@@ -1,4 +1,4 @@
-package main
+package clouddb_test
 
 import (
 	"context"
@@ -10,22 +10,23 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"clouddb"
 	"clouddb/internal/syncbuf"
 )
 
-// TestKeepRestartsPanickedLoop: a background loop of serve that panics is logged with its
+// TestKeepRestartsPanickedLoop: a background loop that panics is logged with its
 // stack and started again instead of ending the process; it is not started again once
 // its context has ended.
 func TestKeepRestartsPanickedLoop(t *testing.T) {
 	logs := &syncbuf.Buffer{}
-	m := &Main{logger: slog.New(slog.NewTextHandler(logs, nil))}
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var runs atomic.Int32
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		m.keep(ctx, "test loop", func(ctx context.Context) {
+		clouddb.Keep(ctx, log, "test loop", func(ctx context.Context) {
 			if runs.Add(1) == 1 {
 				panic("loop internals")
 			}
