@@ -17,11 +17,12 @@ import (
 // SYNC/PSYNC/REPLCONF, MODULE, ACL writes and the ACL reads that list clouddb's own user,
 // SAVE/BGSAVE/BGREWRITEAOF, FAILOVER, MONITOR, CLUSTER admin subcommands, CLIENT
 // KILL/PAUSE/NO-EVICT, LATENCY/SLOWLOG RESET, PFDEBUG/PFSELFTEST); MIGRATE and
-// RESTORE-ASKING move data to or from other servers without being @admin. The harmless
+// RESTORE-ASKING move data to or from other servers without being @admin, and SCRIPT
+// DEBUG forks a copy of the server for each debugging session. The harmless
 // reads of @admin come back after it. The README's "What a tenant may do on its database"
 // lists the same commands: keep them in step.
 var tenantRules = []string{
-	"+@all", "-@admin", "-migrate", "-restore-asking",
+	"+@all", "-@admin", "-migrate", "-restore-asking", "-script|debug",
 	"+role", "+lastsave", "+client|list", "+client|unblock",
 	"+slowlog|get", "+slowlog|len",
 	"+latency|doctor", "+latency|graph", "+latency|histogram", "+latency|history", "+latency|latest",
