@@ -361,6 +361,16 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 		}
 		changed = append(changed, closedInternal)
 	}
+	info, ierr := c.Info(ctx, "memory").Result()
+	if ierr != nil {
+		return nil, aclUser{}, fmt.Errorf("INFO memory: %w", classify(ierr))
+	}
+	if scriptMemory(info) > scriptMemoryLimit(want.MaxMemory) {
+		if err := c.Do(ctx, "script", "flush", "async").Err(); err != nil {
+			return nil, aclUser{}, fmt.Errorf("SCRIPT FLUSH: %w", classify(err))
+		}
+		changed = append(changed, changedScripts)
+	}
 	if got["appendonly"] != "yes" && wantSet["appendonly"] == "yes" {
 		if err := d.waitAOFRewrite(ctx, c); err != nil {
 			return changed, after, err
@@ -372,8 +382,9 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 // drifted compares the server behind c with want: the managed settings, the default
 // user's password and, when known, its rules as the server described them after clouddb
 // last set them, that it has no user but clouddb's (a scratch user nobody can log in as
-// aside), and that it is no replica. It returns the names of what differs. One round
-// trip, and one more when a scratch user is there.
+// aside), that it is no replica, and that its EVAL scripts hold no more than
+// scriptMemoryLimit. It returns the names of what differs. One round trip, and one more
+// when a scratch user is there.
 func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules string) ([]string, error) {
 	pipe := c.Pipeline()
 	cfg := configGet(ctx)
@@ -382,6 +393,7 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 	users := redis.NewStringSliceCmd(ctx, "acl", "users")
 	_ = pipe.Process(ctx, users)
 	role := pipe.Do(ctx, "role")
+	mem := pipe.Info(ctx, "memory")
 	_, _ = pipe.Exec(ctx) // each command keeps its own error
 	if err := cfg.Err(); err != nil {
 		return nil, fmt.Errorf("CONFIG GET: %w", classify(err))
@@ -426,6 +438,12 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 	}
 	if replica {
 		diff = append(diff, changedReplication)
+	}
+	if err = mem.Err(); err != nil {
+		return nil, fmt.Errorf("INFO memory: %w", classify(err))
+	}
+	if scriptMemory(mem.Val()) > scriptMemoryLimit(want.MaxMemory) {
+		diff = append(diff, changedScripts)
 	}
 	return diff, nil
 }
