@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"clouddb/blob"
+	"clouddb/internal/dnstest"
 )
 
 func TestCheckAddr(t *testing.T) {
@@ -73,7 +74,7 @@ func TestGuardRefusesMetadataAddress(t *testing.T) {
 func TestGuardRefusesNameResolvingToLinkLocal(t *testing.T) {
 	ctx := testCtx(t)
 	opts := fastOpts
-	opts.Resolver = fakeResolver(t, func(string, int) netip.Addr { return netip.MustParseAddr("169.254.169.254") })
+	opts.Resolver = dnstest.Resolver(t, func(string, int) netip.Addr { return netip.MustParseAddr("169.254.169.254") })
 	for _, uri := range []string{
 		"http://imds.evil.test/latest/meta-data/",
 		"ftp://imds.evil.test:2121/x.rdb",
@@ -98,7 +99,7 @@ func TestGuardDNSRebinding(t *testing.T) {
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
 	opts := fastOpts
-	opts.Resolver = fakeResolver(t, func(_ string, n int) netip.Addr {
+	opts.Resolver = dnstest.Resolver(t, func(_ string, n int) netip.Addr {
 		if n == 1 {
 			return netip.MustParseAddr("127.0.0.1")
 		}

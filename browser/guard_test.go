@@ -1,64 +1,19 @@
 package browser_test
 
 import (
-	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/net/dns/dnsmessage"
 
 	"clouddb"
 	"clouddb/browser"
+	"clouddb/internal/dnstest"
 )
-
-// dnsServer answers A queries on loopback from table (other names: no answer) and
-// returns a resolver that asks it.
-func dnsServer(t *testing.T, table map[string]netip.Addr) *net.Resolver {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			var p dnsmessage.Parser
-			h, err := p.Start(buf[:n])
-			if err != nil {
-				continue
-			}
-			q, err := p.Question()
-			if err != nil {
-				continue
-			}
-			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired})
-			_ = b.StartQuestions()
-			_ = b.Question(q)
-			_ = b.StartAnswers()
-			if a, ok := table[strings.TrimSuffix(q.Name.String(), ".")]; ok && q.Type == dnsmessage.TypeA {
-				_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET}, dnsmessage.AResource{A: a.As4()})
-			}
-			if msg, err := b.Finish(); err == nil {
-				_, _ = pc.WriteTo(msg, from)
-			}
-		}
-	}()
-	server := pc.LocalAddr().String()
-	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "udp", server)
-	}}
-}
 
 // TestConnectionAddressGuard: a connection may not point at a link-local or metadata
 // address, given literally, as a metadata name, or as a name resolving to one; loopback
@@ -70,7 +25,7 @@ func TestConnectionAddressGuard(t *testing.T) {
 	require.NoError(t, err)
 	cipher, err := clouddb.NewCipher(key)
 	require.NoError(t, err)
-	resolver := dnsServer(t, map[string]netip.Addr{
+	resolver := dnstest.Table(t, map[string]netip.Addr{
 		"imds.evil.test":  netip.MustParseAddr("169.254.169.254"),
 		"local.good.test": netip.MustParseAddr("127.0.0.1"),
 	})
