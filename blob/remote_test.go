@@ -191,15 +191,16 @@ func (s *slowReader) Read(p []byte) (int, error) {
 func TestSlowUploadLongerThanTimeout(t *testing.T) {
 	s := startS3With(t, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			r.Body = io.NopCloser(&slowReader{r: r.Body, n: 1 << 20, interval: 40 * time.Millisecond})
+			r.Body = io.NopCloser(&slowReader{r: r.Body, n: 1 << 20, interval: 80 * time.Millisecond})
 			h.ServeHTTP(w, r)
 		})
 	}, "backups")
-	// About 2 s at 25 MB/s. The kernel's socket buffers (a few MB) let the last write end
-	// some time before the server has read everything (a few hundred ms on a busy
-	// machine): the timeout must cover that, with room to spare.
+	// About 4 s at 12.5 MB/s, more than twice the timeout. After the last write the server
+	// still reads what the kernel's socket buffers hold (a few MB: a few hundred ms at this
+	// rate) and stores 48 MB before it answers: the timeout must cover that, with room to
+	// spare on a busy machine.
 	data := payload(48<<20, 9)
-	opts := blob.Options{Timeout: 800 * time.Millisecond}
+	opts := blob.Options{Timeout: 1500 * time.Millisecond}
 	base := "s3://" + s.ak + ":" + urlEscape(s.sk) + "@" + s.hostport + "/backups"
 	start := time.Now()
 	loc, err := blob.Put(testCtx(t), base, "slow.rdb", bytes.NewReader(data), opts)
