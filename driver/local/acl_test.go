@@ -188,9 +188,7 @@ func TestRunning_DriftIsPutBack(t *testing.T) {
 	in := b.instance(t, 44, "none")
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	p := pid(t, b.driver, 44)
-	running, err := b.driver.Running(ctx, in)
-	require.NoError(t, err)
-	require.True(t, running)
+	requireRunning(t, b.driver, in, true)
 
 	for _, tamper := range [][]any{
 		{"config", "set", "maxmemory", "0"},
@@ -205,21 +203,15 @@ func TestRunning_DriftIsPutBack(t *testing.T) {
 			// A fresh driver, so that no recent deep check vouches for the server.
 			d := mustDriver(t, b.dir)
 			require.NoError(t, d.Ensure(ctx, in))
-			running, err := d.Running(ctx, in)
-			require.NoError(t, err)
-			require.True(t, running)
+			requireRunning(t, d, in, true)
 
 			ac := admin(t, filepath.Join(b.dir, "44"), in.Port)
 			require.NoError(t, ac.Do(ctx, tamper...).Err())
 			d2 := mustDriver(t, b.dir)
-			running, err = d2.Running(ctx, in)
-			require.NoError(t, err)
-			require.False(t, running, "drift must be noticed")
+			requireRunning(t, d2, in, false, "drift must be noticed")
 			require.NoError(t, d2.Ensure(ctx, in))
 			require.Equal(t, p, pid(t, d2, 44), "put back live, not restarted")
-			running, err = d2.Running(ctx, in)
-			require.NoError(t, err)
-			require.True(t, running)
+			requireRunning(t, d2, in, true)
 
 			cfg, err := ac.ConfigGet(ctx, "*").Result()
 			require.NoError(t, err)
@@ -281,9 +273,7 @@ func TestEnsure_OldStyleServerBroughtInLine(t *testing.T) {
 			require.NoError(t, err)
 			require.NotContains(t, string(data), "requirepass")
 			require.Contains(t, string(data), `user "default" "reset" "on"`)
-			running, err := b.driver.Running(ctx, in)
-			require.NoError(t, err)
-			require.True(t, running)
+			requireRunning(t, b.driver, in, true)
 		})
 	}
 }
@@ -315,16 +305,12 @@ func TestEnsure_ServerOffItsPortIsRestarted(t *testing.T) {
 		return err != nil
 	})
 
-	running, err := b.driver.Running(ctx, in)
-	require.NoError(t, err)
-	require.False(t, running)
+	requireRunning(t, b.driver, in, false)
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	require.NotEqual(t, p, pid(t, b.driver, 47))
 	require.True(t, processGone(p))
 	require.Equal(t, "kept", client(t, in.Port, in.Password).Get(ctx, "k").Val())
-	running, err = b.driver.Running(ctx, in)
-	require.NoError(t, err)
-	require.True(t, running)
+	requireRunning(t, b.driver, in, true)
 }
 
 // TestCopyFrom_OwnDatabaseAsInternalUser: a source that is another database of this

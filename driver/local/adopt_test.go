@@ -181,9 +181,7 @@ func TestEnsure_OldStyleServerLosesWhatTheTenantSetUp(t *testing.T) {
 	require.NoError(t, c.Set(ctx, "k", "mine", 0).Err(), "the tenant writes to a master")
 	require.Equal(t, "mine", c.Get(ctx, "k").Val())
 	require.ErrorContains(t, c.Do(ctx, "monitor").Err(), "NOPERM")
-	running, err := b.driver.Running(ctx, in)
-	require.NoError(t, err)
-	require.True(t, running)
+	requireRunning(t, b.driver, in, true)
 }
 
 // TestEnsure_HealthyServerKeepsItsClients: adopting a server that is as clouddb left it,
@@ -230,9 +228,7 @@ func TestEnsure_HealthyServerKeepsItsClients(t *testing.T) {
 	in.ReplicaOf = nil
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	stillConnected("replicaOf off")
-	running, err := b.driver.Running(ctx, in)
-	require.NoError(t, err)
-	require.True(t, running)
+	requireRunning(t, b.driver, in, true)
 }
 
 // TestRunning_ForeignUsersAndReplicationAreDrift: a user clouddb did not make, a scratch
@@ -285,9 +281,7 @@ func TestRunning_ForeignUsersAndReplicationAreDrift(t *testing.T) {
 				require.True(t, closedWithin(conn, 5*time.Second), "the connection of the deleted user is closed")
 				require.ErrorContains(t, client(t, in.Port, "").Do(ctx, "auth", tc.login[0], tc.login[1]).Err(), "WRONGPASS")
 			}
-			running, err = d.Running(ctx, in)
-			require.NoError(t, err)
-			require.True(t, running)
+			requireRunning(t, d, in, true)
 			c := client(t, in.Port, in.Password)
 			require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
 		})

@@ -51,14 +51,10 @@ func TestLimits_SetAndPutBack(t *testing.T) {
 	} {
 		require.NoError(t, ac.Do(ctx, tamper...).Err())
 		d := mustDriver(t, b.dir) // no recent deep check vouches for the server
-		running, err := d.Running(ctx, in)
-		require.NoError(t, err)
-		require.False(t, running, "drift must be noticed: %v", tamper)
+		requireRunning(t, d, in, false, "drift must be noticed: %v", tamper)
 		require.NoError(t, d.Ensure(ctx, in))
 		require.Equal(t, p, pid(t, d, 63), "put back live, not restarted")
-		running, err = d.Running(ctx, in)
-		require.NoError(t, err)
-		require.True(t, running)
+		requireRunning(t, d, in, true)
 		check()
 	}
 	// A tenant cannot lift them (CLIENT NO-EVICT is clouddb's).

@@ -236,9 +236,7 @@ func TestEnsure_StartConnect(t *testing.T) {
 	require.Contains(t, err.Error(), "WRONGPASS")
 	require.Error(t, client(t, in.Port, "").Get(ctx, "k").Err(), "no password must be refused")
 
-	running, err := b.driver.Running(ctx, in)
-	require.NoError(t, err)
-	require.True(t, running)
+	requireRunning(t, b.driver, in, true)
 
 	dbDir := filepath.Join(b.dir, "1")
 	st, err := os.Stat(dbDir)
@@ -261,9 +259,7 @@ func TestEnsure_StartConnect(t *testing.T) {
 	// A wrong password makes Running false.
 	wrong := in
 	wrong.Password = "nope"
-	running, err = b.driver.Running(ctx, wrong)
-	require.NoError(t, err)
-	require.False(t, running)
+	requireRunning(t, b.driver, wrong, false)
 }
 
 func TestEnsure_Idempotent(t *testing.T) {
@@ -355,10 +351,8 @@ func TestStopEnsure_Persistence(t *testing.T) {
 			require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "k", "v", 0).Err())
 			require.NoError(t, b.driver.Stop(ctx, id))
 
-			running, err := b.driver.Running(ctx, in)
-			require.NoError(t, err)
-			require.False(t, running)
-			_, err = b.driver.Pid(id)
+			requireRunning(t, b.driver, in, false)
+			_, err := b.driver.Pid(id)
 			require.ErrorIs(t, err, os.ErrNotExist)
 			require.NoError(t, b.driver.Stop(ctx, id), "stopping a stopped server is a no-op")
 
@@ -404,9 +398,7 @@ func TestEnsure_AdoptAfterRestart(t *testing.T) {
 
 	// A new Driver, as after a restart of clouddb, adopts the running server.
 	d2 := mustDriver(t, b.dir)
-	running, err := d2.Running(ctx, in)
-	require.NoError(t, err)
-	require.True(t, running)
+	requireRunning(t, d2, in, true)
 	require.NoError(t, d2.Ensure(ctx, in))
 	require.Equal(t, p, pid(t, d2, 5))
 	require.Equal(t, 1, serversIn(t, filepath.Join(b.dir, "5")))
@@ -430,9 +422,7 @@ func TestEnsure_RestartAfterKill(t *testing.T) {
 
 	require.NoError(t, syscall.Kill(p, syscall.SIGKILL))
 	require.Eventually(t, func() bool { return processGone(p) }, 5*time.Second, 20*time.Millisecond)
-	running, err := b.driver.Running(ctx, in)
-	require.NoError(t, err)
-	require.False(t, running)
+	requireRunning(t, b.driver, in, false)
 
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	require.NotEqual(t, p, pid(t, b.driver, 6))
@@ -449,9 +439,7 @@ func TestEnsure_StalePidFile(t *testing.T) {
 	dbDir := filepath.Join(b.dir, "7")
 	require.NoError(t, os.MkdirAll(dbDir, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(dbDir, "redis.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600))
-	running, err := b.driver.Running(ctx, in)
-	require.NoError(t, err)
-	require.False(t, running)
+	requireRunning(t, b.driver, in, false)
 
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	require.NotEqual(t, os.Getpid(), pid(t, b.driver, 7))
@@ -580,9 +568,7 @@ func TestEnsure_ServerOutlivesCrashedClouddb(t *testing.T) {
 	require.NoError(t, c.Set(ctx, "k", "v", 0).Err(), "the server must outlive its clouddb")
 
 	// The next clouddb adopts it.
-	running, err := b.driver.Running(ctx, in)
-	require.NoError(t, err)
-	require.True(t, running)
+	requireRunning(t, b.driver, in, true)
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	require.Equal(t, p, pid(t, b.driver, 31))
 	require.Equal(t, 1, serversIn(t, filepath.Join(b.dir, "31")))
@@ -658,4 +644,12 @@ func startedByCrashedClouddb(t *testing.T, b *testBundle, in clouddb.Instance) i
 	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL))
 	_ = cmd.Wait()
 	return p
+}
+
+// requireRunning checks what d.Running says of in.
+func requireRunning(t *testing.T, d *local.Driver, in clouddb.Instance, want bool, msgAndArgs ...any) {
+	t.Helper()
+	running, err := d.Running(ctxT(t), in)
+	require.NoError(t, err)
+	require.Equal(t, want, running, msgAndArgs...)
 }

@@ -90,9 +90,7 @@ func TestLog_LuaFloodIsCapped(t *testing.T) {
 	require.LessOrEqual(t, prev, int64(capBytes))
 	require.Less(t, dirSize(t, dir), int64(3*capBytes), "nothing else in the directory grew")
 	require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "still", "here", 0).Err())
-	running, err := b.driver.Running(ctx, in)
-	require.NoError(t, err)
-	require.True(t, running)
+	requireRunning(t, b.driver, in, true)
 }
 
 // TestLog_FloodIsSlowedDown: past a burst, clouddb reads a server's log at a bounded
@@ -137,9 +135,7 @@ func TestLog_ServerOutlivesItsLogReader(t *testing.T) {
 	})
 	require.NoError(t, c.Ping(ctx).Err(), "the server must outlive its log reader")
 
-	running, err := b.driver.Running(ctx, in)
-	require.NoError(t, err)
-	require.True(t, running)
+	requireRunning(t, b.driver, in, true)
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	require.Equal(t, p, pid(t, b.driver, 70), "adopted")
 	data, err := os.ReadFile(filepath.Join(dir, "redis.log"))

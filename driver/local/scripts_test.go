@@ -54,14 +54,10 @@ func TestScripts_CacheIsBounded(t *testing.T) {
 	require.Greater(t, before, int64(64<<20), "the test must pass the bound to mean anything")
 
 	d := mustDriver(t, b.dir) // no recent deep check vouches for the server
-	running, err := d.Running(ctx, in)
-	require.NoError(t, err)
-	require.False(t, running, "a script cache past its bound is drift")
+	requireRunning(t, d, in, false, "a script cache past its bound is drift")
 	require.NoError(t, d.Ensure(ctx, in))
 	require.Eventually(t, func() bool { return scriptMemory(t, c) < 8<<20 }, 5*time.Second, 100*time.Millisecond, "the cache is emptied (asynchronously)")
 	require.Equal(t, "kept", c.Get(ctx, "k").Val())
 	require.Equal(t, "ok", c.Eval(ctx, "return 'ok'", nil).Val())
-	running, err = d.Running(ctx, in)
-	require.NoError(t, err)
-	require.True(t, running)
+	requireRunning(t, d, in, true)
 }
