@@ -36,6 +36,13 @@ type Driver interface {
 	CopyFrom(ctx context.Context, in Instance, src RedisEndpoint) error
 }
 
+// ACLChecker is a Driver that can verify an ACL rule on a real server of the version it
+// runs by default, as DatabaseUser rules are applied (the denials clouddb adds included):
+// a rule naming an unknown command or category is refused before any database gets it.
+type ACLChecker interface {
+	CheckACLRule(ctx context.Context, rule string) error
+}
+
 // RedisEndpoint says how to reach and authenticate to a Redis server outside clouddb's
 // control (an import or replication source).
 type RedisEndpoint struct {
@@ -64,6 +71,23 @@ type Instance struct {
 	// ReplicaOf lists the live sources the database follows; while there is any, the
 	// server refuses client writes and takes the sources' data and changes.
 	ReplicaOf []RedisEndpoint
+	// RedisVersion is the major.minor of the Redis the server runs (one of the versions
+	// the driver offers); empty means the driver's default.
+	RedisVersion string
+	// DefaultUserOff turns the default user off (enableDefaultUser: false): only the
+	// named Users can log in.
+	DefaultUserOff bool
+	// Users are the ACL users the server has besides the default user, by name: the users
+	// whose role binds a rule to this database. Any other user is removed.
+	Users []DatabaseUser
+}
+
+// DatabaseUser is an ACL user of one database's server: the tenant's rule, to which the
+// driver adds the denials of server administration every tenant user has.
+type DatabaseUser struct {
+	Name     string
+	Password string
+	Rule     string
 }
 
 // InstanceOf derives the driver's view of a database.

@@ -18,6 +18,9 @@ type Error struct {
 	Type string
 	// Description is the human text; it names the field and the rule where there is one.
 	Description string
+	// AdditionalInfo is a second machine code some errors carry (an ACL rule or password
+	// that is not valid); a failed task shows it beside its error.
+	AdditionalInfo string
 }
 
 func (e *Error) Error() string { return e.Type + ": " + e.Description }

@@ -87,6 +87,32 @@ type Tx interface {
 	// UsedPorts lists the ports held by databases, including those being deleted.
 	UsedPorts(ctx context.Context) ([]int, error)
 
+	// ACL rules, roles and users. Names are unique in an account (ErrConflict); the
+	// default rules (AccountID 0) are listed with every account's rules and cannot be
+	// updated or deleted here (ErrConflict). A getter with accountID 0 finds the row of
+	// any account; ACLRules with 0 lists every account's rules.
+	CreateACLRule(ctx context.Context, r *ACLRule) error
+	ACLRule(ctx context.Context, accountID, id int) (*ACLRule, error)
+	ACLRules(ctx context.Context, accountID int) ([]*ACLRule, error)
+	UpdateACLRule(ctx context.Context, r *ACLRule) error
+	DeleteACLRule(ctx context.Context, id int) error
+	SetACLRuleStatus(ctx context.Context, id, generation int, s ACLStatus) (bool, error)
+
+	CreateACLRole(ctx context.Context, r *ACLRole) error
+	ACLRole(ctx context.Context, accountID, id int) (*ACLRole, error)
+	ACLRoles(ctx context.Context, accountID int) ([]*ACLRole, error)
+	UpdateACLRole(ctx context.Context, r *ACLRole) error
+	DeleteACLRole(ctx context.Context, id int) error
+	SetACLRoleStatus(ctx context.Context, id, generation int, s ACLStatus) (bool, error)
+
+	// ACL users' passwords are sealed at rest, like databases'.
+	CreateACLUser(ctx context.Context, u *ACLUser) error
+	ACLUser(ctx context.Context, accountID, id int) (*ACLUser, error)
+	ACLUsers(ctx context.Context, accountID int) ([]*ACLUser, error)
+	UpdateACLUser(ctx context.Context, u *ACLUser) error
+	DeleteACLUser(ctx context.Context, id int) error
+	SetACLUserStatus(ctx context.Context, id, generation int, s ACLStatus) (bool, error)
+
 	CreateTask(ctx context.Context, t *Task) error
 	Task(ctx context.Context, accountID int, id string) (*Task, error)
 	// Tasks lists tasks, most recently updated first.

@@ -49,6 +49,16 @@ const (
 	CommandDatabaseImport       = "databaseImportRequest"
 	CommandDatabaseBackupStatus = "databaseBackupStatusRequest"
 	CommandDatabaseImportStatus = "databaseImportStatusRequest"
+	CommandDatabaseUpgrade      = "databaseUpgradeRequest"
+	CommandACLRuleCreate        = "aclRedisRuleCreateRequest"
+	CommandACLRuleUpdate        = "aclRedisRuleUpdateRequest"
+	CommandACLRuleDelete        = "aclRedisRuleDeleteRequest"
+	CommandACLRoleCreate        = "aclRoleCreateRequest"
+	CommandACLRoleUpdate        = "aclRoleUpdateRequest"
+	CommandACLRoleDelete        = "aclRoleDeleteRequest"
+	CommandACLUserCreate        = "aclUserCreateRequest"
+	CommandACLUserUpdate        = "aclUserUpdateRequest"
+	CommandACLUserDelete        = "aclUserDeleteRequest"
 )
 
 // Task is an asynchronous request. Its processing phase runs in the task engine, one task
@@ -87,13 +97,15 @@ type TaskError struct {
 	Type        string `json:"type"`
 	Status      string `json:"status"`
 	Description string `json:"description"`
+	// AdditionalInfo is rendered beside the error in the task's response, not inside it.
+	AdditionalInfo string `json:"additionalInfo,omitempty"`
 }
 
 // NewTaskError converts err into a task error; an internal error becomes GENERAL_ERROR
 // with a generic description, so nothing internal leaks.
 func NewTaskError(err error) *TaskError {
 	if e := AsError(err); e != nil {
-		return &TaskError{Type: e.Type, Status: e.StatusText(), Description: e.Description}
+		return &TaskError{Type: e.Type, Status: e.StatusText(), Description: e.Description, AdditionalInfo: e.AdditionalInfo}
 	}
 	return &TaskError{Type: ErrTypeGeneral, Status: StatusText(500), Description: "internal error while processing the task"}
 }
