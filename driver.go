@@ -107,5 +107,7 @@ func InstanceOf(d *Database) Instance {
 		MaxMemoryBytes:  d.Spec.MaxMemoryBytes(),
 		EvictionPolicy:  policy,
 		DataPersistence: persistence,
+		RedisVersion:    d.Spec.RedisVersion,
+		DefaultUserOff:  d.Spec.EnableDefaultUser != nil && !*d.Spec.EnableDefaultUser,
 	}
 }
