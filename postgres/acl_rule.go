@@ -109,7 +109,7 @@ func (tx *Tx) UpdateACLRule(ctx context.Context, r *clouddb.ACLRule) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.aclRuleNameFree(ctx, accountID, r.Name, r.ID); err != nil {
+	if err = tx.aclRuleNameFree(ctx, accountID, r.Name, r.ID); err != nil {
 		return err
 	}
 	err = mustAffect(tx.tx.Exec(ctx, `UPDATE acl_rules SET name = $1, acl = $2, status = $3,

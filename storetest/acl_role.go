@@ -221,31 +221,28 @@ func testACLRole(t *testing.T, open OpenFunc) {
 	t.Run("SetStatus", func(t *testing.T) {
 		t.Parallel()
 		bn := setup(t, open)
+		set := func(id, generation int, st clouddb.ACLStatus) bool {
+			var ok bool
+			bn.update(t, func(tx clouddb.Tx) error {
+				var err error
+				ok, err = tx.SetACLRoleStatus(bn.ctx, id, generation, st)
+				return err
+			})
+			return ok
+		}
 		r := newACLRole(bn.a.ID, "r", clouddb.ACLRoleRule{RuleID: 1})
 		bn.update(t, func(tx clouddb.Tx) error {
 			require.NoError(t, tx.CreateACLRole(bn.ctx, r))
 			r.Generation = 2
 			return tx.UpdateACLRole(bn.ctx, r)
 		})
-		bn.update(t, func(tx clouddb.Tx) error {
-			ok, err := tx.SetACLRoleStatus(bn.ctx, r.ID, 1, clouddb.ACLActive)
-			require.NoError(t, err)
-			require.False(t, ok, "a stale generation changes nothing")
-			ok, err = tx.SetACLRoleStatus(bn.ctx, r.ID+1000, 2, clouddb.ACLActive)
-			require.NoError(t, err)
-			require.False(t, ok, "a missing role")
-			return nil
-		})
+		require.False(t, set(r.ID, 1, clouddb.ACLActive), "a stale generation changes nothing")
+		require.False(t, set(r.ID+1000, 2, clouddb.ACLActive), "a missing role")
 		got, err := bn.aclRole(t, bn.a.ID, r.ID)
 		require.NoError(t, err)
 		require.Equal(t, r, got)
 
-		bn.update(t, func(tx clouddb.Tx) error {
-			ok, err := tx.SetACLRoleStatus(bn.ctx, r.ID, 2, clouddb.ACLError)
-			require.NoError(t, err)
-			require.True(t, ok)
-			return nil
-		})
+		require.True(t, set(r.ID, 2, clouddb.ACLError))
 		got, err = bn.aclRole(t, bn.a.ID, r.ID)
 		require.NoError(t, err)
 		require.False(t, got.UpdatedAt.Before(r.UpdatedAt))

@@ -244,31 +244,28 @@ func testACLRule(t *testing.T, open OpenFunc) {
 	t.Run("SetStatus", func(t *testing.T) {
 		t.Parallel()
 		bn := setup(t, open)
+		set := func(id, generation int, st clouddb.ACLStatus) bool {
+			var ok bool
+			bn.update(t, func(tx clouddb.Tx) error {
+				var err error
+				ok, err = tx.SetACLRuleStatus(bn.ctx, id, generation, st)
+				return err
+			})
+			return ok
+		}
 		r := newACLRule(bn.a.ID, "r", "+@read ~*")
 		bn.update(t, func(tx clouddb.Tx) error {
 			require.NoError(t, tx.CreateACLRule(bn.ctx, r))
 			r.Generation = 2
 			return tx.UpdateACLRule(bn.ctx, r)
 		})
-		bn.update(t, func(tx clouddb.Tx) error {
-			ok, err := tx.SetACLRuleStatus(bn.ctx, r.ID, 1, clouddb.ACLActive)
-			require.NoError(t, err)
-			require.False(t, ok, "a stale generation changes nothing")
-			ok, err = tx.SetACLRuleStatus(bn.ctx, r.ID+1000, 2, clouddb.ACLActive)
-			require.NoError(t, err)
-			require.False(t, ok, "a missing rule")
-			return nil
-		})
+		require.False(t, set(r.ID, 1, clouddb.ACLActive), "a stale generation changes nothing")
+		require.False(t, set(r.ID+1000, 2, clouddb.ACLActive), "a missing rule")
 		got, err := bn.aclRule(t, bn.a.ID, r.ID)
 		require.NoError(t, err)
 		require.Equal(t, r, got)
 
-		bn.update(t, func(tx clouddb.Tx) error {
-			ok, err := tx.SetACLRuleStatus(bn.ctx, r.ID, 2, clouddb.ACLActive)
-			require.NoError(t, err)
-			require.True(t, ok)
-			return nil
-		})
+		require.True(t, set(r.ID, 2, clouddb.ACLActive))
 		got, err = bn.aclRule(t, bn.a.ID, r.ID)
 		require.NoError(t, err)
 		require.Equal(t, clouddb.ACLActive, got.Status)

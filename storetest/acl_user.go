@@ -178,31 +178,28 @@ func testACLUser(t *testing.T, open OpenFunc) {
 	t.Run("SetStatus", func(t *testing.T) {
 		t.Parallel()
 		bn, ra, _ := setupRoles(t)
+		set := func(id, generation int, st clouddb.ACLStatus) bool {
+			var ok bool
+			bn.update(t, func(tx clouddb.Tx) error {
+				var err error
+				ok, err = tx.SetACLUserStatus(bn.ctx, id, generation, st)
+				return err
+			})
+			return ok
+		}
 		u := newACLUser(bn.a.ID, "u", ra.ID)
 		bn.update(t, func(tx clouddb.Tx) error {
 			require.NoError(t, tx.CreateACLUser(bn.ctx, u))
 			u.Generation = 2
 			return tx.UpdateACLUser(bn.ctx, u)
 		})
-		bn.update(t, func(tx clouddb.Tx) error {
-			ok, err := tx.SetACLUserStatus(bn.ctx, u.ID, 1, clouddb.ACLActive)
-			require.NoError(t, err)
-			require.False(t, ok, "a stale generation changes nothing")
-			ok, err = tx.SetACLUserStatus(bn.ctx, u.ID+1000, 2, clouddb.ACLActive)
-			require.NoError(t, err)
-			require.False(t, ok, "a missing user")
-			return nil
-		})
+		require.False(t, set(u.ID, 1, clouddb.ACLActive), "a stale generation changes nothing")
+		require.False(t, set(u.ID+1000, 2, clouddb.ACLActive), "a missing user")
 		got, err := bn.aclUser(t, bn.a.ID, u.ID)
 		require.NoError(t, err)
 		require.Equal(t, u, got)
 
-		bn.update(t, func(tx clouddb.Tx) error {
-			ok, err := tx.SetACLUserStatus(bn.ctx, u.ID, 2, clouddb.ACLActive)
-			require.NoError(t, err)
-			require.True(t, ok)
-			return nil
-		})
+		require.True(t, set(u.ID, 2, clouddb.ACLActive))
 		got, err = bn.aclUser(t, bn.a.ID, u.ID)
 		require.NoError(t, err)
 		require.False(t, got.UpdatedAt.Before(u.UpdatedAt))
