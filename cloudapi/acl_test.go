@@ -128,8 +128,8 @@ func userByID(t *testing.T, c *client.Client, id int) client.User {
 
 // association is one rule-database pair of a role, for comparing roles as sets.
 type association struct {
-	rule           string
-	sub, db        int
+	rule    string
+	sub, db int
 	dbName  string
 }
 
