@@ -197,8 +197,9 @@ func TestACLDefaultRules(t *testing.T) {
 	}
 	list, err := f.main.ListRedisRules(ctx)
 	require.NoError(t, err)
+	var tk *client.Task
 	for _, r := range list.RedisRules {
-		tk, err := f.main.UpdateRedisRule(ctx, r.ID, ruleBody(r.Name, "+@read ~x"))
+		tk, err = f.main.UpdateRedisRule(ctx, r.ID, ruleBody(r.Name, "+@read ~x"))
 		fails(t, f.main, tk, err, http.StatusForbidden, "ACL_REDIS_RULE_CANNOT_UPDATE_DEFAULT")
 		tk, err = f.main.DeleteRedisRule(ctx, r.ID)
 		fails(t, f.main, tk, err, http.StatusForbidden, "ACL_REDIS_RULE_CANNOT_DELETE_DEFAULT")

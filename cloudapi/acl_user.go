@@ -90,12 +90,12 @@ func (s *Server) getACLUser(r *http.Request, c *caller) (int, any, error) {
 		names map[int]string
 	)
 	err = s.Store.View(r.Context(), func(tx clouddb.Tx) error {
-		var err error
-		if u, err = tx.ACLUser(r.Context(), c.account.ID, id); err != nil {
-			return err
+		var txErr error
+		if u, txErr = tx.ACLUser(r.Context(), c.account.ID, id); txErr != nil {
+			return txErr
 		}
-		names, err = roleNames(r, tx, c)
-		return err
+		names, txErr = roleNames(r, tx, c)
+		return txErr
 	})
 	if errors.Is(err, clouddb.ErrNotFound) {
 		return 0, nil, clouddb.NotFound(clouddb.ErrTypeACLUserNotFound, "ACL user %d not found", id)

@@ -173,7 +173,7 @@ func (f *aclFixture) settle() {
 		}
 		for _, r := range rules {
 			if r.Status == clouddb.ACLPending {
-				if _, err := tx.SetACLRuleStatus(f.ctx, r.ID, r.Generation, clouddb.ACLActive); err != nil {
+				if _, err = tx.SetACLRuleStatus(f.ctx, r.ID, r.Generation, clouddb.ACLActive); err != nil {
 					return err
 				}
 			}
@@ -184,7 +184,7 @@ func (f *aclFixture) settle() {
 		}
 		for _, r := range roles {
 			if r.Status == clouddb.ACLPending {
-				if _, err := tx.SetACLRoleStatus(f.ctx, r.ID, r.Generation, clouddb.ACLActive); err != nil {
+				if _, err = tx.SetACLRoleStatus(f.ctx, r.ID, r.Generation, clouddb.ACLActive); err != nil {
 					return err
 				}
 			}
@@ -195,7 +195,7 @@ func (f *aclFixture) settle() {
 		}
 		for _, u := range users {
 			if u.Status == clouddb.ACLPending {
-				if _, err := tx.SetACLUserStatus(f.ctx, u.ID, u.Generation, clouddb.ACLActive); err != nil {
+				if _, err = tx.SetACLUserStatus(f.ctx, u.ID, u.Generation, clouddb.ACLActive); err != nil {
 					return err
 				}
 			}
