@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -763,4 +764,61 @@ func TestACLWireShapes(t *testing.T) {
 	f.removeDeletingUsers()
 	require.Equal(t, role, submit(f.main.DeleteRole(ctx, role)))
 	require.Equal(t, rule, submit(f.main.DeleteRedisRule(ctx, rule)))
+}
+
+// TestACLWaits: the client's waits end when the reconciler settles an entity, and fail
+// at once on a status Terraform's waiter does not accept.
+func TestACLWaits(t *testing.T) {
+	t.Parallel()
+	f := newACLFixture(t)
+	ctx := testCtx(t)
+	rule := createRule(t, f.main, "r", "+@read ~*")
+	role := createRole(t, f.main, roleBody("role", roleRule("r", f.on(f.db1)...)))
+	user := createUser(t, f.main, "u", "role")
+	settle := func() {
+		time.Sleep(50 * time.Millisecond)
+		bg := context.Background()
+		err := f.store.Update(bg, func(tx clouddb.Tx) error {
+			r, err := tx.ACLRule(bg, f.mainAccount, rule)
+			if err != nil {
+				return err
+			}
+			if _, err = tx.SetACLRuleStatus(bg, rule, r.Generation, clouddb.ACLActive); err != nil {
+				return err
+			}
+			ro, err := tx.ACLRole(bg, f.mainAccount, role)
+			if err != nil {
+				return err
+			}
+			if _, err = tx.SetACLRoleStatus(bg, role, ro.Generation, clouddb.ACLActive); err != nil {
+				return err
+			}
+			u, err := tx.ACLUser(bg, f.mainAccount, user)
+			if err != nil {
+				return err
+			}
+			_, err = tx.SetACLUserStatus(bg, user, u.Generation, clouddb.ACLActive)
+			return err
+		})
+		if err != nil {
+			t.Errorf("settle: %v", err)
+		}
+	}
+	go settle()
+	r, err := f.main.WaitForRedisRuleStatus(ctx, rule, client.ACLActive)
+	require.NoError(t, err)
+	require.Equal(t, client.ACLActive, r.Status)
+	ro, err := f.main.WaitForRoleStatus(ctx, role, client.ACLActive)
+	require.NoError(t, err)
+	require.Equal(t, client.ACLActive, ro.Status)
+	u, err := f.main.WaitForUserStatus(ctx, user, client.ACLActive)
+	require.NoError(t, err)
+	require.Equal(t, client.ACLActive, u.Status)
+
+	tk, err := f.main.DeleteUser(ctx, user)
+	done(t, f.main, tk, err)
+	_, err = f.main.WaitForUserStatus(ctx, user, client.ACLActive)
+	require.ErrorContains(t, err, `is "deleting"`)
+	_, err = f.main.WaitForRedisRuleStatus(ctx, 999999, client.ACLActive)
+	require.True(t, client.IsNotFound(err), "err: %v", err)
 }
