@@ -1,6 +1,7 @@
 package clouddb
 
 import (
+	"fmt"
 	"strings"
 	"time"
 	"unicode"
@@ -92,6 +93,15 @@ const (
 	MinACLPasswordLength = 8
 	MaxACLPasswordLength = 128
 	MaxACLRuleLength     = 1024
+	// MaxACLNameLength bounds rule and role names.
+	MaxACLNameLength = 64
+)
+
+// Log entry types of ACL changes.
+const (
+	LogTypeACLRule = "ACLRedisRule"
+	LogTypeACLRole = "ACLRole"
+	LogTypeACLUser = "ACLUser"
 )
 
 // ACL error types (the API's catalogue).
@@ -106,6 +116,7 @@ const (
 	ErrTypeACLRoleNameTaken            = "ACL_ROLE_NAME_ALREADY_EXISTS"
 	ErrTypeACLRoleHasUsers             = "ACL_ROLE_HAS_ACTIVE_USERS_AND_CANNOT_BE_DELETED"
 	ErrTypeACLRoleRuleTwicePerDatabase = "ACL_ROLE_REDIS_RULE_MUST_BE_DEFINED_ONLY_ONCE_PER_DATABASE"
+	ErrTypeACLRoleRegionsNotCRDB       = "ACL_ROLE_REDIS_RULES_DATABASES_REGION_MUST_BE_CRDB"
 	ErrTypeACLRoleDoesNotExist         = "ACL_ROLE_DOES_NOT_EXISTS"
 	ErrTypeACLUserNotFound             = "ACL_USER_NOT_FOUND"
 	ErrTypeACLUserNameTaken            = "ACL_USER_NAME_ALREADY_EXISTS"
@@ -176,6 +187,23 @@ func aclRuleInvalid() *Error {
 	e := Invalid(ErrTypeACLRulePatternInvalid, aclRulePatternMessage)
 	e.AdditionalInfo = aclRulePatternAdditionalInfo
 	return e
+}
+
+// ACLRuleRefused is the error of a rule a real server refused (an unknown command or
+// category): the syntax error's type and additional info, with the server's reason.
+func ACLRuleRefused(name, reason string) *Error {
+	e := aclRuleInvalid()
+	e.Description = fmt.Sprintf("Invalid ACL redis rule %q: %s", name, reason)
+	return e
+}
+
+// ValidateACLName checks the name of a rule or a role (what names it, e.g. "ACL role"):
+// 1 to MaxACLNameLength characters, none of them a control or format character.
+func ValidateACLName(what, name string) error {
+	if name == "" {
+		return Invalid(ErrTypeInvalidField, "%s: name is required", what)
+	}
+	return checkText(what, "name", name, MaxACLNameLength)
 }
 
 // ValidateACLUserName checks a user name: 1 to MaxNameLength printable characters without

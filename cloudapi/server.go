@@ -92,6 +92,7 @@ func (s *Server) Handler() http.Handler {
 	s.registerDatabaseRoutes()
 	s.registerTaskRoutes()
 	s.registerLogRoutes()
+	s.registerACLRoutes()
 	return http.HandlerFunc(s.serveHTTP)
 }
 

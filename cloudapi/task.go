@@ -30,6 +30,8 @@ type taskResponseView struct {
 	ResourceID int                `json:"resourceId,omitempty"`
 	Resource   json.RawMessage    `json:"resource,omitempty"`
 	Error      *clouddb.TaskError `json:"error,omitempty"`
+	// AdditionalInfo is the error's second code; the API puts it beside error, not in it.
+	AdditionalInfo string `json:"additionalInfo,omitempty"`
 }
 
 type linkView struct {
@@ -66,7 +68,12 @@ func newTaskView(r *http.Request, t *clouddb.Task) *taskView {
 		return v
 	}
 	v.Links["self"] = &linkView{Href: self, Type: http.MethodGet}
-	v.Response = &taskResponseView{Error: t.Error}
+	v.Response = &taskResponseView{}
+	if t.Error != nil {
+		e := *t.Error
+		v.Response.AdditionalInfo, e.AdditionalInfo = e.AdditionalInfo, ""
+		v.Response.Error = &e
+	}
 	if t.Status == clouddb.TaskCompleted {
 		v.Response.ResourceID = t.ResourceID
 		v.Response.Resource = t.Resource

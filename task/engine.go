@@ -521,12 +521,25 @@ var handlers = map[string]handler{
 	clouddb.CommandCloudAccountDelete:   deleteCloudAccount,
 	clouddb.CommandDatabaseBackupStatus: backupStatus,
 	clouddb.CommandDatabaseImportStatus: importStatus,
+
+	// ACL rules, roles and users (updates of rules and roles are jobs, below).
+	clouddb.CommandACLRuleCreate: createACLRule,
+	clouddb.CommandACLRuleDelete: deleteACLRule,
+	clouddb.CommandACLRoleDelete: deleteACLRole,
+	clouddb.CommandACLUserCreate: createACLUser,
+	clouddb.CommandACLUserUpdate: updateACLUser,
+	clouddb.CommandACLUserDelete: deleteACLUser,
 }
 
 // jobs are the command types whose work takes long.
 var jobs = map[string]job{
 	clouddb.CommandDatabaseBackup: backupDatabase,
 	clouddb.CommandDatabaseImport: importDatabase,
+
+	// ACL commands that verify rules on a real server, outside any transaction.
+	clouddb.CommandACLRuleUpdate: updateACLRule,
+	clouddb.CommandACLRoleCreate: createACLRole,
+	clouddb.CommandACLRoleUpdate: updateACLRole,
 }
 
 // env is what a handler may use besides the transaction.
