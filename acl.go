@@ -93,7 +93,8 @@ const (
 	MinACLPasswordLength = 8
 	MaxACLPasswordLength = 128
 	MaxACLRuleLength     = 1024
-	// MaxACLNameLength bounds rule and role names.
+	// MaxACLNameLength bounds rule, role and user names (the provider's acceptance tests
+	// make user names of more than 40 characters).
 	MaxACLNameLength = 64
 )
 
@@ -206,11 +207,11 @@ func ValidateACLName(what, name string) error {
 	return checkText(what, "name", name, MaxACLNameLength)
 }
 
-// ValidateACLUserName checks a user name: 1 to MaxNameLength printable characters without
+// ValidateACLUserName checks a user name: 1 to MaxACLNameLength printable characters without
 // spaces, and not one of the users every database has or clouddb keeps for itself.
 func ValidateACLUserName(name string) error {
-	if name == "" || utf8.RuneCountInString(name) > MaxNameLength {
-		return Invalid(ErrTypeACLUserNameInvalid, "ACL user: name must be 1 to %d characters", MaxNameLength)
+	if name == "" || utf8.RuneCountInString(name) > MaxACLNameLength {
+		return Invalid(ErrTypeACLUserNameInvalid, "ACL user: name must be 1 to %d characters", MaxACLNameLength)
 	}
 	for _, r := range name {
 		if r > unicode.MaxASCII || !unicode.IsPrint(r) || unicode.IsSpace(r) {

@@ -42,6 +42,9 @@ type TaskResponse struct {
 	AdditionalResourceID *int            `json:"additionalResourceId,omitempty"`
 	Resource             json.RawMessage `json:"resource,omitempty"`
 	Error                *TaskError      `json:"error,omitempty"`
+	// AdditionalInfo is a second code some failures carry (an ACL rule or password that is
+	// not valid), beside error as the API sends it.
+	AdditionalInfo string `json:"additionalInfo,omitempty"`
 }
 
 // TaskError is a failed task's response.error.

@@ -36,13 +36,16 @@ func noPermission(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOPERM")
 }
 
-// waitTask waits for a task to complete and returns its resource id.
-func (s *service) waitTask(ctx context.Context, tk *client.Task, err error) int {
-	s.t.Helper()
-	require.NoError(s.t, err)
-	done, err := s.c.WaitForTask(ctx, tk.ID)
-	require.NoError(s.t, err)
-	return done.ResourceID()
+// completed returns a function that waits for the task a client call returned to
+// complete, and gives its resource id: completed(ctx)(s.c.CreateUser(...)).
+func (s *service) completed(ctx context.Context) func(*client.Task, error) int {
+	return func(tk *client.Task, err error) int {
+		s.t.Helper()
+		require.NoError(s.t, err)
+		done, err := s.c.WaitForTask(ctx, tk.ID)
+		require.NoError(s.t, err)
+		return done.ResourceID()
+	}
 }
 
 // TestACLUsersOnTheirDatabases: an ACL user logs in, with its own name and password, to
@@ -60,16 +63,16 @@ func TestACLUsersOnTheirDatabases(t *testing.T) {
 	require.NoError(t, redisOf(t, db1).Set(ctx, "app:greeting", "hello", 0).Err())
 	require.NoError(t, redisOf(t, db2).Set(ctx, "app:greeting", "bonjour", 0).Err())
 
-	ruleID := s.waitTask(ctx, s.c.CreateRedisRule(ctx, client.CreateRedisRule{Name: client.Ptr("app-keys"), RedisRule: client.Ptr("+@all -@dangerous ~app:*")}))
+	ruleID := s.completed(ctx)(s.c.CreateRedisRule(ctx, client.CreateRedisRule{Name: client.Ptr("app-keys"), RedisRule: client.Ptr("+@all -@dangerous ~app:*")}))
 	_, err := s.c.WaitForRedisRuleStatus(ctx, ruleID, client.ACLActive)
 	require.NoError(t, err)
-	roleID := s.waitTask(ctx, s.c.CreateRole(ctx, client.CreateRole{Name: client.Ptr("reader"), RedisRules: []client.RoleRule{
+	roleID := s.completed(ctx)(s.c.CreateRole(ctx, client.CreateRole{Name: client.Ptr("reader"), RedisRules: []client.RoleRule{
 		{RuleName: "Read-Only", Databases: []client.RoleDatabase{{SubscriptionID: sub, DatabaseID: db1.ID}}},
 	}}))
 	_, err = s.c.WaitForRoleStatus(ctx, roleID, client.ACLActive)
 	require.NoError(t, err)
 	const user, pass = "alice", "Alice.pa55word"
-	userID := s.waitTask(ctx, s.c.CreateUser(ctx, client.CreateUser{Name: client.Ptr(user), Role: client.Ptr("reader"), Password: client.Ptr(pass)}))
+	userID := s.completed(ctx)(s.c.CreateUser(ctx, client.CreateUser{Name: client.Ptr(user), Role: client.Ptr("reader"), Password: client.Ptr(pass)}))
 	got, err := s.c.WaitForUserStatus(ctx, userID, client.ACLActive)
 	require.NoError(t, err)
 	require.Equal(t, client.User{ID: userID, Name: user, Role: "reader", Status: client.ACLActive}, *got)
@@ -85,7 +88,7 @@ func TestACLUsersOnTheirDatabases(t *testing.T) {
 	tk, err := s.c.UpdateRole(ctx, roleID, client.CreateRole{Name: client.Ptr("reader"), RedisRules: []client.RoleRule{
 		{RuleName: "app-keys", Databases: []client.RoleDatabase{{SubscriptionID: sub, DatabaseID: db2.ID}}},
 	}})
-	s.waitTask(ctx, tk, err)
+	s.completed(ctx)(tk, err)
 	_, err = s.c.WaitForRoleStatus(ctx, roleID, client.ACLActive)
 	require.NoError(t, err)
 	_, err = s.c.WaitForUserStatus(ctx, userID, client.ACLActive)
@@ -118,7 +121,7 @@ func TestACLUsersOnTheirDatabases(t *testing.T) {
 	// A new password replaces the old one on the live server.
 	const pass2 = "Alice.n3w-word"
 	tk, err = s.c.UpdateUser(ctx, userID, client.UpdateUser{Role: client.Ptr("reader"), Password: client.Ptr(pass2)})
-	s.waitTask(ctx, tk, err)
+	s.completed(ctx)(tk, err)
 	_, err = s.c.WaitForUserStatus(ctx, userID, client.ACLActive)
 	require.NoError(t, err)
 	require.True(t, refusedLogin(ctx, t, db2, user, pass), "the old password is gone")
@@ -126,7 +129,7 @@ func TestACLUsersOnTheirDatabases(t *testing.T) {
 
 	// Deleted: gone from the API and from the server.
 	tk, err = s.c.DeleteUser(ctx, userID)
-	s.waitTask(ctx, tk, err)
+	s.completed(ctx)(tk, err)
 	require.NoError(t, s.c.WaitForUserGone(ctx, userID))
 	require.True(t, refusedLogin(ctx, t, db2, user, pass2), "a deleted user cannot log in")
 	require.NoError(t, redisOf(t, db2).Ping(ctx).Err(), "the default user is untouched")
@@ -143,18 +146,18 @@ func TestTerraformACLSequence(t *testing.T) {
 	sub, db := s.activeSubscription(ctx, "tf-acl", 0.1)
 
 	// Rule: POST, wait on the list, read; PUT with the name unchanged, wait, read.
-	ruleID := s.waitTask(ctx, s.c.CreateRedisRule(ctx, client.CreateRedisRule{Name: client.Ptr("tf-rule"), RedisRule: client.Ptr("+@read  ~cache:*")}))
+	ruleID := s.completed(ctx)(s.c.CreateRedisRule(ctx, client.CreateRedisRule{Name: client.Ptr("tf-rule"), RedisRule: client.Ptr("+@read  ~cache:*")}))
 	rule, err := s.c.WaitForRedisRuleStatus(ctx, ruleID, client.ACLActive)
 	require.NoError(t, err)
 	require.Equal(t, client.RedisRule{ID: ruleID, Name: "tf-rule", ACL: "+@read  ~cache:*", Status: client.ACLActive}, *rule, "the rule text reads back byte for byte")
 	tk, err := s.c.UpdateRedisRule(ctx, ruleID, client.CreateRedisRule{Name: client.Ptr("tf-rule"), RedisRule: client.Ptr("+@read +@write ~cache:*")})
-	s.waitTask(ctx, tk, err)
+	s.completed(ctx)(tk, err)
 	rule, err = s.c.WaitForRedisRuleStatus(ctx, ruleID, client.ACLActive)
 	require.NoError(t, err)
 	require.Equal(t, "+@read +@write ~cache:*", rule.ACL)
 
 	// Role: POST, waiter, (the provider sleeps 15 s), waiter, read.
-	roleID := s.waitTask(ctx, s.c.CreateRole(ctx, client.CreateRole{Name: client.Ptr("tf-role"), RedisRules: []client.RoleRule{
+	roleID := s.completed(ctx)(s.c.CreateRole(ctx, client.CreateRole{Name: client.Ptr("tf-role"), RedisRules: []client.RoleRule{
 		{RuleName: "tf-rule", Databases: []client.RoleDatabase{{SubscriptionID: sub, DatabaseID: db.ID}}},
 	}}))
 	for range 2 {
@@ -168,7 +171,7 @@ func TestTerraformACLSequence(t *testing.T) {
 	require.Equal(t, []client.RoleDatabase{{SubscriptionID: sub, DatabaseID: db.ID, DatabaseName: db.Name, Regions: []string{}}}, role.RedisRules[0].Databases)
 
 	// User: POST, waiter on GET /acl/users/{id}, twice, read; update sends role and password.
-	userID := s.waitTask(ctx, s.c.CreateUser(ctx, client.CreateUser{Name: client.Ptr("tf-user"), Role: client.Ptr("tf-role"), Password: client.Ptr("tf-Pass.1234")}))
+	userID := s.completed(ctx)(s.c.CreateUser(ctx, client.CreateUser{Name: client.Ptr("tf-user"), Role: client.Ptr("tf-role"), Password: client.Ptr("tf-Pass.1234")}))
 	for range 2 {
 		_, err = s.c.WaitForUserStatus(ctx, userID, client.ACLActive)
 		require.NoError(t, err)
@@ -177,7 +180,7 @@ func TestTerraformACLSequence(t *testing.T) {
 	require.NoError(t, r.Set(ctx, "cache:1", "x", 0).Err())
 	require.True(t, noPermission(r.Set(ctx, "other", "x", 0).Err()))
 	tk, err = s.c.UpdateUser(ctx, userID, client.UpdateUser{Role: client.Ptr("tf-role"), Password: client.Ptr("tf-Pass.1234")})
-	s.waitTask(ctx, tk, err)
+	s.completed(ctx)(tk, err)
 	for range 2 {
 		_, err = s.c.WaitForUserStatus(ctx, userID, client.ACLActive)
 		require.NoError(t, err)
@@ -186,18 +189,18 @@ func TestTerraformACLSequence(t *testing.T) {
 
 	// Destroy: user, role, rule, each waited for until gone.
 	tk, err = s.c.DeleteUser(ctx, userID)
-	s.waitTask(ctx, tk, err)
+	s.completed(ctx)(tk, err)
 	require.NoError(t, s.c.WaitForUserGone(ctx, userID))
 	_, err = s.c.WaitForRoleStatus(ctx, roleID, client.ACLActive) // the provider's waiter before a role delete
 	require.NoError(t, err)
 	tk, err = s.c.DeleteRole(ctx, roleID)
-	s.waitTask(ctx, tk, err)
+	s.completed(ctx)(tk, err)
 	eventually(t, 30*time.Second, "the role leaves the list", func() bool {
 		_, gerr := s.c.GetRole(ctx, roleID)
 		return client.IsNotFound(gerr)
 	})
 	tk, err = s.c.DeleteRedisRule(ctx, ruleID)
-	s.waitTask(ctx, tk, err)
+	s.completed(ctx)(tk, err)
 	eventually(t, 30*time.Second, "the rule leaves the list", func() bool {
 		_, gerr := s.c.GetRedisRule(ctx, ruleID)
 		return client.IsNotFound(gerr)
