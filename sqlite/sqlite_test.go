@@ -54,8 +54,8 @@ func TestSecretsAreSealedOnDisk(t *testing.T) {
 	c := testCipher(t)
 	db := mustOpen(t, path, sqlite.WithCipher(c))
 	secrets := []string{"Db-Password-7f3a9c", "AKIA-KEY-ID-5b1e", "aws-secret-key-2c8d", "console-pw-9e4f", "payload-secret-0a6b", "source-pw-3d7e",
-		"backup-secret-4c2a", "remote-secret-8e1f"}
-	var dbID, caID int
+		"backup-secret-4c2a", "remote-secret-8e1f", "Acl-User-Pw-6b9d!"}
+	var dbID, caID, userID int
 	var taskID string
 	require.NoError(t, db.Update(ctx, func(tx clouddb.Tx) error {
 		a := &clouddb.Account{Name: "a", Plan: clouddb.PlanFlexible}
@@ -70,7 +70,9 @@ func TestSecretsAreSealedOnDisk(t *testing.T) {
 		require.NoError(t, tx.CreateCloudAccount(ctx, ca))
 		tk := &clouddb.Task{AccountID: a.ID, CommandType: clouddb.CommandDatabaseCreate, Payload: []byte(`{"password":"` + secrets[4] + `"}`)}
 		require.NoError(t, tx.CreateTask(ctx, tk))
-		dbID, caID, taskID = d.ID, ca.ID, tk.ID
+		u := &clouddb.ACLUser{AccountID: a.ID, Name: "u", RoleID: 1, Password: secrets[8], Status: clouddb.ACLPending}
+		require.NoError(t, tx.CreateACLUser(ctx, u))
+		dbID, caID, taskID, userID = d.ID, ca.ID, tk.ID, u.ID
 		return nil
 	}))
 
@@ -95,6 +97,9 @@ func TestSecretsAreSealedOnDisk(t *testing.T) {
 		tk, err := tx.Task(ctx, 0, taskID)
 		require.NoError(t, err)
 		require.Contains(t, string(tk.Payload), secrets[4])
+		u, err := tx.ACLUser(ctx, 0, userID)
+		require.NoError(t, err)
+		require.Equal(t, secrets[8], u.Password)
 		return nil
 	}))
 
