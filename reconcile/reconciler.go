@@ -160,9 +160,12 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 	r.panicked = r.panicked[:0]
 	r.mu.Unlock()
 	var (
-		dbs  []*clouddb.Database
-		subs []*clouddb.Subscription
-		cas  []*clouddb.CloudAccount
+		dbs   []*clouddb.Database
+		subs  []*clouddb.Subscription
+		cas   []*clouddb.CloudAccount
+		rules []*clouddb.ACLRule
+		roles []*clouddb.ACLRole
+		users []*clouddb.ACLUser
 	)
 	// What the driver holds is listed before the rows are read: a server made for a row
 	// committed after this point cannot be mistaken for an orphan.
@@ -178,9 +181,20 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 		if subs, txErr = tx.Subscriptions(ctx, clouddb.SubscriptionFilter{}); txErr != nil {
 			return txErr
 		}
-		cas, txErr = tx.CloudAccounts(ctx, clouddb.CloudAccountFilter{Statuses: []clouddb.CloudAccountStatus{
+		if cas, txErr = tx.CloudAccounts(ctx, clouddb.CloudAccountFilter{Statuses: []clouddb.CloudAccountStatus{
 			clouddb.CloudAccountDraft, clouddb.CloudAccountChangeDraft, clouddb.CloudAccountDeleting,
-		}})
+		}}); txErr != nil {
+			return txErr
+		}
+		// In the same transaction as the databases: the users a database gets and the
+		// statuses settled from them are of one moment.
+		if rules, txErr = tx.ACLRules(ctx, 0); txErr != nil {
+			return txErr
+		}
+		if roles, txErr = tx.ACLRoles(ctx, 0); txErr != nil {
+			return txErr
+		}
+		users, txErr = tx.ACLUsers(ctx, 0)
 		return txErr
 	})
 	if err != nil {
@@ -188,11 +202,13 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 	}
 	r.removeOrphans(ctx, held, dbs)
 	idx := newIndex(dbs)
+	acl := newACLState(rules, roles, users)
 	dbsBySub := map[int][]*clouddb.Database{}
 	for _, d := range dbs {
 		dbsBySub[d.SubscriptionID] = append(dbsBySub[d.SubscriptionID], d)
-		r.database(ctx, d, idx)
+		r.database(ctx, d, idx, acl)
 	}
+	r.settleACL(ctx, dbs, idx, acl)
 	for _, s := range subs {
 		r.subscription(ctx, s, dbsBySub[s.ID])
 	}
