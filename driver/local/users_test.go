@@ -87,11 +87,12 @@ func TestUsers_RulesLimitThem(t *testing.T) {
 		{Name: "fa", Password: "Full.Acc3ss", Rule: fullAccess},
 		{Name: "ro", Password: "Read.0nly", Rule: readOnly},
 		{Name: "rw", Password: "Read.Wr1te", Rule: readWrite},
+		{Name: "news", Password: "N3ws.only", Rule: "+@all ~* resetchannels &news"},
 	}
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	dir := filepath.Join(b.dir, "90")
 	ac := admin(t, dir, in.Port)
-	require.ElementsMatch(t, []string{"default", "clouddb-internal", "fa", "ro", "rw"}, aclUsers(t, ctx, ac))
+	require.ElementsMatch(t, []string{"default", "clouddb-internal", "fa", "news", "ro", "rw"}, aclUsers(t, ctx, ac))
 	requireRunning(t, b.driver, in, true)
 
 	fa := userClient(t, in.Port, "fa", "Full.Acc3ss")
@@ -102,6 +103,8 @@ func TestUsers_RulesLimitThem(t *testing.T) {
 		{"acl", "deluser", "ro"}, {"debug", "sleep", "0"}, {"monitor"}, {"replicaof", "127.0.0.1", "1"},
 		{"migrate", "127.0.0.1", "1", "k", "0", "1000"}, {"restore-asking", "k", "0", "x"}, {"script", "debug", "yes"},
 		{"module", "list"}, {"save"}, {"client", "kill", "user", "default"}, {"config", "get", "maxmemory"},
+		// The @admin reads the default user keeps are not given back to a named user.
+		{"role"}, {"lastsave"}, {"client", "list"}, {"slowlog", "get"}, {"latency", "latest"},
 	} {
 		err := fa.Do(ctx, doArgs(words)...).Err()
 		require.Error(t, err, "%q must be refused", words)
@@ -143,6 +146,11 @@ func TestUsers_RulesLimitThem(t *testing.T) {
 	require.ErrorContains(t, rw.Do(ctx, "flushall").Err(), "NOPERM")
 	require.ErrorContains(t, rw.Do(ctx, "keys", "*").Err(), "NOPERM")
 
+	// A rule that resets the channels wins over clouddb's allchannels.
+	news := userClient(t, in.Port, "news", "N3ws.only")
+	require.NoError(t, news.Publish(ctx, "news", "m").Err())
+	require.ErrorContains(t, news.Publish(ctx, "sports", "m").Err(), "NOPERM")
+
 	// Wrong passwords and the other users' passwords are refused.
 	require.ErrorContains(t, authErr(t, ctx, in.Port, "ro", "Full.Acc3ss"), "WRONGPASS")
 	require.ErrorContains(t, authErr(t, ctx, in.Port, "fa", ""), "WRONGPASS")
@@ -156,7 +164,7 @@ func TestUsers_RulesLimitThem(t *testing.T) {
 	conf, err := os.ReadFile(filepath.Join(dir, "redis.conf"))
 	require.NoError(t, err)
 	require.Contains(t, string(conf), `user "ro" "reset" "on" "#`)
-	noPlainPasswords(t, dir, "Full.Acc3ss", "Read.0nly", "Read.Wr1te")
+	noPlainPasswords(t, dir, "Full.Acc3ss", "Read.0nly", "Read.Wr1te", "N3ws.only")
 }
 
 // TestUsers_LiveChanges: a changed password or rule is applied to the running server
