@@ -46,6 +46,11 @@ type Reconciler struct {
 	// pass starts, so that a pass that read the resource before it was marked failed
 	// cannot run the same panicking step again.
 	panicked []string
+	// finished holds the keys whose work ended during the current pass, maybe after the
+	// pass read the store: the pass does not start them again from rows older than what
+	// that work wrote (a database it just put in error, read still active); the next
+	// pass does if need be.
+	finished map[string]bool
 	// ensured is, per database, the instance this process last made the driver run; a
 	// database it has not ensured yet (after a restart) or whose instance changed (a
 	// source's password) is ensured again instead of only checked.
@@ -81,6 +86,7 @@ func (r *Reconciler) init() {
 		r.wake = make(chan struct{}, 1)
 		r.sem = make(chan struct{}, r.Concurrency)
 		r.inflight = map[string]bool{}
+		r.finished = map[string]bool{}
 		r.ensured = map[int]string{}
 		r.waits = map[int]wait{}
 		r.removed = map[int]bool{}
@@ -158,6 +164,7 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 		delete(r.inflight, key)
 	}
 	r.panicked = r.panicked[:0]
+	clear(r.finished)
 	r.mu.Unlock()
 	var (
 		dbs   []*clouddb.Database
@@ -223,7 +230,7 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 // marks the resource as failed, while every other resource goes on.
 func (r *Reconciler) spawn(ctx context.Context, key string, fn func(ctx context.Context) error, failed func(ctx context.Context)) {
 	r.mu.Lock()
-	if r.inflight[key] {
+	if r.inflight[key] || r.finished[key] {
 		r.mu.Unlock()
 		return
 	}
@@ -246,6 +253,7 @@ func (r *Reconciler) spawn(ctx context.Context, key string, fn func(ctx context.
 				r.panicked = append(r.panicked, key)
 			} else {
 				delete(r.inflight, key)
+				r.finished[key] = true
 			}
 			r.mu.Unlock()
 		}()
