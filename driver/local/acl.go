@@ -151,7 +151,11 @@ func aclList(lines []string) map[string]string {
 func lineLogsIn(line, hash string) bool {
 	var on bool
 	var passwords []string
-	for _, w := range strings.Fields(line) {
+	words := strings.Fields(line)
+	if len(words) < 2 {
+		return false
+	}
+	for _, w := range words[2:] { // after "user NAME"
 		switch {
 		case w == "on":
 			on = true

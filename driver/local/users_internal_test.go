@@ -74,5 +74,8 @@ func TestUsersDrift(t *testing.T) {
 	// What clouddb learnt of another definition says nothing of this one.
 	known["ro"] = knownUser{sig: "old", line: "user ro on #old"}
 	require.False(t, usersDrift(map[string]string{"ro": line}, wanted, known))
+	// A name is no flag nor password.
+	require.False(t, lineLogsIn("user on off #"+h, h))
+	require.False(t, lineLogsIn("user #"+h+" off", h))
 	require.Equal(t, []string{"x", "clouddb-scratch"}, foreignUsers([]string{"default", "ro", "x", "clouddb-internal", "clouddb-scratch"}, wanted))
 }
