@@ -24,10 +24,22 @@ func newIndex(dbs []*clouddb.Database) index {
 	return idx
 }
 
-// instance is what the driver must run for d: its settings and its resolved sources. A
-// same-account source that no longer exists is left out (and reported).
-func (r *Reconciler) instance(ctx context.Context, d *clouddb.Database, idx index) clouddb.Instance {
+// instance is what the driver must run for d: its settings, its resolved sources and
+// its named users. A same-account source that no longer exists is left out (and
+// reported).
+func (r *Reconciler) instance(ctx context.Context, d *clouddb.Database, idx index, acl *aclState) clouddb.Instance {
+	in, missing := desiredInstance(d, idx, acl)
+	for _, addr := range missing {
+		r.Logger.Warn("replica source names no database any more", "database_id", d.ID, "source", addr)
+	}
+	return in
+}
+
+// desiredInstance is instance without the reports: it also returns the addresses of the
+// same-account sources it left out.
+func desiredInstance(d *clouddb.Database, idx index, acl *aclState) (clouddb.Instance, []string) {
 	in := clouddb.InstanceOf(d)
+	var missing []string
 	for _, uri := range d.ReplicaOf {
 		src, err := clouddb.ParseReplicaSource("replicaOf", uri)
 		if err != nil {
@@ -37,14 +49,15 @@ func (r *Reconciler) instance(ctx context.Context, d *clouddb.Database, idx inde
 		if src.SameAccount {
 			s := idx[[2]int{d.AccountID, src.Port}]
 			if s == nil {
-				r.Logger.Warn("replica source names no database any more", "database_id", d.ID, "source", src.Addr())
+				missing = append(missing, src.Addr())
 				continue
 			}
 			ep.Password = s.Password
 		}
 		in.ReplicaOf = append(in.ReplicaOf, ep)
 	}
-	return in
+	in.Users = acl.usersOf(d)
+	return in, missing
 }
 
 // fingerprint identifies an instance, to tell when the driver must be told again.
@@ -53,18 +66,18 @@ func fingerprint(in clouddb.Instance) string {
 	return string(sum[:])
 }
 
-func (r *Reconciler) database(ctx context.Context, d *clouddb.Database, idx index) {
+func (r *Reconciler) database(ctx context.Context, d *clouddb.Database, idx index, acl *aclState) {
 	key := "db:" + strconv.Itoa(d.ID)
 	failed := func(ctx context.Context) { r.databaseFailed(ctx, d) }
 	switch d.Status {
 	case clouddb.DatabasePending, clouddb.DatabaseChangePending:
-		r.spawn(ctx, key, func(ctx context.Context) error { return r.provisionDatabase(ctx, d, r.instance(ctx, d, idx)) }, failed)
+		r.spawn(ctx, key, func(ctx context.Context) error { return r.provisionDatabase(ctx, d, r.instance(ctx, d, idx, acl)) }, failed)
 	case clouddb.DatabaseDeleting:
 		// A deletion that panicked is left deleting: the next pass tries again, as the
 		// user asked for the database to go, and an error status would keep it.
 		r.spawn(ctx, key, func(ctx context.Context) error { return r.removeDatabase(ctx, d) }, nil)
 	case clouddb.DatabaseActive:
-		r.spawn(ctx, key, func(ctx context.Context) error { return r.superviseDatabase(ctx, d, r.instance(ctx, d, idx)) }, failed)
+		r.spawn(ctx, key, func(ctx context.Context) error { return r.superviseDatabase(ctx, d, r.instance(ctx, d, idx, acl)) }, failed)
 	}
 }
 
@@ -304,7 +317,10 @@ func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database,
 		return nil
 	}
 	if err == nil && !known {
-		return nil // adopted after a restart, or its sources changed: nothing to report
+		// Adopted after a restart, or its sources or users changed: nothing to report,
+		// but ACL rows may wait for it (see settleACL).
+		r.Notify()
+		return nil
 	}
 	if err != nil {
 		// The cause is read here, outside the closure: a closure-local err once shadowed

@@ -46,6 +46,11 @@ type Reconciler struct {
 	// pass starts, so that a pass that read the resource before it was marked failed
 	// cannot run the same panicking step again.
 	panicked []string
+	// finished holds the keys whose work ended during the current pass, maybe after the
+	// pass read the store: the pass does not start them again from rows older than what
+	// that work wrote (a database it just put in error, read still active); the next
+	// pass does if need be.
+	finished map[string]bool
 	// ensured is, per database, the instance this process last made the driver run; a
 	// database it has not ensured yet (after a restart) or whose instance changed (a
 	// source's password) is ensured again instead of only checked.
@@ -81,6 +86,7 @@ func (r *Reconciler) init() {
 		r.wake = make(chan struct{}, 1)
 		r.sem = make(chan struct{}, r.Concurrency)
 		r.inflight = map[string]bool{}
+		r.finished = map[string]bool{}
 		r.ensured = map[int]string{}
 		r.waits = map[int]wait{}
 		r.removed = map[int]bool{}
@@ -158,11 +164,15 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 		delete(r.inflight, key)
 	}
 	r.panicked = r.panicked[:0]
+	clear(r.finished)
 	r.mu.Unlock()
 	var (
-		dbs  []*clouddb.Database
-		subs []*clouddb.Subscription
-		cas  []*clouddb.CloudAccount
+		dbs   []*clouddb.Database
+		subs  []*clouddb.Subscription
+		cas   []*clouddb.CloudAccount
+		rules []*clouddb.ACLRule
+		roles []*clouddb.ACLRole
+		users []*clouddb.ACLUser
 	)
 	// What the driver holds is listed before the rows are read: a server made for a row
 	// committed after this point cannot be mistaken for an orphan.
@@ -178,9 +188,20 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 		if subs, txErr = tx.Subscriptions(ctx, clouddb.SubscriptionFilter{}); txErr != nil {
 			return txErr
 		}
-		cas, txErr = tx.CloudAccounts(ctx, clouddb.CloudAccountFilter{Statuses: []clouddb.CloudAccountStatus{
+		if cas, txErr = tx.CloudAccounts(ctx, clouddb.CloudAccountFilter{Statuses: []clouddb.CloudAccountStatus{
 			clouddb.CloudAccountDraft, clouddb.CloudAccountChangeDraft, clouddb.CloudAccountDeleting,
-		}})
+		}}); txErr != nil {
+			return txErr
+		}
+		// In the same transaction as the databases: the users a database gets and the
+		// statuses settled from them are of one moment.
+		if rules, txErr = tx.ACLRules(ctx, 0); txErr != nil {
+			return txErr
+		}
+		if roles, txErr = tx.ACLRoles(ctx, 0); txErr != nil {
+			return txErr
+		}
+		users, txErr = tx.ACLUsers(ctx, 0)
 		return txErr
 	})
 	if err != nil {
@@ -188,11 +209,13 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 	}
 	r.removeOrphans(ctx, held, dbs)
 	idx := newIndex(dbs)
+	acl := newACLState(rules, roles, users)
 	dbsBySub := map[int][]*clouddb.Database{}
 	for _, d := range dbs {
 		dbsBySub[d.SubscriptionID] = append(dbsBySub[d.SubscriptionID], d)
-		r.database(ctx, d, idx)
+		r.database(ctx, d, idx, acl)
 	}
+	r.settleACL(ctx, dbs, idx, acl)
 	for _, s := range subs {
 		r.subscription(ctx, s, dbsBySub[s.ID])
 	}
@@ -207,7 +230,7 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 // marks the resource as failed, while every other resource goes on.
 func (r *Reconciler) spawn(ctx context.Context, key string, fn func(ctx context.Context) error, failed func(ctx context.Context)) {
 	r.mu.Lock()
-	if r.inflight[key] {
+	if r.inflight[key] || r.finished[key] {
 		r.mu.Unlock()
 		return
 	}
@@ -230,6 +253,7 @@ func (r *Reconciler) spawn(ctx context.Context, key string, fn func(ctx context.
 				r.panicked = append(r.panicked, key)
 			} else {
 				delete(r.inflight, key)
+				r.finished[key] = true
 			}
 			r.mu.Unlock()
 		}()

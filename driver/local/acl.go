@@ -1,14 +1,25 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"clouddb"
 )
 
 // tenantRules are the ACL command rules of a database's default user, the one its
@@ -41,6 +52,39 @@ func defaultUserRules(pass string, readOnly bool) []string {
 	return r
 }
 
+// defaultUser is defaultUserRules with the user turned off when off (enableDefaultUser:
+// false): its password stays, so turning it on again needs nothing else, but nobody can
+// log in as it.
+func defaultUser(pass string, readOnly, off bool) []string {
+	r := defaultUserRules(pass, readOnly)
+	if off {
+		r[1] = "off"
+	}
+	return r
+}
+
+// userDenials are what every named user is denied whatever its rule says: the "-" words
+// of tenantRules, so that no rule gives a tenant's user the server's administration. The
+// "+" words that follow them there are left out: they would widen a narrow rule (a
+// Read-Only user has no CLIENT LIST).
+var userDenials = slices.DeleteFunc(slices.Clone(tenantRules), func(r string) bool { return !strings.HasPrefix(r, "-") })
+
+// ruleWords are the words that give a named user its rights: every channel first, so that
+// a resetchannels in the rule wins (pub/sub is permissive by default, as on Redis Cloud),
+// the tenant's rule, the denials, and MULTI, EXEC and DISCARD, which Redis Cloud always
+// allows (the commands a transaction queues are still checked).
+func ruleWords(rule string) []string {
+	w := append([]string{"allchannels"}, strings.Fields(rule)...)
+	w = append(w, userDenials...)
+	return append(w, "+multi", "+exec", "+discard")
+}
+
+// userRules define a named user from scratch, with pass as its only password rule
+// ("#sha256": the password itself is never written anywhere).
+func userRules(pass, rule string) []string {
+	return append([]string{"reset", "on", pass}, ruleWords(rule)...)
+}
+
 // internalUserRules define clouddb's own user: everything, since it administers the
 // server (config, persistence, replication, shutdown).
 func internalUserRules(pass string) []string {
@@ -71,20 +115,85 @@ func setUserArgs(name string, rules []string) []any {
 
 // ourUser reports whether clouddb made the user: the default user, whose rules it sets
 // and whose password is the tenant's, and its own. Any other user of a server (but
-// scratchUser, for a moment) is a stranger, which clouddb deletes.
+// scratchUser, for a moment, and the named users the instance wants) is a stranger, which
+// clouddb deletes.
 func ourUser(name string) bool {
 	return name == "default" || name == internalUser
 }
 
-// foreignUsers returns the names that are not ourUser, scratchUser among them.
-func foreignUsers(names []string) []string {
+// foreignUsers returns the names that are neither ourUser nor wanted, scratchUser among
+// them.
+func foreignUsers(names []string, wanted []clouddb.DatabaseUser) []string {
 	var out []string
 	for _, n := range names {
-		if !ourUser(n) {
+		if !ourUser(n) && !slices.ContainsFunc(wanted, func(u clouddb.DatabaseUser) bool { return u.Name == n }) {
 			out = append(out, n)
 		}
 	}
 	return out
+}
+
+// aclList reads the reply of ACL LIST: each user's line ("user NAME flags #hash… rules"),
+// by name. User names have no spaces (ACL SETUSER refuses them).
+func aclList(lines []string) map[string]string {
+	m := make(map[string]string, len(lines))
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "user" {
+			m[f[1]] = l
+		}
+	}
+	return m
+}
+
+// lineLogsIn reports whether a user's ACL LIST line lets in exactly one password, the one
+// whose hash is given, and no other way: the user is on, has no nopass and that single
+// password.
+func lineLogsIn(line, hash string) bool {
+	var on bool
+	var passwords []string
+	words := strings.Fields(line)
+	if len(words) < 2 {
+		return false
+	}
+	for _, w := range words[2:] { // after "user NAME"
+		switch {
+		case w == "on":
+			on = true
+		case w == "nopass":
+			return false
+		case strings.HasPrefix(w, "#"):
+			passwords = append(passwords, w[1:])
+		}
+	}
+	return on && slices.Equal(passwords, []string{hash})
+}
+
+// knownUser is a named user as its server described it (its ACL LIST line) right after
+// clouddb defined it with the password and rule that sig stands for.
+type knownUser struct {
+	sig  string
+	line string
+}
+
+// userSig identifies a named user's definition; it holds the password's hash only.
+func userSig(u clouddb.DatabaseUser) string {
+	return passwordHash(u.Password) + " " + u.Rule
+}
+
+// usersDrift compares the named users of a server (its ACL LIST, by name) with the wanted
+// ones: each must be there, logging in with its password only, and, when clouddb knows
+// how the server described it after defining it the same way, described so still.
+func usersDrift(live map[string]string, wanted []clouddb.DatabaseUser, known map[string]knownUser) bool {
+	for _, u := range wanted {
+		line, ok := live[u.Name]
+		if !ok || !lineLogsIn(line, passwordHash(u.Password)) {
+			return true
+		}
+		if k, ok := known[u.Name]; ok && k.sig == userSig(u) && k.line != line {
+			return true
+		}
+	}
+	return false
 }
 
 // aclUser is what ACL GETUSER says of a user: its password hashes, and the rest of its
@@ -166,11 +275,12 @@ func parseUser(v any, err error) (aclUser, error) {
 // ACL DELUSER or a crash), which it may delete.
 const scratchUser = "clouddb-scratch"
 
-// normalRules returns the default user's rules (without its password) in the normal form
-// of the server behind c, by defining them on scratchUser and reading them back.
+// normalRules returns the default user's rules (without its password), read-only or not,
+// on or off, in the normal form of the server behind c, by defining them on scratchUser
+// and reading them back.
 // A scratch user that someone can log in as is not clouddb's: normalRules leaves it, and
 // fails, for Ensure to delete it and cut whatever its maker opened (see applyLive).
-func normalRules(ctx context.Context, c *redis.Client, readOnly bool) (string, error) {
+func normalRules(ctx context.Context, c *redis.Client, readOnly, off bool) (string, error) {
 	prior, err := getUser(ctx, c, scratchUser)
 	if err != nil {
 		return "", fmt.Errorf("ACL GETUSER %s: %w", scratchUser, classify(err))
@@ -178,7 +288,7 @@ func normalRules(ctx context.Context, c *redis.Client, readOnly bool) (string, e
 	if prior.canLogIn() {
 		return "", fmt.Errorf("ACL user %s, which someone can log in as, is not clouddb's", scratchUser)
 	}
-	rules := slices.DeleteFunc(defaultUserRules("", readOnly), func(r string) bool { return r == "" })
+	rules := slices.DeleteFunc(defaultUser("", readOnly, off), func(r string) bool { return r == "" })
 	if err = setUser(ctx, c, scratchUser, rules); err != nil {
 		return "", fmt.Errorf("ACL SETUSER %s: %w", scratchUser, classify(err))
 	}
@@ -190,4 +300,190 @@ func normalRules(ctx context.Context, c *redis.Client, readOnly bool) (string, e
 		return "", fmt.Errorf("ACL GETUSER %s: %w", scratchUser, classify(err))
 	}
 	return u.rules, nil
+}
+
+// validateUsers checks the instance's named users: names a server takes as they are and
+// that are not the database's own users, each once; a password; a rule of the tenant's
+// kind (clouddb.ValidateACLRule: nothing that defines a user, no selector). Errors name
+// the user, never its password.
+func validateUsers(in clouddb.Instance) error {
+	seen := make(map[string]bool, len(in.Users))
+	for _, u := range in.Users {
+		switch {
+		case u.Name == "" || strings.ContainsFunc(u.Name, func(r rune) bool { return r <= ' ' || r >= 0x7f }):
+			return fmt.Errorf("database %d: ACL user name %q: printable ASCII without spaces is required", in.DatabaseID, u.Name)
+		case ourUser(u.Name) || strings.HasPrefix(u.Name, "clouddb-"):
+			return fmt.Errorf("database %d: ACL user name %q is reserved", in.DatabaseID, u.Name)
+		case seen[u.Name]:
+			return fmt.Errorf("database %d: ACL user %q is listed twice", in.DatabaseID, u.Name)
+		case u.Password == "":
+			return fmt.Errorf("database %d: ACL user %q: a password is required", in.DatabaseID, u.Name)
+		}
+		if err := clouddb.ValidateACLRule(u.Rule); err != nil {
+			return fmt.Errorf("database %d: ACL user %q: %w", in.DatabaseID, u.Name, err)
+		}
+		seen[u.Name] = true
+	}
+	return nil
+}
+
+// usersKey identifies the instance's named users and whether its default user is off,
+// for the deep check's record of what it vouched for; it holds no password.
+func usersKey(in clouddb.Instance) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%v\n", in.DefaultUserOff)
+	for _, u := range in.Users {
+		fmt.Fprintf(h, "%s\n%s\n", u.Name, userSig(u))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// madeUsers are the named users clouddb defined on the database's server, as far as it
+// knows: those its config file lists and those it defined since this Driver started.
+// Deleting one of them is no sign of a stranger (see bringInLine).
+func (d *Driver) madeUsers(id int) map[string]bool {
+	made := map[string]bool{}
+	if c, ok, err := d.readConfig(id); err == nil && ok {
+		for _, u := range c.Users {
+			made[u.Name] = true
+		}
+	}
+	d.mu.Lock()
+	for name := range d.users[id] {
+		made[name] = true
+	}
+	d.mu.Unlock()
+	return made
+}
+
+var _ clouddb.ACLChecker = (*Driver)(nil)
+
+// maxCheckedRules bounds CheckACLRule's memory of verdicts: past it, it starts afresh.
+const maxCheckedRules = 4096
+
+// CheckACLRule verifies rule on a real server of the driver's redis-server, composed as
+// named users get it (see ruleWords), and remembers the verdict: each distinct rule costs
+// one check per process. A rule the server refuses (an unknown command or category) gives
+// a *clouddb.Error that names the word refused; any other error means the check itself
+// could not be made, and is not remembered.
+func (d *Driver) CheckACLRule(ctx context.Context, rule string) error {
+	if err := clouddb.ValidateACLRule(rule); err != nil {
+		return err
+	}
+	select {
+	case d.ruleCheck <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-d.ruleCheck }()
+	if err, ok := d.checkedRules[rule]; ok {
+		return err
+	}
+	err := d.checkRule(ctx, rule)
+	if err != nil && clouddb.AsError(err) == nil {
+		return err
+	}
+	if len(d.checkedRules) >= maxCheckedRules {
+		clear(d.checkedRules)
+	}
+	d.checkedRules[rule] = err
+	return err
+}
+
+// refusedWord reads the word out of redis' "Error in ACL SETUSER modifier '<word>':
+// <reason>".
+var refusedWord = regexp.MustCompile(`modifier '(.*)': (.*)$`)
+
+// checkRule defines a user with rule's words on a throwaway server: off and without a
+// password, on a server reachable only through a unix socket in a private temporary
+// directory, which it kills (no data, nothing to save) when done.
+func (d *Driver) checkRule(ctx context.Context, rule string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
+	defer cancel()
+	// The system's temporary directory, not the data dir: a socket's path is limited to
+	// about 100 bytes.
+	dir, err := os.MkdirTemp("", "clouddb-aclcheck-")
+	if err != nil {
+		return fmt.Errorf("check ACL rule: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "redis.sock")
+	conf := strings.Join([]string{
+		"port 0",
+		"unixsocket " + quote(sock),
+		"unixsocketperm 700",
+		"dir " + quote(dir),
+		`save ""`,
+		"appendonly no",
+		`logfile ""`,
+		"daemonize no",
+		"always-show-logo no",
+		"",
+	}, "\n")
+	confPath := filepath.Join(dir, "redis.conf")
+	if err = os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		return fmt.Errorf("check ACL rule: %w", err)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(d.bin, confPath)
+	cmd.Dir = dir
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err = cmd.Start(); err != nil {
+		return fmt.Errorf("check ACL rule: start %s: %w", filepath.Base(d.bin), err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}()
+	// Wait for the socket with plain dials: a go-redis pool whose dial failed waits a
+	// second before it dials again.
+	for wait := time.Millisecond; ; wait = min(wait*2, 50*time.Millisecond) {
+		var dialer net.Dialer
+		conn, derr := dialer.DialContext(ctx, "unix", sock)
+		if derr == nil {
+			conn.Close()
+			break
+		}
+		select {
+		case <-exited:
+			last := strings.TrimSpace(out.String())
+			if i := strings.LastIndexByte(last, '\n'); i >= 0 {
+				last = last[i+1:]
+			}
+			return fmt.Errorf("check ACL rule: %s exited at start-up: %s", filepath.Base(d.bin), last)
+		case <-ctx.Done():
+			return fmt.Errorf("check ACL rule: %s did not answer within %s", filepath.Base(d.bin), d.startTimeout)
+		case <-time.After(wait):
+		}
+	}
+	c := redis.NewClient(&redis.Options{
+		Network:                  "unix",
+		Addr:                     sock,
+		Protocol:                 2,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		MaxRetries:               -1,
+		PoolSize:                 1,
+		ContextTimeoutEnabled:    true,
+	})
+	defer c.Close()
+	err = c.Do(ctx, setUserArgs("clouddb-check", append([]string{"reset", "off"}, ruleWords(rule)...))...).Err()
+	if err == nil {
+		return nil
+	}
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return fmt.Errorf("check ACL rule: %w", err)
+	}
+	msg := strings.TrimPrefix(firstLine(err.Error()), "ERR ")
+	if m := refusedWord.FindStringSubmatch(msg); m != nil {
+		return clouddb.Invalid(clouddb.ErrTypeACLRulePatternInvalid, "Invalid ACL redis rule: Redis refuses %q: %s", m[1], m[2])
+	}
+	return clouddb.Invalid(clouddb.ErrTypeACLRulePatternInvalid, "Invalid ACL redis rule: Redis refuses it: %s", msg)
 }

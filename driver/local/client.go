@@ -144,11 +144,15 @@ const (
 	changedPassword    = "password"
 	changedRules       = "default user rules"
 	changedUsers       = "foreign users"       // users clouddb did not make
+	changedNamed       = "named users"         // the instance's users: added, redefined or deleted
 	changedReplication = "foreign replication" // REPLICAOF, which clouddb never uses
 	// Connections applyLive closed because they may have been opened, or put in a
 	// state (MONITOR, a replica's stream), under rules clouddb did not give.
 	closedDefault  = "default user's connections closed"
 	closedInternal = "internal user's connections closed"
+	// A named user whose password changed (or who could log in otherwise) loses the
+	// connections opened before.
+	closedNamed = "named users' connections closed"
 )
 
 // configGet is CONFIG GET of the managed settings (a few names, not "*").
@@ -205,15 +209,16 @@ var errUnruly = errors.New("users or replication that clouddb did not set up kee
 // inLineRounds bounds bringInLine's attempts.
 const inLineRounds = 5
 
-// bringInLine defines the default and internal users anew and deletes every other user
-// (with it, redis closes its connections) and ends replication from a master (REPLICAOF
-// NO ONE, the data stays), in one round trip, so that no user with rights clouddb did
-// not give outlives it. A user or a REPLICAOF that someone who still had the rights made
-// between clouddb's look and those commands shows at the next look, which does it again;
-// after inLineRounds the error wraps errUnruly. It returns what it found wrong
-// (changedUsers, changedReplication); a scratch user nobody can log in as is deleted but
-// not counted.
-func bringInLine(ctx context.Context, c *redis.Client, want serverConfig) ([]string, error) {
+// bringInLine defines the default, internal and named users anew and deletes every other
+// user (with it, redis closes its connections) and ends replication from a master
+// (REPLICAOF NO ONE, the data stays), in one round trip, so that no user with rights
+// clouddb did not give outlives it. A user or a REPLICAOF that someone who still had the
+// rights made between clouddb's look and those commands shows at the next look, which
+// does it again; after inLineRounds the error wraps errUnruly. It returns what it found
+// wrong (changedUsers, changedReplication); a scratch user nobody can log in as, and a
+// named user clouddb made (made: one the instance no longer wants), are deleted but not
+// counted.
+func bringInLine(ctx context.Context, c *redis.Client, want serverConfig, made map[string]bool) ([]string, error) {
 	var wrong []string
 	note := func(what string) {
 		if !slices.Contains(wrong, what) {
@@ -225,7 +230,7 @@ func bringInLine(ctx context.Context, c *redis.Client, want serverConfig) ([]str
 		if err != nil {
 			return wrong, err
 		}
-		foreign := foreignUsers(users)
+		foreign := foreignUsers(users, want.Users)
 		if round > 0 && len(foreign) == 0 && !replica {
 			return wrong, nil
 		}
@@ -242,6 +247,9 @@ func bringInLine(ctx context.Context, c *redis.Client, want serverConfig) ([]str
 					continue // left over by clouddb itself: see scratchUser
 				}
 			}
+			if made[name] {
+				continue // clouddb's own, no longer wanted
+			}
 			note(changedUsers)
 		}
 		if replica {
@@ -251,9 +259,12 @@ func bringInLine(ctx context.Context, c *redis.Client, want serverConfig) ([]str
 		// command in a transaction, and a tenant can fill its database on purpose. A
 		// tenant racing these commands is caught by the next round's read.
 		p := c.Pipeline()
-		cmds := []*redis.Cmd{p.Do(ctx, setUserArgs("default", defaultUserRules("#"+passwordHash(want.Password), want.ReadOnly))...)}
+		cmds := []*redis.Cmd{p.Do(ctx, setUserArgs("default", defaultUser("#"+passwordHash(want.Password), want.ReadOnly, want.DefaultOff))...)}
 		if want.InternalSecret != "" {
 			cmds = append(cmds, p.Do(ctx, setUserArgs(internalUser, internalUserRules("#"+passwordHash(want.InternalSecret)))...))
+		}
+		for _, u := range want.Users {
+			cmds = append(cmds, p.Do(ctx, setUserArgs(u.Name, userRules("#"+passwordHash(u.Password), u.Rule))...))
 		}
 		if len(foreign) > 0 {
 			args := []any{"acl", "deluser"}
@@ -268,29 +279,37 @@ func bringInLine(ctx context.Context, c *redis.Client, want serverConfig) ([]str
 		_, _ = p.Exec(ctx) // each command's error is read below
 		for _, cmd := range cmds {
 			if err := cmd.Err(); err != nil {
-				return wrong, fmt.Errorf("%s: %w", strings.ToUpper(fmt.Sprint(cmd.Args()[0], " ", cmd.Args()[1])), classify(err))
+				what := strings.ToUpper(fmt.Sprint(cmd.Args()[0], " ", cmd.Args()[1]))
+				if what == "ACL SETUSER" {
+					what += fmt.Sprint(" ", cmd.Args()[2]) // a name; its password is a hash
+				}
+				return wrong, fmt.Errorf("%s: %w", what, classify(err))
 			}
 		}
 	}
 }
 
 // applyLive sets the settings of want that differ on the running server, in one atomic
-// CONFIG SET, defines the default and internal users anew (both idempotent), removes what
-// clouddb did not set up (see bringInLine), and returns the names of what changed (never
-// values) and the default user as the server now describes it. Turning AOF on starts a
-// rewrite; applyLive waits for it so the AOF holds the dataset (and redis accepts a
-// shutdown) before it returns.
+// CONFIG SET, defines the default, internal and named users anew (all idempotent),
+// removes what clouddb did not set up and the named users it made that want no longer
+// has (see bringInLine), and returns the names of what changed (never values), the
+// default user and the named users as the server now describes them. Turning AOF on
+// starts a rewrite; applyLive waits for it so the AOF holds the dataset (and redis
+// accepts a shutdown) before it returns.
 //
 // When the server was not as clouddb leaves it (users it did not make, replication it did
 // not set up, a default user with rules or passwords it did not give, an internal user
 // with a password not clouddb's), whoever could log in may have opened connections that
 // the new rules do not undo (MONITOR, a replica's stream, a subscription): applyLive
 // closes the connections of the user concerned. A server as clouddb left it keeps them,
-// a change of password or of replicaOf included.
-func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConfig) ([]string, aclUser, error) {
+// a change of password or of replicaOf included. The default user's connections are also
+// closed when it is turned off, and a named user's when clouddb did not make it or it
+// could log in otherwise than with its password (which changed); a new rule applies to
+// open connections at once.
+func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConfig, made map[string]bool) ([]string, aclUser, map[string]knownUser, error) {
 	got, err := liveSettings(ctx, c)
 	if err != nil {
-		return nil, aclUser{}, err
+		return nil, aclUser{}, nil, err
 	}
 	wantSet := settings(want)
 	args := []any{"config", "set"}
@@ -303,28 +322,36 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 	}
 	if len(changed) > 0 {
 		if err = c.Do(ctx, args...).Err(); err != nil {
-			return nil, aclUser{}, fmt.Errorf("CONFIG SET %s: %w", strings.Join(changed, ", "), classify(err))
+			return nil, aclUser{}, nil, fmt.Errorf("CONFIG SET %s: %w", strings.Join(changed, ", "), classify(err))
 		}
 	}
 	// The ACL part. Redefining the users from scratch also brings a server started from
 	// an older config file (requirepass, a default user with +@all) in line.
 	before, err := getUser(ctx, c, "default")
 	if err != nil {
-		return nil, aclUser{}, fmt.Errorf("ACL GETUSER default: %w", classify(err))
+		return nil, aclUser{}, nil, fmt.Errorf("ACL GETUSER default: %w", classify(err))
 	}
 	var beforeInternal aclUser
 	if want.InternalSecret != "" {
 		if beforeInternal, err = getUser(ctx, c, internalUser); err != nil {
-			return nil, aclUser{}, fmt.Errorf("ACL GETUSER %s: %w", internalUser, classify(err))
+			return nil, aclUser{}, nil, fmt.Errorf("ACL GETUSER %s: %w", internalUser, classify(err))
 		}
 	}
-	wrong, err := bringInLine(ctx, c, want)
+	beforeUsers, err := listUsers(ctx, c)
 	if err != nil {
-		return nil, aclUser{}, err
+		return nil, aclUser{}, nil, err
+	}
+	wrong, err := bringInLine(ctx, c, want, made)
+	if err != nil {
+		return nil, aclUser{}, nil, err
 	}
 	after, err := getUser(ctx, c, "default")
 	if err != nil {
-		return nil, aclUser{}, fmt.Errorf("ACL GETUSER default: %w", classify(err))
+		return nil, aclUser{}, nil, fmt.Errorf("ACL GETUSER default: %w", classify(err))
+	}
+	afterUsers, err := listUsers(ctx, c)
+	if err != nil {
+		return nil, aclUser{}, nil, err
 	}
 	if !slices.Equal(before.passwords, after.passwords) {
 		changed = append(changed, changedPassword)
@@ -335,20 +362,28 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 	changed = append(changed, wrong...)
 
 	// Whether the tenant's connections may hold more than the rules now give. Its rules
-	// of before are clouddb's if they are the server's form of the current ones or of the
-	// other kind (replicaOf turned on or off); one password is the tenant's, several are
-	// not clouddb's doing.
-	cut := len(wrong) > 0 || len(before.passwords) > 1 || slices.Contains(before.flags, "nopass")
+	// of before are clouddb's if they are the server's form of the current ones or of
+	// another kind clouddb gives (replicaOf turned on or off, the user turned on); one
+	// password is the tenant's, several are not clouddb's doing. A user turned off keeps
+	// its connections in redis: they are closed too.
+	cut := len(wrong) > 0 || len(before.passwords) > 1 || slices.Contains(before.flags, "nopass") ||
+		(want.DefaultOff && slices.Contains(before.flags, "on"))
 	if !cut && before.rules != after.rules {
-		other, err := normalRules(ctx, c, !want.ReadOnly)
-		if err != nil {
-			return nil, aclUser{}, err
+		cut = true
+		for _, k := range [][2]bool{{!want.ReadOnly, want.DefaultOff}, {want.ReadOnly, !want.DefaultOff}, {!want.ReadOnly, !want.DefaultOff}} {
+			other, err := normalRules(ctx, c, k[0], k[1])
+			if err != nil {
+				return nil, aclUser{}, nil, err
+			}
+			if before.rules == other {
+				cut = false
+				break
+			}
 		}
-		cut = before.rules != other
 	}
 	if cut {
 		if err := c.Do(ctx, "client", "kill", "user", "default").Err(); err != nil {
-			return nil, aclUser{}, fmt.Errorf("CLIENT KILL USER default: %w", classify(err))
+			return nil, aclUser{}, nil, fmt.Errorf("CLIENT KILL USER default: %w", classify(err))
 		}
 		changed = append(changed, closedDefault)
 	}
@@ -357,41 +392,81 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 		// Someone else could log in as clouddb's own user. This connection stays (SKIPME
 		// is the default); clouddb's others, if any, connect again.
 		if err := c.Do(ctx, "client", "kill", "user", internalUser).Err(); err != nil {
-			return nil, aclUser{}, fmt.Errorf("CLIENT KILL USER %s: %w", internalUser, classify(err))
+			return nil, aclUser{}, nil, fmt.Errorf("CLIENT KILL USER %s: %w", internalUser, classify(err))
 		}
 		changed = append(changed, closedInternal)
 	}
+
+	// The named users: what changed, whose connections end, and how the server describes
+	// each now (for drifted).
+	users := make(map[string]knownUser, len(want.Users))
+	namedChanged, namedCut := false, false
+	for _, u := range want.Users {
+		users[u.Name] = knownUser{sig: userSig(u), line: afterUsers[u.Name]}
+		prior, existed := beforeUsers[u.Name]
+		if prior != afterUsers[u.Name] {
+			namedChanged = true
+		}
+		// One clouddb did not make may hold what no rule undoes (a MONITOR).
+		if existed && (!made[u.Name] || !lineLogsIn(prior, passwordHash(u.Password))) {
+			if err := c.Do(ctx, "client", "kill", "user", u.Name).Err(); err != nil {
+				return nil, aclUser{}, nil, fmt.Errorf("CLIENT KILL USER %s: %w", u.Name, classify(err))
+			}
+			namedCut = true
+		}
+	}
+	for name := range made {
+		if _, gone := afterUsers[name]; !gone && beforeUsers[name] != "" {
+			namedChanged = true // deleted: redis closed its connections
+		}
+	}
+	if namedChanged {
+		changed = append(changed, changedNamed)
+	}
+	if namedCut {
+		changed = append(changed, closedNamed)
+	}
+
 	info, ierr := c.Info(ctx, "memory").Result()
 	if ierr != nil {
-		return nil, aclUser{}, fmt.Errorf("INFO memory: %w", classify(ierr))
+		return nil, aclUser{}, nil, fmt.Errorf("INFO memory: %w", classify(ierr))
 	}
 	if scriptMemory(info) > scriptMemoryLimit(want.MaxMemory) {
 		if err := c.Do(ctx, "script", "flush", "async").Err(); err != nil {
-			return nil, aclUser{}, fmt.Errorf("SCRIPT FLUSH: %w", classify(err))
+			return nil, aclUser{}, nil, fmt.Errorf("SCRIPT FLUSH: %w", classify(err))
 		}
 		changed = append(changed, changedScripts)
 	}
 	if got["appendonly"] != "yes" && wantSet["appendonly"] == "yes" {
 		if err := d.waitAOFRewrite(ctx, c); err != nil {
-			return changed, after, err
+			return changed, after, users, err
 		}
 	}
-	return changed, after, nil
+	return changed, after, users, nil
+}
+
+// listUsers reads ACL LIST: every user's line, by name.
+func listUsers(ctx context.Context, c *redis.Client) (map[string]string, error) {
+	lines, err := c.Do(ctx, "acl", "list").StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("ACL LIST: %w", classify(err))
+	}
+	return aclList(lines), nil
 }
 
 // drifted compares the server behind c with want: the managed settings, the default
 // user's password and, when known, its rules as the server described them after clouddb
-// last set them, that it has no user but clouddb's (a scratch user nobody can log in as
-// aside), that it is no replica, and that its EVAL scripts hold no more than
-// scriptMemoryLimit. It returns the names of what differs. One round trip, and one more
-// when a scratch user is there.
-func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules string) ([]string, error) {
+// last set them, the named users (see usersDrift; known are those descriptions), that it
+// has no other user but clouddb's (a scratch user nobody can log in as aside), that it is
+// no replica, and that its EVAL scripts hold no more than scriptMemoryLimit. It returns
+// the names of what differs. One round trip, and one more when a scratch user is there.
+func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules string, known map[string]knownUser) ([]string, error) {
 	pipe := c.Pipeline()
 	cfg := configGet(ctx)
 	_ = pipe.Process(ctx, cfg)
 	def := pipe.Do(ctx, "acl", "getuser", "default")
-	users := redis.NewStringSliceCmd(ctx, "acl", "users")
-	_ = pipe.Process(ctx, users)
+	list := redis.NewStringSliceCmd(ctx, "acl", "list")
+	_ = pipe.Process(ctx, list)
 	role := pipe.Do(ctx, "role")
 	mem := pipe.Info(ctx, "memory")
 	_, _ = pipe.Exec(ctx) // each command keeps its own error
@@ -416,10 +491,18 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 	if u.rules != rules {
 		diff = append(diff, changedRules)
 	}
-	if err = users.Err(); err != nil {
-		return nil, fmt.Errorf("ACL USERS: %w", classify(err))
+	if err = list.Err(); err != nil {
+		return nil, fmt.Errorf("ACL LIST: %w", classify(err))
 	}
-	for _, name := range foreignUsers(users.Val()) {
+	live := aclList(list.Val())
+	if usersDrift(live, want.Users, known) {
+		diff = append(diff, changedNamed)
+	}
+	names := make([]string, 0, len(live))
+	for name := range live {
+		names = append(names, name)
+	}
+	for _, name := range foreignUsers(names, want.Users) {
 		if name == scratchUser {
 			s, serr := getUser(ctx, c, name)
 			if serr != nil {

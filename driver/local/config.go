@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"clouddb"
 )
 
 // File names inside a database's directory.
@@ -68,6 +70,11 @@ type serverConfig struct {
 	// InternalSecret is the password of internalUser, made once per database; it lives
 	// only in this file (mode 0600) and in the server.
 	InternalSecret string
+	// DefaultOff turns the default user off: only the named users can log in.
+	DefaultOff bool
+	// Users are the named ACL users. The file holds their passwords' hashes only, so
+	// parseConfig reads back their names.
+	Users []clouddb.DatabaseUser
 }
 
 // render produces the config file for a server whose data directory is dir.
@@ -93,9 +100,12 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 	line("protected-mode", "yes")
 	// The default user is the tenant's: a user line, not requirepass, so that it gets the
 	// data-plane commands only (see tenantRules).
-	line("user", append([]string{"default"}, defaultUserRules(">"+c.Password, c.ReadOnly)...)...)
+	line("user", append([]string{"default"}, defaultUser(">"+c.Password, c.ReadOnly, c.DefaultOff)...)...)
 	if c.InternalSecret != "" {
 		line("user", append([]string{internalUser}, internalUserRules(">"+c.InternalSecret)...)...)
+	}
+	for _, u := range c.Users {
+		line("user", append([]string{u.Name}, userRules("#"+passwordHash(u.Password), u.Rule)...)...)
 	}
 	line("maxmemory", strconv.FormatInt(c.MaxMemory, 10))
 	line("maxmemory-policy", c.Policy)
@@ -162,8 +172,11 @@ func parseConfig(data []byte) (serverConfig, error) {
 			case "default":
 				c.Password = pass
 				c.ReadOnly = slices.Contains(args[2:], readOnlyRule)
+				c.DefaultOff = slices.Contains(args[2:], "off")
 			case internalUser:
 				c.InternalSecret = pass
+			default:
+				c.Users = append(c.Users, clouddb.DatabaseUser{Name: val})
 			}
 		case "maxmemory":
 			m, err := strconv.ParseInt(val, 10, 64)

@@ -93,6 +93,12 @@ type Driver struct {
 	checked  map[int]deepCheck     // by database id, when Running last saw its server answer
 	rules    map[int]knownRules    // by database id, the default user's rules as its server last showed them
 	replicas map[int]*replica      // running replicators, by database id
+
+	// The named ACL users (see acl.go): by database id, as its server last showed them;
+	// one CheckACLRule server at a time, and its verdicts by rule.
+	users        map[int]map[string]knownUser
+	ruleCheck    chan struct{}
+	checkedRules map[string]error
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -163,7 +169,10 @@ func New(cfg Config) (*Driver, error) {
 		secrets:      make(map[int]string),
 		checked:      make(map[int]deepCheck),
 		rules:        make(map[int]knownRules),
+		users:        make(map[int]map[string]knownUser),
 		replicas:     make(map[int]*replica),
+		ruleCheck:    make(chan struct{}, 1),
+		checkedRules: make(map[string]error),
 	}, nil
 }
 
@@ -268,6 +277,8 @@ func (d *Driver) configOf(in clouddb.Instance) serverConfig {
 		Persistence:    in.DataPersistence,
 		ReadOnly:       len(in.ReplicaOf) > 0,
 		InternalSecret: d.internalSecret(in.DatabaseID),
+		DefaultOff:     in.DefaultUserOff,
+		Users:          in.Users,
 	}
 }
 
@@ -303,7 +314,7 @@ func validate(in clouddb.Instance) error {
 	if _, ok := persistences[in.DataPersistence]; !ok {
 		return fmt.Errorf("database %d: unknown data persistence %q", in.DatabaseID, in.DataPersistence)
 	}
-	return nil
+	return validateUsers(in)
 }
 
 // Ensure makes the database's server run with the instance's configuration. A running
@@ -478,19 +489,20 @@ func (d *Driver) connect(ctx context.Context, pid, port int, creds []cred) (*red
 func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.Instance) error {
 	id := in.DatabaseID
 	want := d.configOf(in)
-	changed, user, err := d.applyLive(ctx, c, want)
+	changed, user, users, err := d.applyLive(ctx, c, want, d.madeUsers(id))
 	if err != nil {
 		return fmt.Errorf("database %d: apply configuration: %w", id, err)
 	}
 	d.mu.Lock()
-	d.rules[id] = knownRules{want.ReadOnly, user.rules}
+	d.rules[id] = knownRules{want.ReadOnly, want.DefaultOff, user.rules}
+	d.users[id] = users
 	d.mu.Unlock()
 	if err := d.writeConfig(id, want); err != nil {
 		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
 	}
 	if len(changed) > 0 {
 		d.log.Info("applied configuration to running redis-server", keyDatabase, id, keyChanged, changed)
-		if slices.Contains(changed, changedPassword) {
+		if slices.Contains(changed, changedPassword) && !want.DefaultOff {
 			// Check that a new connection gets in with the new password.
 			pid, _ := strconv.Atoi(infoField(c.Info(ctx, "server").Val(), "process_id"))
 			nc, err := d.probe(ctx, in.Port, cred{"", in.Password}, pid)
@@ -622,9 +634,9 @@ const deepCheckEvery = 10 * time.Second
 
 // Running reports whether the database's server runs as the instance says: its process
 // is alive, and within the last deepCheckEvery it answered clouddb's internal user on the
-// instance's port with the instance's settings, password and default user's rules, no
-// user but clouddb's and no replication from a master. A server whose configuration
-// drifted reports false, so that Ensure puts it back.
+// instance's port with the instance's settings, password and default user's rules, its
+// named users (see usersDrift), no other user and no replication from a master. A server
+// whose configuration drifted reports false, so that Ensure puts it back.
 func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error) {
 	unlock, err := d.lock(ctx, in.DatabaseID)
 	if err != nil {
@@ -636,10 +648,11 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if pid == 0 {
 		return false, nil
 	}
-	key := checkKey{pid, in.Port, in.Password}
+	key := checkKey{pid, in.Port, in.Password, usersKey(in)}
 	d.mu.Lock()
 	last, ok := d.checked[id]
 	known := d.rules[id]
+	knownUsers := d.users[id]
 	d.mu.Unlock()
 	if ok && last.key == key && time.Since(last.at) < deepCheckEvery {
 		return true, nil
@@ -653,18 +666,18 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 		return false, nil
 	}
 	rules := known.rules
-	if rules == "" || known.readOnly != want.ReadOnly {
+	if rules == "" || known.readOnly != want.ReadOnly || known.off != want.DefaultOff {
 		// Not set by this Driver yet (clouddb restarted): learn the server's form of them.
-		rules, err = normalRules(ctx, c, want.ReadOnly)
+		rules, err = normalRules(ctx, c, want.ReadOnly, want.DefaultOff)
 		if err == nil {
 			d.mu.Lock()
-			d.rules[id] = knownRules{want.ReadOnly, rules}
+			d.rules[id] = knownRules{want.ReadOnly, want.DefaultOff, rules}
 			d.mu.Unlock()
 		}
 	}
 	var diff []string
 	if err == nil {
-		diff, err = drifted(ctx, c, want, rules)
+		diff, err = drifted(ctx, c, want, rules, knownUsers)
 	}
 	c.Close()
 	if err != nil {
@@ -686,14 +699,15 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 
 // knownRules are the default user's rules in its server's normal form (see getUser).
 type knownRules struct {
-	readOnly bool
-	rules    string
+	readOnly, off bool
+	rules         string
 }
 
 // checkKey is what a deep check vouched for: a change of any of it needs a new one.
 type checkKey struct {
 	pid, port int
 	password  string
+	users     string // see usersKey
 }
 
 type deepCheck struct {
@@ -736,6 +750,7 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 	d.stopReplica(id)
 	d.mu.Lock()
 	delete(d.rules, id)
+	delete(d.users, id)
 	delete(d.checked, id)
 	d.mu.Unlock()
 	dir := d.dbDir(id)

@@ -1,0 +1,81 @@
+package local
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"clouddb"
+)
+
+// TestUserRules: a named user gets its rule between every channel and the denials of
+// server administration (tenantRules' "-" words, none of its "+" words), then MULTI,
+// EXEC and DISCARD; the password only as its hash.
+func TestUserRules(t *testing.T) {
+	require.Equal(t, []string{"-@admin", "-migrate", "-restore-asking", "-script|debug"}, userDenials)
+	hash := "#" + passwordHash("Secret.pw1")
+	require.Equal(t, []string{"reset", "on", hash, "allchannels", "+@all", "~*",
+		"-@admin", "-migrate", "-restore-asking", "-script|debug", "+multi", "+exec", "+discard"},
+		userRules(hash, "+@all  ~*"))
+	require.Equal(t, "off", defaultUser(">pw", false, true)[1])
+	require.Equal(t, defaultUserRules(">pw", true), defaultUser(">pw", true, false))
+}
+
+// TestConfigUsers: the config file defines the named users with their passwords' hashes
+// and the default user off when it is; it reads back their names and the default user's
+// state.
+func TestConfigUsers(t *testing.T) {
+	want := serverConfig{
+		Port: 6380, Host: "127.0.0.1", Password: "tenant", MaxMemory: 1 << 30, Policy: "allkeys-lru",
+		Persistence: "none", InternalSecret: "internal", DefaultOff: true,
+		Users: []clouddb.DatabaseUser{{Name: "ro", Password: "Read.0nly", Rule: "+@read ~*"}, {Name: "a\"b", Password: "x\ny", Rule: "+@all"}},
+	}
+	data, err := want.render(7, "/data/7")
+	require.NoError(t, err)
+	require.NotContains(t, string(data), "Read.0nly")
+	require.NotContains(t, string(data), "x\ny")
+	var users [][]string
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		args, serr := splitArgs(line)
+		require.NoError(t, serr, line)
+		if len(args) > 1 && args[0] == "user" {
+			users = append(users, args[1:])
+		}
+	}
+	require.Equal(t, [][]string{
+		append([]string{"default"}, defaultUser(">tenant", false, true)...),
+		append([]string{internalUser}, internalUserRules(">internal")...),
+		append([]string{"ro"}, userRules("#"+passwordHash("Read.0nly"), "+@read ~*")...),
+		append([]string{"a\"b"}, userRules("#"+passwordHash("x\ny"), "+@all")...),
+	}, users)
+	got, err := parseConfig(data)
+	require.NoError(t, err)
+	require.True(t, got.DefaultOff)
+	require.Equal(t, []clouddb.DatabaseUser{{Name: "ro"}, {Name: "a\"b"}}, got.Users)
+	got.Users, want.Users = nil, nil
+	require.Equal(t, want, got)
+}
+
+// TestUsersDrift: the deep check's comparison of named users.
+func TestUsersDrift(t *testing.T) {
+	u := clouddb.DatabaseUser{Name: "ro", Password: "Read.0nly", Rule: "+@read ~*"}
+	h := passwordHash(u.Password)
+	line := "user ro on sanitize-payload #" + h + " ~* &* -@all +@read"
+	wanted := []clouddb.DatabaseUser{u}
+	require.False(t, usersDrift(map[string]string{"ro": line}, wanted, nil))
+	require.True(t, usersDrift(map[string]string{}, wanted, nil), "missing")
+	require.True(t, usersDrift(map[string]string{"ro": strings.Replace(line, " on ", " off ", 1)}, wanted, nil), "off")
+	require.True(t, usersDrift(map[string]string{"ro": line + " #" + passwordHash("other")}, wanted, nil), "a second password")
+	require.True(t, usersDrift(map[string]string{"ro": "user ro on nopass ~* &* +@all"}, wanted, nil), "nopass")
+	known := map[string]knownUser{"ro": {sig: userSig(u), line: line}}
+	require.False(t, usersDrift(map[string]string{"ro": line}, wanted, known))
+	require.True(t, usersDrift(map[string]string{"ro": line + " +set"}, wanted, known), "other rules")
+	// What clouddb learnt of another definition says nothing of this one.
+	known["ro"] = knownUser{sig: "old", line: "user ro on #old"}
+	require.False(t, usersDrift(map[string]string{"ro": line}, wanted, known))
+	// A name is no flag nor password.
+	require.False(t, lineLogsIn("user on off #"+h, h))
+	require.False(t, lineLogsIn("user #"+h+" off", h))
+	require.Equal(t, []string{"x", "clouddb-scratch"}, foreignUsers([]string{"default", "ro", "x", "clouddb-internal", "clouddb-scratch"}, wanted))
+}
