@@ -39,6 +39,8 @@ type Driver interface {
 // ACLChecker is a Driver that can verify an ACL rule on a real server of the version it
 // runs by default, as DatabaseUser rules are applied (the denials clouddb adds included):
 // a rule naming an unknown command or category is refused before any database gets it.
+// CheckACLRule refuses a rule with an *Error of type ACL_REDIS_RULE_PATTERN_NOT_VALID that
+// names the word refused; any other error means the check could not be made.
 type ACLChecker interface {
 	CheckACLRule(ctx context.Context, rule string) error
 }

@@ -9,8 +9,6 @@ import (
 	"clouddb"
 )
 
-// logTypeACL is the type of the system log entries about ACL users.
-const logTypeACL = "ACL"
 
 // dbKey names a database as a role does: its account (a role reaches its own account's
 // databases only), subscription and id.
@@ -192,10 +190,10 @@ func (r *Reconciler) applyACL(ctx context.Context, account int, acl *aclState) e
 		return err
 	}
 	for _, u := range applied {
-		r.event(ctx, account, logTypeACL, u.Name, u.ID, "ACL user %q (id %d) is set on the databases its role names", u.Name, u.ID)
+		r.event(ctx, account, clouddb.LogTypeACLUser, u.Name, u.ID, "ACL user %q (id %d) is set on the databases its role names", u.Name, u.ID)
 	}
 	for _, u := range removed {
-		r.event(ctx, account, logTypeACL, u.Name, u.ID, "ACL user %q (id %d) was removed from every database and deleted", u.Name, u.ID)
+		r.event(ctx, account, clouddb.LogTypeACLUser, u.Name, u.ID, "ACL user %q (id %d) was removed from every database and deleted", u.Name, u.ID)
 	}
 	return nil
 }

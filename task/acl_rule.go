@@ -257,8 +257,10 @@ func checkedJob(ctx context.Context, e *Engine, t *clouddb.Task,
 }
 
 // checkRules verifies rules on a real server when the driver can (clouddb.ACLChecker);
-// default rules are clouddb's own and need no check. A checker's *clouddb.Error is its
-// own failure and is passed on; any other error is the server's refusal of the rule.
+// default rules are clouddb's own and need no check. The checker refuses a rule with an
+// ACL_REDIS_RULE_PATTERN_NOT_VALID error naming the word the server refused; any other
+// error means the check could not be made, which fails the task as an internal error
+// rather than blaming the rule.
 func (e *Engine) checkRules(ctx context.Context, rules []*clouddb.ACLRule) error {
 	checker, ok := e.Driver.(clouddb.ACLChecker)
 	if !ok {
@@ -271,12 +273,11 @@ func (e *Engine) checkRules(ctx context.Context, rules []*clouddb.ACLRule) error
 		}
 		seen[r.ACL] = true
 		err := checker.CheckACLRule(ctx, r.ACL)
-		switch {
-		case err == nil:
-		case ctx.Err() != nil, clouddb.AsError(err) != nil:
+		if refused := clouddb.AsError(err); refused != nil && refused.Type == clouddb.ErrTypeACLRulePatternInvalid {
+			return clouddb.ACLRuleRefused(r.Name, refused.Description)
+		}
+		if err != nil {
 			return err
-		default:
-			return clouddb.ACLRuleRefused(r.Name, err.Error())
 		}
 	}
 	return nil

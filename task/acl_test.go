@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -217,7 +216,7 @@ const badRule = "+@read +nosuchcommand ~*"
 // and fail with the pattern error and the server's reason when it refuses one; nothing
 // is written then. A rule nobody uses is only checked for syntax.
 func TestACLRulesVerifiedOnAssignment(t *testing.T) {
-	checker := &fakeChecker{refuse: map[string]error{badRule: errors.New("Error in ACL SETUSER modifier '+nosuchcommand': Unknown command")}}
+	checker := &fakeChecker{refuse: map[string]error{badRule: clouddb.Invalid(clouddb.ErrTypeACLRulePatternInvalid, `Redis refuses "+nosuchcommand": Unknown command or category name in ACL`)}}
 	f := newACLFixture(t, checker)
 	good := f.ok(clouddb.CommandACLRuleCreate, map[string]any{"name": "good", "redisRule": "+@read ~*"})
 	bad := f.ok(clouddb.CommandACLRuleCreate, map[string]any{"name": "bad", "redisRule": badRule})
@@ -226,7 +225,7 @@ func TestACLRulesVerifiedOnAssignment(t *testing.T) {
 	e := f.fail(clouddb.CommandACLRoleCreate, map[string]any{"name": "r", "redisRules": []any{assoc("Read-Only", f.on(f.db2)), assoc("bad", f.on(f.db1))}})
 	require.Equal(t, clouddb.ErrTypeACLRulePatternInvalid, e.Type)
 	require.Equal(t, "400 BAD_REQUEST", e.Status)
-	require.Equal(t, `Invalid ACL redis rule "bad": Error in ACL SETUSER modifier '+nosuchcommand': Unknown command`, e.Description)
+	require.Equal(t, `Invalid ACL redis rule "bad": Redis refuses "+nosuchcommand": Unknown command or category name in ACL`, e.Description)
 	require.Equal(t, "redis-acl-wrong-acl-rule-pattern", e.AdditionalInfo)
 	require.Equal(t, []string{badRule}, checker.calls(), "the default rule is not checked")
 	var roles []*clouddb.ACLRole
@@ -254,10 +253,12 @@ func TestACLRulesVerifiedOnAssignment(t *testing.T) {
 	require.Equal(t, bad, f.ok(clouddb.CommandACLRuleUpdate, map[string]any{"id": bad, "redisRule": "+@read +alsonothing ~*"}))
 	require.Len(t, checker.calls(), n)
 
-	// A failure of the checker itself is not blamed on the rule.
-	checker.refuse["+@write ~*"] = clouddb.Errorf(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "no redis-server to check with")
+	// A failure of the checker itself is not blamed on the rule: the task fails as an
+	// internal error, which says nothing of the cause.
+	checker.refuse["+@write ~*"] = errors.New("start redis-server: no such file")
 	e = f.fail(clouddb.CommandACLRuleUpdate, map[string]any{"id": good, "redisRule": "+@write ~*"})
-	require.Equal(t, "SERVICE_UNAVAILABLE", e.Type)
+	require.Equal(t, clouddb.ErrTypeGeneral, e.Type)
+	require.NotContains(t, e.Description, "redis-server")
 	require.Empty(t, e.AdditionalInfo)
 }
 
