@@ -38,6 +38,10 @@ type Subscription struct {
 	RedisVersion                    string
 	DeletionGracePeriod             string
 	CloudProviders                  []CloudProvider
+	// MaintenanceWindows and CIDRAllowlist are settings that change no server (see
+	// subscription_settings.go).
+	MaintenanceWindows MaintenanceWindows
+	CIDRAllowlist      CIDRAllowlist
 	// CapacityGB is the memory the subscription's "cluster" is sized for; see Capacity.
 	CapacityGB float64
 	// Generation counts the changes made to the subscription; the reconciler only settles a
