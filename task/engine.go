@@ -521,6 +521,11 @@ var handlers = map[string]handler{
 	clouddb.CommandCloudAccountDelete:   deleteCloudAccount,
 	clouddb.CommandDatabaseBackupStatus: backupStatus,
 	clouddb.CommandDatabaseImportStatus: importStatus,
+
+	// Subscription settings (subscription_settings.go).
+	clouddb.CommandMaintenanceWindowsUpdate: updateMaintenanceWindows,
+	clouddb.CommandCIDRUpdate:               updateCIDRAllowlist,
+	clouddb.CommandCIDRGet:                  getCIDRAllowlist,
 }
 
 // jobs are the command types whose work takes long.
