@@ -38,6 +38,10 @@ type Subscription struct {
 	RedisVersion                    string
 	DeletionGracePeriod             string
 	CloudProviders                  []CloudProvider
+	// MaintenanceWindows and CIDRAllowlist are settings that change no server (see
+	// subscription_settings.go).
+	MaintenanceWindows MaintenanceWindows
+	CIDRAllowlist      CIDRAllowlist
 	// CapacityGB is the memory the subscription's "cluster" is sized for; see Capacity.
 	CapacityGB float64
 	// Generation counts the changes made to the subscription; the reconciler only settles a
@@ -98,6 +102,9 @@ type SubscriptionUpdate struct {
 	PaymentMethod        *string `json:"paymentMethod,omitempty"`
 	PublicEndpointAccess *bool   `json:"publicEndpointAccess,omitempty"`
 	DeletionGracePeriod  *string `json:"deletionGracePeriod,omitempty"`
+	// ResourceTags replaces the tags of every cloud provider entry; only PUT
+	// …/resource-tags sets it (an empty list clears them).
+	ResourceTags *[]Tag `json:"resourceTags,omitempty"`
 }
 
 var (
@@ -156,7 +163,7 @@ func (s *SubscriptionSpec) Validate() error {
 		if err := checkCount(subRes, cpField+".regions", len(cp.Regions), MaxListLength); err != nil {
 			return err
 		}
-		if err := ValidateTags(subRes, cpField+".resourceTags", cp.ResourceTags); err != nil {
+		if err := ValidateResourceTags(subRes, cpField+".resourceTags", cp.ResourceTags); err != nil {
 			return err
 		}
 		for j, r := range cp.Regions {
@@ -235,6 +242,9 @@ func (u *SubscriptionUpdate) Validate() error {
 	if u.DeletionGracePeriod != nil && !oneOf(*u.DeletionGracePeriod, deletionGracePeriods) {
 		return Invalid(ErrTypeInvalidField, "subscription: deletionGracePeriod must be one of %v", deletionGracePeriods)
 	}
+	if u.ResourceTags != nil {
+		return ValidateResourceTags(subRes, "resourceTags", *u.ResourceTags)
+	}
 	return nil
 }
 
@@ -254,6 +264,15 @@ func (u *SubscriptionUpdate) Apply(s *Subscription) {
 	}
 	if u.DeletionGracePeriod != nil {
 		s.DeletionGracePeriod = *u.DeletionGracePeriod
+	}
+	if u.ResourceTags != nil {
+		tags := *u.ResourceTags
+		if len(tags) == 0 {
+			tags = nil // as a create without tags stores them
+		}
+		for i := range s.CloudProviders {
+			s.CloudProviders[i].ResourceTags = tags
+		}
 	}
 }
 

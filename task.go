@@ -61,6 +61,16 @@ const (
 	CommandACLUserDelete        = "aclUserDeleteRequest"
 )
 
+// Command types of the subscription settings. Resource tags go as a
+// CommandSubscriptionUpdate, as on the real API.
+const (
+	CommandMaintenanceWindowsUpdate = "subscriptionMaintenanceWindowsUpdateRequest"
+	CommandCIDRUpdate               = "cidrUpdateRequest"
+	// CommandCIDRGet is what the real API's GET …/cidr task is called (its peering list
+	// shares the name).
+	CommandCIDRGet = "peeringListRequest"
+)
+
 // Task is an asynchronous request. Its processing phase runs in the task engine, one task
 // at a time per account, in submission order.
 type Task struct {

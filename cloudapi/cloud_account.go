@@ -16,8 +16,9 @@ func (s *Server) registerCloudAccountRoutes() {
 	s.route("DELETE /cloud-accounts/{cloudAccountId}", s.deleteCloudAccount)
 }
 
-// cloudAccountView never carries a secret; the access key id is masked as the real API
-// does.
+// cloudAccountView never carries a secret (the secret key, the console user and password
+// are write-only). The access key id is shown as it was sent: it identifies the key, and
+// Terraform keeps it in its state and compares it with its configuration.
 type cloudAccountView struct {
 	ID             int    `json:"id"`
 	Name           string `json:"name"`
@@ -30,15 +31,7 @@ type cloudAccountView struct {
 
 func newCloudAccountView(c *clouddb.CloudAccount) cloudAccountView {
 	return cloudAccountView{ID: c.ID, Name: c.Name, Provider: c.Provider, Status: string(c.Status),
-		AccessKeyID: mask(c.AccessKeyID), SignInLoginURL: c.SignInLoginURL, Links: []any{}}
-}
-
-// mask keeps the first and last character of a key id: "A***A".
-func mask(s string) string {
-	if len(s) < 2 {
-		return s
-	}
-	return s[:1] + "***" + s[len(s)-1:]
+		AccessKeyID: c.AccessKeyID, SignInLoginURL: c.SignInLoginURL, Links: []any{}}
 }
 
 // findCloudAccount is a visible cloud account of the caller (the internal one included);

@@ -17,6 +17,11 @@ func (s *Server) registerSubscriptionRoutes() {
 	s.route("DELETE /subscriptions/{subscriptionId}", s.deleteSubscription)
 	s.route("GET /subscriptions/{subscriptionId}/maintenance-windows", s.getMaintenanceWindows)
 	s.route("GET /subscriptions/{subscriptionId}/pricing", s.getPricing)
+	// Subscription settings (subscription_settings.go); GET …/cidr makes a task each time.
+	s.route("PUT /subscriptions/{subscriptionId}/maintenance-windows", s.updateMaintenanceWindows)
+	s.route("PUT /subscriptions/{subscriptionId}/resource-tags", s.updateResourceTags)
+	s.routeUncached("GET /subscriptions/{subscriptionId}/cidr", s.getCIDRAllowlist)
+	s.route("PUT /subscriptions/{subscriptionId}/cidr", s.updateCIDRAllowlist)
 }
 
 type subscriptionView struct {
@@ -199,13 +204,6 @@ func (s *Server) deleteSubscription(r *http.Request, c *caller) (int, any, error
 		return 0, nil, err
 	}
 	return s.enqueue(r, c, http.StatusOK, &clouddb.Task{CommandType: clouddb.CommandSubscriptionDelete, SubscriptionID: sub.ID}, nil)
-}
-
-func (s *Server) getMaintenanceWindows(r *http.Request, c *caller) (int, any, error) {
-	if _, _, err := s.withSubscription(r, c); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, map[string]any{"mode": "automatic", "windows": []any{}}, nil
 }
 
 type pricingView struct {

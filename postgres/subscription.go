@@ -13,20 +13,21 @@ func (tx *Tx) CreateSubscription(ctx context.Context, s *clouddb.Subscription) e
 	if s.Generation == 0 {
 		s.Generation = 1
 	}
-	providers, err := jsonArg(s.CloudProviders)
+	providers, windows, allowlist, err := subscriptionJSON(s)
 	if err != nil {
 		return err
 	}
 	id, err := tx.insert(ctx, "subscriptions", s.ID, `INSERT INTO subscriptions (id, account_id, name,
 		status, deployment_type, payment_method_id, payment_method, memory_storage,
 		public_endpoint_access, persistent_storage_encryption_type, redis_version,
-		deletion_grace_period, cloud_providers, capacity_gb, generation, created_at, updated_at)
+		deletion_grace_period, cloud_providers, maintenance_windows, cidr_allowlist,
+		capacity_gb, generation, created_at, updated_at)
 		VALUES (`+newID("subscriptions")+`, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-		$15, $16, $17) RETURNING id`,
+		$15, $16, $17, $18, $19) RETURNING id`,
 		s.AccountID, s.Name, string(s.Status), s.DeploymentType, s.PaymentMethodID,
 		s.PaymentMethod, s.MemoryStorage, s.PublicEndpointAccess,
 		s.PersistentStorageEncryptionType, s.RedisVersion, s.DeletionGracePeriod, providers,
-		s.CapacityGB, s.Generation, timeArg(s.CreatedAt), timeArg(s.UpdatedAt))
+		windows, allowlist, s.CapacityGB, s.Generation, timeArg(s.CreatedAt), timeArg(s.UpdatedAt))
 	if err != nil {
 		return err
 	}
@@ -36,16 +37,29 @@ func (tx *Tx) CreateSubscription(ctx context.Context, s *clouddb.Subscription) e
 
 const subscriptionColumns = `id, account_id, name, status, deployment_type, payment_method_id,
 	payment_method, memory_storage, public_endpoint_access, persistent_storage_encryption_type,
-	redis_version, deletion_grace_period, cloud_providers, capacity_gb, generation, created_at,
-	updated_at`
+	redis_version, deletion_grace_period, cloud_providers, maintenance_windows, cidr_allowlist,
+	capacity_gb, generation, created_at, updated_at`
+
+// subscriptionJSON is the stored form of a subscription's nested structs: its cloud
+// providers, maintenance windows and CIDR allow list.
+func subscriptionJSON(s *clouddb.Subscription) (providers, windows, allowlist string, err error) {
+	if providers, err = jsonArg(s.CloudProviders); err != nil {
+		return
+	}
+	if windows, err = jsonArg(s.MaintenanceWindows); err != nil {
+		return
+	}
+	allowlist, err = jsonArg(s.CIDRAllowlist)
+	return
+}
 
 func scanSubscription(sc scanner) (*clouddb.Subscription, error) {
 	var s clouddb.Subscription
 	err := sc.Scan(&s.ID, &s.AccountID, &s.Name, &s.Status, &s.DeploymentType,
 		&s.PaymentMethodID, &s.PaymentMethod, &s.MemoryStorage, &s.PublicEndpointAccess,
 		&s.PersistentStorageEncryptionType, &s.RedisVersion, &s.DeletionGracePeriod,
-		&s.CloudProviders, &s.CapacityGB, &s.Generation, timeCol{&s.CreatedAt},
-		timeCol{&s.UpdatedAt})
+		&s.CloudProviders, &s.MaintenanceWindows, &s.CIDRAllowlist, &s.CapacityGB,
+		&s.Generation, timeCol{&s.CreatedAt}, timeCol{&s.UpdatedAt})
 	return &s, err
 }
 
@@ -80,20 +94,20 @@ func (tx *Tx) Subscriptions(ctx context.Context, f clouddb.SubscriptionFilter) (
 // the caller decides which changes need provisioning and advances it for those. It sets
 // s.UpdatedAt.
 func (tx *Tx) UpdateSubscription(ctx context.Context, s *clouddb.Subscription) error {
-	providers, err := jsonArg(s.CloudProviders)
+	providers, windows, allowlist, err := subscriptionJSON(s)
 	if err != nil {
 		return err
 	}
 	err = mustAffect(tx.tx.Exec(ctx, `UPDATE subscriptions SET name = $1, status = $2,
 		deployment_type = $3, payment_method_id = $4, payment_method = $5, memory_storage = $6,
 		public_endpoint_access = $7, persistent_storage_encryption_type = $8, redis_version = $9,
-		deletion_grace_period = $10, cloud_providers = $11, capacity_gb = $12, generation = $13,
-		updated_at = $14
-		WHERE id = $15`,
+		deletion_grace_period = $10, cloud_providers = $11, maintenance_windows = $12,
+		cidr_allowlist = $13, capacity_gb = $14, generation = $15, updated_at = $16
+		WHERE id = $17`,
 		s.Name, string(s.Status), s.DeploymentType, s.PaymentMethodID, s.PaymentMethod,
 		s.MemoryStorage, s.PublicEndpointAccess, s.PersistentStorageEncryptionType,
-		s.RedisVersion, s.DeletionGracePeriod, providers, s.CapacityGB, s.Generation,
-		timeArg(tx.now), s.ID))
+		s.RedisVersion, s.DeletionGracePeriod, providers, windows, allowlist, s.CapacityGB,
+		s.Generation, timeArg(tx.now), s.ID))
 	if err != nil {
 		return err
 	}

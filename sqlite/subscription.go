@@ -12,19 +12,20 @@ func (tx *Tx) CreateSubscription(ctx context.Context, s *clouddb.Subscription) e
 	if s.Generation == 0 {
 		s.Generation = 1
 	}
-	providers, err := jsonArg(s.CloudProviders)
+	providers, windows, allowlist, err := subscriptionJSON(s)
 	if err != nil {
 		return err
 	}
 	res, err := tx.tx.ExecContext(ctx, `INSERT INTO subscriptions (id, account_id, name, status,
 		deployment_type, payment_method_id, payment_method, memory_storage,
 		public_endpoint_access, persistent_storage_encryption_type, redis_version,
-		deletion_grace_period, cloud_providers, capacity_gb, generation, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		deletion_grace_period, cloud_providers, maintenance_windows, cidr_allowlist,
+		capacity_gb, generation, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		idArg(s.ID), s.AccountID, s.Name, string(s.Status), s.DeploymentType, s.PaymentMethodID,
 		s.PaymentMethod, s.MemoryStorage, s.PublicEndpointAccess,
 		s.PersistentStorageEncryptionType, s.RedisVersion, s.DeletionGracePeriod, providers,
-		s.CapacityGB, s.Generation, timeArg(s.CreatedAt), timeArg(s.UpdatedAt))
+		windows, allowlist, s.CapacityGB, s.Generation, timeArg(s.CreatedAt), timeArg(s.UpdatedAt))
 	if err != nil {
 		return mapErr(err)
 	}
@@ -35,16 +36,29 @@ func (tx *Tx) CreateSubscription(ctx context.Context, s *clouddb.Subscription) e
 
 const subscriptionColumns = `id, account_id, name, status, deployment_type, payment_method_id,
 	payment_method, memory_storage, public_endpoint_access, persistent_storage_encryption_type,
-	redis_version, deletion_grace_period, cloud_providers, capacity_gb, generation, created_at,
-	updated_at`
+	redis_version, deletion_grace_period, cloud_providers, maintenance_windows, cidr_allowlist,
+	capacity_gb, generation, created_at, updated_at`
+
+// subscriptionJSON is the stored form of a subscription's nested structs: its cloud
+// providers, maintenance windows and CIDR allow list.
+func subscriptionJSON(s *clouddb.Subscription) (providers, windows, allowlist string, err error) {
+	if providers, err = jsonArg(s.CloudProviders); err != nil {
+		return
+	}
+	if windows, err = jsonArg(s.MaintenanceWindows); err != nil {
+		return
+	}
+	allowlist, err = jsonArg(s.CIDRAllowlist)
+	return
+}
 
 func scanSubscription(sc scanner) (*clouddb.Subscription, error) {
 	var s clouddb.Subscription
 	err := sc.Scan(&s.ID, &s.AccountID, &s.Name, &s.Status, &s.DeploymentType,
 		&s.PaymentMethodID, &s.PaymentMethod, &s.MemoryStorage, &s.PublicEndpointAccess,
 		&s.PersistentStorageEncryptionType, &s.RedisVersion, &s.DeletionGracePeriod,
-		jsonCol{&s.CloudProviders}, &s.CapacityGB, &s.Generation, timeCol{&s.CreatedAt},
-		timeCol{&s.UpdatedAt})
+		jsonCol{&s.CloudProviders}, jsonCol{&s.MaintenanceWindows}, jsonCol{&s.CIDRAllowlist},
+		&s.CapacityGB, &s.Generation, timeCol{&s.CreatedAt}, timeCol{&s.UpdatedAt})
 	return &s, err
 }
 
@@ -79,20 +93,20 @@ func (tx *Tx) Subscriptions(ctx context.Context, f clouddb.SubscriptionFilter) (
 // the caller decides which changes need provisioning and advances it for those. It sets
 // s.UpdatedAt.
 func (tx *Tx) UpdateSubscription(ctx context.Context, s *clouddb.Subscription) error {
-	providers, err := jsonArg(s.CloudProviders)
+	providers, windows, allowlist, err := subscriptionJSON(s)
 	if err != nil {
 		return err
 	}
 	err = mustAffect(tx.tx.ExecContext(ctx, `UPDATE subscriptions SET name = ?, status = ?,
 		deployment_type = ?, payment_method_id = ?, payment_method = ?, memory_storage = ?,
 		public_endpoint_access = ?, persistent_storage_encryption_type = ?, redis_version = ?,
-		deletion_grace_period = ?, cloud_providers = ?, capacity_gb = ?, generation = ?,
-		updated_at = ?
+		deletion_grace_period = ?, cloud_providers = ?, maintenance_windows = ?,
+		cidr_allowlist = ?, capacity_gb = ?, generation = ?, updated_at = ?
 		WHERE id = ?`,
 		s.Name, string(s.Status), s.DeploymentType, s.PaymentMethodID, s.PaymentMethod,
 		s.MemoryStorage, s.PublicEndpointAccess, s.PersistentStorageEncryptionType,
-		s.RedisVersion, s.DeletionGracePeriod, providers, s.CapacityGB, s.Generation,
-		timeArg(tx.now), s.ID))
+		s.RedisVersion, s.DeletionGracePeriod, providers, windows, allowlist, s.CapacityGB,
+		s.Generation, timeArg(tx.now), s.ID))
 	if err != nil {
 		return err
 	}

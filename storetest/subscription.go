@@ -32,6 +32,13 @@ func newSubscription(accountID, cloudAccountID int, name string) *clouddb.Subscr
 			}},
 			ResourceTags: []clouddb.Tag{{Key: "team", Value: "db"}},
 		}},
+		// Windows and days in an order that is not sorted: they read back as given.
+		MaintenanceWindows: clouddb.MaintenanceWindows{Mode: "manual", Windows: []clouddb.MaintenanceWindow{
+			{Days: []string{"Thursday", "Monday"}, StartHour: 22, DurationInHours: 6},
+			{Days: []string{"Sunday"}, StartHour: 0, DurationInHours: 24},
+		}},
+		CIDRAllowlist: clouddb.CIDRAllowlist{CIDRIPs: []string{"10.1.0.0/16", "192.168.0.0/24"},
+			SecurityGroupIDs: []string{"sg-0123456789abcdef0", "sg-01234567"}},
 		CapacityGB: 2.5,
 	}
 }
@@ -52,6 +59,8 @@ func testSubscription(t *testing.T, open OpenFunc) {
 			require.NoError(t, err)
 			require.Equal(t, s, got)
 			require.Equal(t, "vpc-1", got.CloudProviders[0].Regions[0].Networking.VpcID)
+			require.Equal(t, []string{"Thursday", "Monday"}, got.MaintenanceWindows.Windows[0].Days)
+			require.Equal(t, []string{"sg-0123456789abcdef0", "sg-01234567"}, got.CIDRAllowlist.SecurityGroupIDs)
 
 			got, err = tx.Subscription(bn.ctx, 0, s.ID)
 			require.NoError(t, err, "account 0 sees every account")
@@ -61,6 +70,36 @@ func testSubscription(t *testing.T, open OpenFunc) {
 			require.ErrorIs(t, err, clouddb.ErrNotFound, "another account's subscription is not found")
 			_, err = tx.Subscription(bn.ctx, bn.a.ID, s.ID+1000)
 			require.ErrorIs(t, err, clouddb.ErrNotFound)
+			return nil
+		})
+	})
+
+	t.Run("DefaultSettings", func(t *testing.T) {
+		t.Parallel()
+		bn := setup(t, open)
+		s := newSubscription(bn.a.ID, clouddb.InternalCloudAccountID, "sub")
+		s.MaintenanceWindows, s.CIDRAllowlist = clouddb.MaintenanceWindows{}, clouddb.CIDRAllowlist{}
+		bn.update(t, func(tx clouddb.Tx) error { return tx.CreateSubscription(bn.ctx, s) })
+		bn.view(t, func(tx clouddb.Tx) error {
+			got, err := tx.Subscription(bn.ctx, bn.a.ID, s.ID)
+			require.NoError(t, err)
+			require.Equal(t, s, got)
+			require.Equal(t, clouddb.MaintenanceAutomatic, got.MaintenanceWindows.ModeOrDefault())
+			require.Nil(t, got.MaintenanceWindows.Windows)
+			require.Nil(t, got.CIDRAllowlist.CIDRIPs)
+			return nil
+		})
+		// Set, then cleared again: nothing of the old settings is left.
+		s.MaintenanceWindows = clouddb.MaintenanceWindows{Mode: "manual", Windows: []clouddb.MaintenanceWindow{{Days: []string{"Friday"}, StartHour: 1, DurationInHours: 4}}}
+		s.CIDRAllowlist = clouddb.CIDRAllowlist{SecurityGroupIDs: []string{"sg-89abcdef"}}
+		bn.update(t, func(tx clouddb.Tx) error { return tx.UpdateSubscription(bn.ctx, s) })
+		s.MaintenanceWindows = clouddb.MaintenanceWindows{Mode: "automatic"}
+		s.CIDRAllowlist = clouddb.CIDRAllowlist{}
+		bn.update(t, func(tx clouddb.Tx) error { return tx.UpdateSubscription(bn.ctx, s) })
+		bn.view(t, func(tx clouddb.Tx) error {
+			got, err := tx.Subscription(bn.ctx, bn.a.ID, s.ID)
+			require.NoError(t, err)
+			require.Equal(t, s, got)
 			return nil
 		})
 	})
@@ -123,6 +162,9 @@ func testSubscription(t *testing.T, open OpenFunc) {
 		upd.DeletionGracePeriod = "immediate"
 		upd.CapacityGB = 5
 		upd.CloudProviders = []clouddb.CloudProvider{{Provider: "GCP", CloudAccountID: 1, Regions: []clouddb.Region{{Region: "europe-west1"}}}}
+		upd.MaintenanceWindows = clouddb.MaintenanceWindows{Mode: "manual", Windows: []clouddb.MaintenanceWindow{
+			{Days: []string{"Saturday"}, StartHour: 3, DurationInHours: 8}}}
+		upd.CIDRAllowlist = clouddb.CIDRAllowlist{CIDRIPs: []string{"172.16.0.0/12"}}
 		upd.Generation = 5 // the caller owns the generation
 		bn.update(t, func(tx clouddb.Tx) error { return tx.UpdateSubscription(bn.ctx, &upd) })
 		require.Equal(t, s.CreatedAt, upd.CreatedAt)

@@ -529,6 +529,11 @@ var handlers = map[string]handler{
 	clouddb.CommandACLUserCreate: createACLUser,
 	clouddb.CommandACLUserUpdate: updateACLUser,
 	clouddb.CommandACLUserDelete: deleteACLUser,
+
+	// Subscription settings (subscription_settings.go).
+	clouddb.CommandMaintenanceWindowsUpdate: updateMaintenanceWindows,
+	clouddb.CommandCIDRUpdate:               updateCIDRAllowlist,
+	clouddb.CommandCIDRGet:                  getCIDRAllowlist,
 }
 
 // jobs are the command types whose work takes long.

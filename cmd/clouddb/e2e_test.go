@@ -487,29 +487,61 @@ func TestProvisioningInParallel(t *testing.T) {
 // TestTerraformSequence: the calls the official Terraform provider makes over a
 // resource's life, against the real service: create a subscription and wait for it,
 // read it with its maintenance windows and pricing (the provider reads both on every
-// subscription read), create, update and tag a database and wait for each, then delete
-// the database and the subscription and wait until they are gone.
+// subscription read), run the update step of its create (PUT the subscription, wait,
+// PUT maintenance windows, read), set the windows back to automatic, create, update and
+// tag a database and wait for each, then delete the database and the subscription and
+// wait until they are gone.
 func TestTerraformSequence(t *testing.T) {
 	t.Parallel()
 	s := startService(t, t.TempDir(), options{})
 	ctx := testContext(t)
-	sub := s.createSubscription(ctx, subscriptionBody(s.paymentMethod(ctx), "tf", planDB("tf-plan", 0.1)))
-	read := func() {
+	pm := s.paymentMethod(ctx)
+	sub := s.createSubscription(ctx, subscriptionBody(pm, "tf", planDB("tf-plan", 0.1)))
+	read := func() *client.MaintenanceWindows {
 		t.Helper()
 		got, err := s.c.WaitForSubscriptionStatus(ctx, sub, "active")
 		require.NoError(t, err)
 		require.Equal(t, sub, got.ID)
-		_, err = s.c.GetMaintenanceWindows(ctx, sub)
+		mw, err := s.c.GetMaintenanceWindows(ctx, sub)
 		require.NoError(t, err)
 		_, err = s.c.GetPricing(ctx, sub)
 		require.NoError(t, err)
+		return mw
 	}
-	read()
+	require.Equal(t, &client.MaintenanceWindows{Mode: "automatic"}, read())
+
+	// The update step of the provider's create, with maintenance_windows configured.
+	tk, err := s.c.UpdateSubscription(ctx, sub, client.UpdateSubscription{Name: client.Ptr("tf"), PaymentMethodID: client.Ptr(pm),
+		PublicEndpointAccess: client.Ptr(true)})
+	require.NoError(t, err)
+	_, err = s.c.WaitForTask(ctx, tk.ID)
+	require.NoError(t, err)
+	_, err = s.c.WaitForSubscriptionStatus(ctx, sub, "active")
+	require.NoError(t, err)
+	tk, err = s.c.UpdateMaintenanceWindows(ctx, sub, client.UpdateMaintenanceWindows{Mode: client.Ptr("manual"), Windows: []client.UpdateMaintenanceWindow{
+		{StartHour: client.Ptr(22), DurationInHours: client.Ptr(8), Days: []string{"Monday", "Thursday"}},
+		{StartHour: client.Ptr(0), DurationInHours: client.Ptr(4), Days: []string{"Saturday"}},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, "subscriptionMaintenanceWindowsUpdateRequest", tk.CommandType)
+	done, err := s.c.WaitForTask(ctx, tk.ID)
+	require.NoError(t, err)
+	require.Equal(t, sub, done.ResourceID())
+	want := &client.MaintenanceWindows{Mode: "manual", Windows: []client.MaintenanceWindow{
+		{StartHour: 22, DurationInHours: 8, Days: []string{"Monday", "Thursday"}},
+		{StartHour: 0, DurationInHours: 4, Days: []string{"Saturday"}},
+	}}
+	require.Equal(t, want, read())
+	require.Equal(t, want, read(), "a second plan sees no change")
+	// The windows removed from the configuration: back to automatic.
+	_, err = s.c.Wait(ctx)(s.c.UpdateMaintenanceWindows(ctx, sub, client.UpdateMaintenanceWindows{Mode: client.Ptr("automatic")}))
+	require.NoError(t, err)
+	require.Equal(t, &client.MaintenanceWindows{Mode: "automatic"}, read())
 
 	db := s.addDatabase(ctx, sub, client.CreateDatabase{Name: client.Ptr("tf-db"), DatasetSizeInGB: client.Ptr(0.1), Password: client.Ptr("tf-pass-1"),
 		DataPersistence: client.Ptr("none"), DataEvictionPolicy: client.Ptr("volatile-lru")})
 	read()
-	tk, err := s.c.UpdateDatabase(ctx, sub, db.ID, client.UpdateDatabase{Password: client.Ptr("tf-pass-2"), DataEvictionPolicy: client.Ptr("allkeys-lru"),
+	tk, err = s.c.UpdateDatabase(ctx, sub, db.ID, client.UpdateDatabase{Password: client.Ptr("tf-pass-2"), DataEvictionPolicy: client.Ptr("allkeys-lru"),
 		ReplicaOf: []string{}})
 	require.NoError(t, err)
 	_, err = s.c.WaitForTask(ctx, tk.ID)
