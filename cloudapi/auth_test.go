@@ -64,6 +64,10 @@ func routes(id ids) []route {
 		{http.MethodPut, sub, obj},
 		{http.MethodDelete, sub, nil},
 		{http.MethodGet, sub + "/maintenance-windows", nil},
+		{http.MethodPut, sub + "/maintenance-windows", []byte(`{"mode":"automatic"}`)},
+		{http.MethodPut, sub + "/resource-tags", []byte(`{"resourceTags":[]}`)},
+		{http.MethodGet, sub + "/cidr", nil},
+		{http.MethodPut, sub + "/cidr", obj},
 		{http.MethodGet, sub + "/pricing", nil},
 		{http.MethodGet, sub + "/databases", nil},
 		{http.MethodPost, sub + "/databases", obj},
@@ -79,6 +83,19 @@ func routes(id ids) []route {
 		{http.MethodGet, "/v1/tasks", nil},
 		{http.MethodGet, "/v1/tasks/" + id.task, nil},
 		{http.MethodGet, "/v1/logs", nil},
+		{http.MethodGet, "/v1/acl/redisRules", nil},
+		{http.MethodPost, "/v1/acl/redisRules", []byte(`{"name":"r","redisRule":"+@read ~*"}`)},
+		{http.MethodPut, "/v1/acl/redisRules/1", []byte(`{"redisRule":"+@read ~k*"}`)},
+		{http.MethodDelete, "/v1/acl/redisRules/1", nil},
+		{http.MethodGet, "/v1/acl/roles", nil},
+		{http.MethodPost, "/v1/acl/roles", fmt.Appendf(nil, `{"name":"r","redisRules":[{"ruleName":"Read-Only","databases":[{"subscriptionId":%d,"databaseId":%d}]}]}`, id.sub, id.db)},
+		{http.MethodPut, "/v1/acl/roles/1", []byte(`{"name":"renamed"}`)},
+		{http.MethodDelete, "/v1/acl/roles/1", nil},
+		{http.MethodGet, "/v1/acl/users", nil},
+		{http.MethodGet, "/v1/acl/users/1", nil},
+		{http.MethodPost, "/v1/acl/users", []byte(`{"name":"u","role":"r","password":"Auth.pa55word"}`)},
+		{http.MethodPut, "/v1/acl/users/1", []byte(`{"password":"Auth.n3w-word"}`)},
+		{http.MethodDelete, "/v1/acl/users/1", nil},
 	}
 }
 
@@ -156,11 +173,17 @@ func TestViewerKeyIsReadOnly(t *testing.T) {
 			require.Equal(t, http.StatusOK, res.status, "%s: %s", r, res.body)
 			require.Contains(t, string(res.body), `"status":"received"`, r.String())
 			statusTasks++
+		case r.path == fmt.Sprintf("/v1/subscriptions/%d/cidr", subID):
+			// The allow list is read through a task, as the real API does.
+			require.Equal(t, http.StatusAccepted, res.status, "%s: %s", r, res.body)
+			statusTasks++
+		case r.path == "/v1/acl/users/1":
+			require.Equal(t, http.StatusNotFound, res.status, "%s: %s", r, res.body)
 		default:
 			require.Equal(t, http.StatusOK, res.status, "%s: %s", r, res.body)
 		}
 	}
-	require.Equal(t, 2, statusTasks)
+	require.Equal(t, 3, statusTasks)
 	after := e.counts(e.mainAccount)
 	require.Equal(t, before.tasks+statusTasks, after.tasks)
 	after.tasks = before.tasks

@@ -90,13 +90,16 @@ func resourceLink(base string, t *clouddb.Task) (string, string) {
 		return "", ""
 	}
 	switch t.CommandType {
-	case clouddb.CommandSubscriptionCreate, clouddb.CommandSubscriptionUpdate, clouddb.CommandSubscriptionDelete:
+	case clouddb.CommandSubscriptionCreate, clouddb.CommandSubscriptionUpdate, clouddb.CommandSubscriptionDelete,
+		clouddb.CommandMaintenanceWindowsUpdate, clouddb.CommandCIDRUpdate, clouddb.CommandCIDRGet:
 		return fmt.Sprintf("%s/subscriptions/%d", base, t.ResourceID), "getSubscriptionInformation"
 	case clouddb.CommandDatabaseCreate, clouddb.CommandDatabaseUpdate, clouddb.CommandDatabaseDelete,
 		clouddb.CommandDatabaseBackup, clouddb.CommandDatabaseImport, clouddb.CommandDatabaseBackupStatus, clouddb.CommandDatabaseImportStatus:
 		return fmt.Sprintf("%s/subscriptions/%d/databases/%d", base, t.SubscriptionID, t.ResourceID), "getDatabaseInformation"
 	case clouddb.CommandCloudAccountCreate, clouddb.CommandCloudAccountUpdate, clouddb.CommandCloudAccountDelete:
 		return fmt.Sprintf("%s/cloud-accounts/%d", base, t.ResourceID), "getCloudAccountInformation"
+	case clouddb.CommandACLUserCreate, clouddb.CommandACLUserUpdate:
+		return fmt.Sprintf("%s/acl/users/%d", base, t.ResourceID), "getUserById"
 	}
 	return "", ""
 }

@@ -94,6 +94,9 @@ func TestEverySuccessHasAJSONBody(t *testing.T) {
 			b, _ := json.Marshal(cloudAccountBody("another"))
 			r.body = b
 		}
+		if r.method == http.MethodGet && r.path == "/v1/acl/users/1" {
+			continue // no user exists here (its 200 is in acl_test.go)
+		}
 		res := e.do(r.method, r.path, mainKey, mainSecret, r.body)
 		require.True(t, res.status >= 200 && res.status < 300, "%s: %d %s", r, res.status, res.body)
 		require.Equal(t, "application/json", res.header.Get("Content-Type"), r.String())

@@ -23,7 +23,7 @@ type CloudAccount struct {
 	Name     string `json:"name,omitempty"`
 	Provider string `json:"provider,omitempty"`
 	Status   string `json:"status,omitempty"`
-	// AccessKeyID is masked ("A***A") and absent for the internal account.
+	// AccessKeyID reads back as it was sent; it is absent for the internal account.
 	AccessKeyID    string `json:"accessKeyId,omitempty"`
 	SignInLoginURL string `json:"signInLoginUrl,omitempty"`
 }
