@@ -9,7 +9,6 @@ import (
 	"clouddb"
 )
 
-
 // dbKey names a database as a role does: its account (a role reaches its own account's
 // databases only), subscription and id.
 type dbKey struct{ account, subscription, database int }
