@@ -110,8 +110,8 @@ func TestDatabaseRedisVersion(t *testing.T) {
 	require.Equal(t, "7.2", e.storedDatabase(dflt).Spec.RedisVersion, "the default is stored, not left empty")
 	for _, v := range []string{"7.0", "7.2", "7.4"} {
 		id := e.newDatabase(subID, client.CreateDatabase{Name: client.Ptr("v" + strings.ReplaceAll(v, ".", "")), RedisVersion: client.Ptr(v)})
-		got, err := e.main.GetDatabase(ctx, subID, id)
-		require.NoError(t, err)
+		got, getErr := e.main.GetDatabase(ctx, subID, id)
+		require.NoError(t, getErr)
 		require.Equal(t, v, got.RedisVersion, "exactly the major.minor asked for")
 		require.Equal(t, map[string]string{"7.0": "7.0.15", "7.2": "7.2.4", "7.4": "7.4.1"}[v], got.RedisVersionCompliance)
 	}
@@ -125,9 +125,9 @@ func TestDatabaseRedisVersion(t *testing.T) {
 	}
 	for v, typ := range refused {
 		before := e.counts(e.mainAccount)
-		tk, err := e.main.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("bad"), MemoryLimitInGB: client.Ptr(0.1),
+		tk, submitErr := e.main.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("bad"), MemoryLimitInGB: client.Ptr(0.1),
 			Password: client.Ptr("pw-1234"), RedisVersion: client.Ptr(v)})
-		got := requireTaskFailsWith(t, e.main, tk, err, typ, "400 BAD_REQUEST")
+		got := requireTaskFailsWith(t, e.main, tk, submitErr, typ, "400 BAD_REQUEST")
 		require.Contains(t, got.Description, "redisVersion", v)
 		require.Contains(t, got.Description, fmt.Sprintf("%q", v))
 		require.Contains(t, got.Description, "7.0, 7.2, 7.4", "names the offered versions")
@@ -149,9 +149,9 @@ func TestDatabaseRedisVersion(t *testing.T) {
 
 	// A database stored before versions were reads the default.
 	require.NoError(t, e.store.Update(context.Background(), func(tx clouddb.Tx) error {
-		d, err := tx.Database(ctx, 0, planDB)
-		if err != nil {
-			return err
+		d, txErr := tx.Database(ctx, 0, planDB)
+		if txErr != nil {
+			return txErr
 		}
 		d.Spec.RedisVersion = ""
 		return tx.UpdateDatabase(ctx, d)
@@ -254,8 +254,8 @@ func TestUpgradeTask(t *testing.T) {
 		if r.target != "" {
 			req.TargetRedisVersion = client.Ptr(r.target)
 		}
-		tk, err := e.main.UpgradeDatabase(ctx, subID, id, req)
-		got := requireTaskFailsWith(t, e.main, tk, err, "DATABASE_UPGRADE_INVALID_REDIS_VERSION", "400 BAD_REQUEST")
+		tk, submitErr := e.main.UpgradeDatabase(ctx, subID, id, req)
+		got := requireTaskFailsWith(t, e.main, tk, submitErr, "DATABASE_UPGRADE_INVALID_REDIS_VERSION", "400 BAD_REQUEST")
 		require.Contains(t, got.Description, r.why)
 		require.Contains(t, got.Description, "may be upgraded to 7.2, 7.4")
 		after := e.storedDatabase(id)

@@ -114,11 +114,11 @@ func TestUpgradeEndToEnd(t *testing.T) {
 	require.Equal(t, client.UpgradeStatus{DatabaseID: db.ID, TargetRedisVersion: "7.2", Progress: 100, UpgradeStatus: "done"}, *st)
 
 	for target, why := range map[string]string{"7.4": `targetRedisVersion "7.4" is not offered`, "7.0": "there is no downgrade"} {
-		tk, err := s.c.UpgradeDatabase(ctx, subID, db.ID, client.Upgrade{TargetRedisVersion: client.Ptr(target)})
-		require.NoError(t, err)
-		_, err = s.c.WaitForTask(ctx, tk.ID)
+		tk, submitErr := s.c.UpgradeDatabase(ctx, subID, db.ID, client.Upgrade{TargetRedisVersion: client.Ptr(target)})
+		require.NoError(t, submitErr)
+		_, waitErr := s.c.WaitForTask(ctx, tk.ID)
 		var cerr *client.Error
-		require.ErrorAs(t, err, &cerr, target)
+		require.ErrorAs(t, waitErr, &cerr, target)
 		require.Equal(t, "DATABASE_UPGRADE_INVALID_REDIS_VERSION", cerr.Type)
 		require.Contains(t, cerr.Description, why)
 	}

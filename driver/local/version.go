@@ -109,7 +109,7 @@ func binaries(cfg Config) (map[string]string, string, error) {
 	for v, name := range cfg.RedisServers {
 		abs, err := lookBinary(name)
 		if err != nil {
-			return nil, "", fmt.Errorf("Redis %s: %w", v, err)
+			return nil, "", fmt.Errorf("the binary of Redis %s: %w", v, err)
 		}
 		bins[v] = abs
 	}
@@ -189,7 +189,7 @@ func (d *Driver) upgradeStop(ctx context.Context, in clouddb.Instance, pid int, 
 		return fmt.Errorf("database %d: upgrade to Redis %s: cannot reach the running server (pid %d, port %d) to save its data first: %w", id, to, pid, port, err)
 	}
 	defer c.Close()
-	if err := writeFileAtomic(filepath.Join(dir, upgradeFile), []byte(to+"\n"), 0o600); err != nil {
+	if err = writeFileAtomic(filepath.Join(dir, upgradeFile), []byte(to+"\n"), 0o600); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 	deadline := time.Now().Add(d.stopTimeout)

@@ -114,7 +114,7 @@ func TestNew_DefaultVersionMustBeOffered(t *testing.T) {
 	_, err := local.New(local.Config{Dir: t.TempDir(), RedisServers: map[string]string{"7.0": "redis-server"}, DefaultRedisVersion: "7.2"})
 	require.ErrorContains(t, err, `DefaultRedisVersion "7.2"`)
 	_, err = local.New(local.Config{Dir: t.TempDir(), RedisServers: map[string]string{"7.0": "no-such-redis-server-binary"}, DefaultRedisVersion: "7.0"})
-	require.ErrorContains(t, err, "Redis 7.0: redis-server not found")
+	require.ErrorContains(t, err, "the binary of Redis 7.0: redis-server not found")
 }
 
 // A database runs the binary of its version; one without a version runs the default's.
