@@ -62,14 +62,13 @@ type DatabaseState struct {
 	Upgrade *UpgradeState `json:"upgrade,omitempty"`
 }
 
-// UpgradeState records a database's latest version upgrade: its status is read from the
-// database's own (pending while the reconciler restarts the server on the new binary).
+// UpgradeState records a database's latest version upgrade: from which version to which,
+// and when it was asked for. Its progress is the database's status (pending while the
+// reconciler restarts the server on the new binary).
 type UpgradeState struct {
 	From   string    `json:"from"`
 	Target string    `json:"target"`
 	Time   time.Time `json:"time"`
-	// Generation is the database's generation that carries the upgrade.
-	Generation int `json:"generation"`
 }
 
 // OperationStatus is the status of a database's latest backup or import, as the API's

@@ -57,8 +57,8 @@ type Engine struct {
 	// DataTimeout bounds a data job (an import, a backup) as a whole: past it, the work is
 	// cancelled and the task fails saying so.
 	DataTimeout time.Duration
-	// RedisVersions are the versions databases may run; zero offers the one version of
-	// clouddb.OneRedisVersion(DefaultRedisVersion).
+	// RedisVersions are the versions databases may run; with none offered,
+	// DefaultRedisVersion alone.
 	RedisVersions clouddb.RedisVersions
 	// Processed is called after every task that reached a final state, to wake the
 	// provisioning phase.

@@ -44,7 +44,7 @@ func upgradeDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task
 		d.Status = clouddb.DatabasePending
 	}
 	d.StatusDetail = ""
-	d.State.Upgrade = &clouddb.UpgradeState{From: from, Target: req.TargetRedisVersion, Time: v.Now(), Generation: d.Generation}
+	d.State.Upgrade = &clouddb.UpgradeState{From: from, Target: req.TargetRedisVersion, Time: v.Now()}
 	if err := tx.UpdateDatabase(ctx, d); err != nil {
 		return 0, err
 	}

@@ -343,8 +343,12 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 
+	changed, err := d.versionChange(id, version)
+	if err != nil {
+		return err
+	}
 	if pid := d.livePid(id); pid != 0 {
-		if d.runsOther(id, version) {
+		if changed {
 			// An upgrade: the server restarts on the new version's binary with its data.
 			if err := d.upgradeStop(ctx, in, pid, old, haveOld, version); err != nil {
 				return err

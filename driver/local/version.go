@@ -19,8 +19,7 @@ import (
 const (
 	// versionFile holds the Redis version (major.minor) of the binary the server was last
 	// started with: a running server whose version differs from its instance's is
-	// upgraded (see upgradeStop). A directory without it (a server started before
-	// clouddb offered several versions) runs the default version.
+	// upgraded (see upgradeStop), and an older version is refused (see versionChange).
 	versionFile = "redis.version"
 	// upgradeFile marks that the server was shut down for an upgrade after writing an
 	// RDB of its whole data set: the next start loads that RDB whatever the persistence,
@@ -136,18 +135,25 @@ func (d *Driver) binary(in clouddb.Instance) (version, bin string, err error) {
 	return version, bin, nil
 }
 
-// runsOther reports whether the database's running server was started with the binary
-// of another version than version.
-func (d *Driver) runsOther(id int, version string) bool {
+// versionChange compares the version the database's server was last started with to
+// want: it reports whether they differ, and fails when want is older. There is no
+// downgrade: an older redis-server cannot load what a newer one wrote (its RDB version).
+func (d *Driver) versionChange(id int, want string) (bool, error) {
 	data, err := os.ReadFile(filepath.Join(d.dbDir(id), versionFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return version != d.defaultVersion
-	}
 	if err != nil {
-		d.log.Warn("unreadable version file; taking the server for the default version", keyDatabase, id, "error", err)
-		return version != d.defaultVersion
+		if !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("unreadable version file; taking the server for the default version", keyDatabase, id, "error", err)
+		}
+		// Never started, or started before clouddb offered several versions: then by the
+		// one binary it had, taken for the default version's.
+		return want != d.defaultVersion, nil
 	}
-	return strings.TrimSpace(string(data)) != version
+	ran := strings.TrimSpace(string(data))
+	if clouddb.CompareRedisVersions(want, ran) < 0 {
+		return false, fmt.Errorf("database %d: its data was last served by Redis %s, and Redis %s cannot load it: there is no downgrade (keep the --redis-server binary of Redis %s)",
+			id, ran, want, ran)
+	}
+	return ran != want, nil
 }
 
 // recordVersion notes the version of the binary a server is started with.

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"clouddb"
 	"clouddb/driver/local"
 )
 
@@ -264,4 +265,38 @@ func TestEnsure_UpgradeOfStoppedServer(t *testing.T) {
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	require.Equal(t, 1, runCount(t, runs))
 	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
+}
+
+// There is no downgrade: a database whose server last ran 7.2 is refused 7.0, running
+// or stopped, and its server is left as it is. A new database may run an older version
+// than the default.
+func TestEnsure_NoDowngrade(t *testing.T) {
+	t.Parallel()
+	b, runs := versionedBundle(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 1, "aof-every-1-second")
+	in.RedisVersion = "7.2"
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "k", "v", 0).Err())
+	p := pid(t, b.driver, 1)
+
+	in.RedisVersion = "7.0"
+	err := b.driver.Ensure(ctx, in)
+	require.ErrorContains(t, err, "database 1: its data was last served by Redis 7.2, and Redis 7.0 cannot load it: there is no downgrade")
+	require.Equal(t, p, pid(t, b.driver, 1), "the server runs on")
+	require.NoError(t, b.driver.Stop(ctx, 1))
+	require.ErrorContains(t, b.driver.Ensure(ctx, in), "there is no downgrade")
+	require.Equal(t, 1, runCount(t, runs))
+	in.RedisVersion = ""
+	require.ErrorContains(t, b.driver.Ensure(ctx, in), "there is no downgrade", "the default is 7.0")
+
+	// A driver whose default is 7.2 starts a new database on 7.0.
+	bin, runs2 := standIn(t)
+	d, err := local.New(local.Config{Dir: t.TempDir(), Host: "127.0.0.1", RedisServers: map[string]string{"7.0": "redis-server", "7.2": bin}, DefaultRedisVersion: "7.2"})
+	require.NoError(t, err)
+	old := clouddb.Instance{DatabaseID: 2, Port: freePort(t), Password: "pw-old", MaxMemoryBytes: 64 * mb, EvictionPolicy: "volatile-lru", DataPersistence: "none", RedisVersion: "7.0"}
+	t.Cleanup(func() { require.NoError(t, d.Remove(context.Background(), 2)) })
+	require.NoError(t, d.Ensure(ctx, old))
+	require.NoError(t, client(t, old.Port, old.Password).Ping(ctx).Err())
+	require.Zero(t, runCount(t, runs2))
 }
