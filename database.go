@@ -3,7 +3,9 @@ package clouddb
 import (
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -56,6 +58,17 @@ type Database struct {
 type DatabaseState struct {
 	Backup *OperationStatus `json:"backup,omitempty"`
 	Import *OperationStatus `json:"import,omitempty"`
+	// Upgrade is the latest Redis version upgrade asked for.
+	Upgrade *UpgradeState `json:"upgrade,omitempty"`
+}
+
+// UpgradeState records a database's latest version upgrade: from which version to which,
+// and when it was asked for. Its progress is the database's status (pending while the
+// reconciler restarts the server on the new binary).
+type UpgradeState struct {
+	From   string    `json:"from"`
+	Target string    `json:"target"`
+	Time   time.Time `json:"time"`
 }
 
 // OperationStatus is the status of a database's latest backup or import, as the API's
@@ -152,6 +165,9 @@ type DatabaseSpec struct {
 	// keeps them in Database.Password and Database.ReplicaOf, which are sealed at rest.
 	Password  string   `json:"password,omitempty"`
 	ReplicaOf []string `json:"replicaOf,omitempty"`
+	// DryRun is only carried in a create command: the request is checked and priced,
+	// and nothing is made. A stored database never has it.
+	DryRun bool `json:"dryRun,omitempty"`
 }
 
 // Throughput is the throughputMeasurement object.
@@ -209,6 +225,8 @@ type DatabaseUpdate struct {
 	// ReplicaOf is the complete desired list of sources; nil (or JSON null) means no
 	// change, an empty list removes every source.
 	ReplicaOf *[]string `json:"replicaOf,omitempty"`
+	// DryRun checks and prices the update without making it.
+	DryRun bool `json:"dryRun,omitempty"`
 }
 
 // Enumerations of database fields.
@@ -232,7 +250,20 @@ const (
 	// MinDatabaseSizeGB is the smallest size a database may have: a smaller one would
 	// become a maxmemory that rounds towards 0 bytes, which redis reads as "no limit".
 	MinDatabaseSizeGB = 0.1
+	// MaxSourceIPs bounds sourceIp, as the real API does for a Pro database.
+	MaxSourceIPs = 32
 )
+
+// DefaultSourceIPs is the sourceIp a new database gets when its create names none: any
+// address, or the private ranges (RFC 1918 and the carrier-grade NAT range) when its
+// subscription blocks public access. The list is kept and shown; clouddb, whose servers
+// share one host's network, does not enforce it.
+func DefaultSourceIPs(publicEndpointAccess bool) []string {
+	if publicEndpointAccess {
+		return []string{"0.0.0.0/0"}
+	}
+	return []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"}
+}
 
 // DefaultBackupInterval is the interval of periodic backups when none is given.
 const DefaultBackupInterval = "every-24-hours"
@@ -364,7 +395,7 @@ func (s *DatabaseSpec) validateLimits() error {
 	if err := checkText(db, "redisVersion", s.RedisVersion, MaxShortText); err != nil {
 		return err
 	}
-	if err := checkCount(db, "sourceIp", len(s.SourceIPs), MaxListLength); err != nil {
+	if err := checkCount(db, "sourceIp", len(s.SourceIPs), MaxSourceIPs); err != nil {
 		return err
 	}
 	if err := checkCount(db, "alerts", len(s.Alerts), MaxListLength); err != nil {
@@ -564,6 +595,179 @@ func (r *ImportRequest) Validate() error {
 		if err := checkLength("import", "importFromUri["+strconv.Itoa(i)+"]", u, MaxURLLength); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Error types of Redis versions (the real API's catalogue).
+const (
+	ErrTypeRedisVersionNotSupported           = "DATABASE_REDIS_VERSION_IS_NOT_SUPPORTED"
+	ErrTypeRedisVersionInvalid                = "DATABASE_REDIS_VERSION_INVALID_VALUE"
+	ErrTypeSubscriptionRedisVersionInvalid    = "SUBSCRIPTION_REDIS_VERSION_INVALID_VALUE"
+	ErrTypeDatabaseUpgradeInvalidRedisVersion = "DATABASE_UPGRADE_INVALID_REDIS_VERSION"
+)
+
+// LatestRedisVersion is the value of a subscription's redisVersion that names the newest
+// offered version.
+const LatestRedisVersion = "latest"
+
+// RedisVersions are the Redis versions clouddb offers: one per redis-server binary the
+// operator gave it, named by major.minor.
+type RedisVersions struct {
+	// Default is the version of a database whose create names none.
+	Default string
+	// Offered lists the versions, oldest first.
+	Offered []string
+	// Full maps each offered version to the full version of its binary (7.0.15), which a
+	// database reports as redisVersionCompliance.
+	Full map[string]string
+}
+
+// OneRedisVersion offers a single version, given as major.minor or in full.
+func OneRedisVersion(v string) RedisVersions {
+	mm, ok := MajorMinor(v)
+	if !ok {
+		mm = v
+	}
+	return RedisVersions{Default: mm, Offered: []string{mm}, Full: map[string]string{mm: v}}
+}
+
+// redisVersionForm is a version as the API names it: major.minor.
+var redisVersionForm = regexp.MustCompile(`^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$`)
+
+// MajorMinor returns the major.minor of a version given as major.minor or
+// major.minor.patch (and whatever redis-server --version adds after the patch).
+func MajorMinor(v string) (string, bool) {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return "", false
+	}
+	mm := parts[0] + "." + parts[1]
+	return mm, redisVersionForm.MatchString(mm)
+}
+
+// CompareRedisVersions compares two major.minor versions numerically (7.10 is newer than
+// 7.9): -1, 0 or +1. A malformed version sorts first.
+func CompareRedisVersions(a, b string) int {
+	pa, pb := versionParts(a), versionParts(b)
+	for i := range pa {
+		if c := pa[i] - pb[i]; c != 0 {
+			if c < 0 {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+func versionParts(v string) [2]int {
+	if !redisVersionForm.MatchString(v) {
+		return [2]int{-1, -1}
+	}
+	major, minor, _ := strings.Cut(v, ".")
+	a, _ := strconv.Atoi(major)
+	b, _ := strconv.Atoi(minor)
+	return [2]int{a, b}
+}
+
+// Offers reports whether v is one of the offered versions.
+func (r RedisVersions) Offers(v string) bool { return slices.Contains(r.Offered, v) }
+
+// Resolve is the version of a database that stores v: v itself, or the default when
+// empty (a database made before versions were stored).
+func (r RedisVersions) Resolve(v string) string {
+	if v == "" {
+		return r.Default
+	}
+	return v
+}
+
+// Latest is the newest offered version.
+func (r RedisVersions) Latest() string {
+	latest := r.Default
+	for _, v := range r.Offered {
+		if CompareRedisVersions(v, latest) > 0 {
+			latest = v
+		}
+	}
+	return latest
+}
+
+// Compliance is the full version of the binary that runs version v (v itself when its
+// binary is not offered any more).
+func (r RedisVersions) Compliance(v string) string {
+	if full := r.Full[v]; full != "" {
+		return full
+	}
+	return v
+}
+
+// Newer lists the offered versions newer than v, oldest first: the targets of an upgrade.
+func (r RedisVersions) Newer(v string) []string {
+	var out []string
+	for _, o := range r.Offered {
+		if CompareRedisVersions(o, v) > 0 {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// list renders the offered versions for an error's description.
+func (r RedisVersions) list() string { return strings.Join(r.Offered, ", ") }
+
+// DatabaseVersion checks a database create's redisVersion and returns the version to
+// store: the default when none is given, else the given one if it is offered. A value
+// that is not major.minor is DATABASE_REDIS_VERSION_INVALID_VALUE; a well-formed one that
+// is not offered is DATABASE_REDIS_VERSION_IS_NOT_SUPPORTED.
+func (r RedisVersions) DatabaseVersion(v string) (string, error) {
+	switch {
+	case v == "":
+		return r.Default, nil
+	case r.Offers(v):
+		return v, nil
+	case !redisVersionForm.MatchString(v):
+		return "", Invalid(ErrTypeRedisVersionInvalid, "database: redisVersion %q is not a version: give major.minor, one of %s (see GET /subscriptions/redis-versions)", v, r.list())
+	}
+	return "", Invalid(ErrTypeRedisVersionNotSupported, "database: redisVersion %q is not offered: this clouddb offers %s (see GET /subscriptions/redis-versions)", v, r.list())
+}
+
+// SubscriptionVersion checks a subscription create's redisVersion (the version of its
+// creation-plan databases) and returns the version it names: an offered one, or the
+// newest for "latest"; "" when none is given.
+func (r RedisVersions) SubscriptionVersion(v string) (string, error) {
+	switch {
+	case v == "" || r.Offers(v):
+		return v, nil
+	case v == LatestRedisVersion:
+		return r.Latest(), nil
+	}
+	return "", Invalid(ErrTypeSubscriptionRedisVersionInvalid, "subscription: redisVersion %q is not offered: give latest or one of %s (see GET /subscriptions/redis-versions)", v, r.list())
+}
+
+// UpgradeRequest is the body of a database upgrade.
+type UpgradeRequest struct {
+	TargetRedisVersion string `json:"targetRedisVersion"`
+}
+
+// CheckUpgrade checks an upgrade of a database that runs version current (resolved) to
+// target: target must be offered and newer; there is no downgrade.
+func (r RedisVersions) CheckUpgrade(current, target string) error {
+	newer := r.Newer(current)
+	targets := "none: it runs the newest version offered"
+	if len(newer) > 0 {
+		targets = strings.Join(newer, ", ")
+	}
+	switch {
+	case target == "":
+		return Invalid(ErrTypeDatabaseUpgradeInvalidRedisVersion, "database upgrade: targetRedisVersion is required; the database runs Redis %s and may be upgraded to %s", current, targets)
+	case target == current:
+		return Invalid(ErrTypeDatabaseUpgradeInvalidRedisVersion, "database upgrade: the database already runs Redis %s; it may be upgraded to %s", current, targets)
+	case !r.Offers(target):
+		return Invalid(ErrTypeDatabaseUpgradeInvalidRedisVersion, "database upgrade: targetRedisVersion %q is not offered (this clouddb offers %s); the database runs Redis %s and may be upgraded to %s", target, r.list(), current, targets)
+	case CompareRedisVersions(target, current) < 0:
+		return Invalid(ErrTypeDatabaseUpgradeInvalidRedisVersion, "database upgrade: targetRedisVersion %s is older than the Redis %s the database runs: there is no downgrade; it may be upgraded to %s", target, current, targets)
 	}
 	return nil
 }

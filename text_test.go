@@ -110,7 +110,7 @@ func TestLimits(t *testing.T) {
 		}, "database: tags[0].value must be at most 256 characters"},
 		{"regexRules", 32, func(n int) error { return db(func(b *clouddb.DatabaseSpec) { b.RegexRules = list(n, "(?<tag>.*)") }) }, "database: regexRules may hold at most 32 elements"},
 		{"regexRule", 256, func(n int) error { return db(func(b *clouddb.DatabaseSpec) { b.RegexRules = []string{s(n)} }) }, "database: regexRules[0] must be at most 256 characters"},
-		{"sourceIp", 100, func(n int) error { return db(func(b *clouddb.DatabaseSpec) { b.SourceIPs = list(n, "10.0.0.0/8") }) }, "database: sourceIp may hold at most 100 elements"},
+		{"sourceIp", 32, func(n int) error { return db(func(b *clouddb.DatabaseSpec) { b.SourceIPs = list(n, "10.0.0.0/8") }) }, "database: sourceIp may hold at most 32 elements"},
 		{"queryPerformanceFactor", 64, func(n int) error { return db(func(b *clouddb.DatabaseSpec) { b.QueryPerformanceFactor = s(n) }) }, "database: queryPerformanceFactor must be at most 64 characters"},
 		{"periodicBackupPath", 2048, func(n int) error {
 			return db(func(b *clouddb.DatabaseSpec) { b.PeriodicBackupPath = "/" + s(n-1) })

@@ -26,6 +26,87 @@ func (s *Server) registerDatabaseRoutes() {
 	s.routeUncached("GET "+db+"/import", s.statusTask(clouddb.CommandDatabaseImportStatus))
 	s.route("POST "+db+"/backup", s.backupDatabase)
 	s.route("POST "+db+"/import", s.importDatabase)
+	s.route("POST "+db+"/upgrade", s.upgradeDatabase)
+	s.route("GET "+db+"/upgrade", s.getUpgrade)
+	s.route("GET "+db+"/available-target-versions", s.availableTargetVersions)
+}
+
+// versions are the Redis versions offered.
+func (s *Server) versions() clouddb.RedisVersions {
+	if len(s.RedisVersions.Offered) == 0 {
+		return clouddb.OneRedisVersion(s.RedisVersion)
+	}
+	return s.RedisVersions
+}
+
+// upgradeDatabase moves a database to a newer Redis version (task
+// databaseUpgradeRequest, HTTP 200 like the real API). The task checks the target.
+func (s *Server) upgradeDatabase(r *http.Request, c *caller) (int, any, error) {
+	sub, d, err := s.withDatabase(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	var body clouddb.UpgradeRequest
+	if err := decodeBody(r, &body); err != nil {
+		return 0, nil, err
+	}
+	return s.enqueue(r, c, http.StatusOK, &clouddb.Task{CommandType: clouddb.CommandDatabaseUpgrade, SubscriptionID: sub.ID, DatabaseID: d.ID}, body)
+}
+
+// Upgrade statuses of GET …/upgrade.
+const (
+	upgradeInProgress = "in-progress"
+	upgradeDone       = "done"
+	upgradeFailed     = "failed"
+)
+
+type upgradeView struct {
+	DatabaseID         int     `json:"databaseId"`
+	TargetRedisVersion string  `json:"targetRedisVersion"`
+	Progress           float64 `json:"progress"`
+	UpgradeStatus      string  `json:"upgradeStatus"`
+}
+
+// getUpgrade reports the database's latest upgrade: in progress while the database is
+// pending (its server is restarted on the new binary then), failed when it ended in
+// error, else done. A database never upgraded has no upgrade to report (404).
+func (s *Server) getUpgrade(r *http.Request, c *caller) (int, any, error) {
+	_, d, err := s.withDatabase(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	u := d.State.Upgrade
+	if u == nil {
+		return 0, nil, clouddb.NotFound(clouddb.ErrTypeNotFound, "database %d has not been upgraded (POST …/databases/%d/upgrade)", d.ID, d.ID)
+	}
+	v := upgradeView{DatabaseID: d.ID, TargetRedisVersion: u.Target, Progress: 100, UpgradeStatus: upgradeDone}
+	switch d.Status {
+	case clouddb.DatabaseError:
+		v.Progress, v.UpgradeStatus = 0, upgradeFailed
+	case clouddb.DatabaseActive:
+	default:
+		v.Progress, v.UpgradeStatus = 0, upgradeInProgress
+	}
+	return http.StatusOK, v, nil
+}
+
+type targetVersionView struct {
+	RedisVersion string `json:"redisVersion"`
+}
+
+// availableTargetVersions lists the offered versions newer than the database's: the
+// targets an upgrade takes.
+func (s *Server) availableTargetVersions(r *http.Request, c *caller) (int, any, error) {
+	_, d, err := s.withDatabase(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	versions := s.versions()
+	targets := []targetVersionView{}
+	for _, v := range versions.Newer(versions.Resolve(d.Spec.RedisVersion)) {
+		targets = append(targets, targetVersionView{RedisVersion: v})
+	}
+	return http.StatusOK, map[string]any{"targets": targets}, nil
 }
 
 // createDatabaseRequest is the create body. clientTlsCertificates comes as PEM strings
@@ -195,12 +276,15 @@ var defaultRegexRules = []regexRuleView{{Ordinal: 0, Pattern: ".*\\{(?<tag>.*)\\
 func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database) databaseView {
 	spec := &d.Spec
 	endpoint := net.JoinHostPort(s.AdvertiseHost, strconv.Itoa(d.Port))
+	// Exactly the major.minor stored (Terraform compares it with its configuration);
+	// one stored before versions were has the default.
+	version := s.versions().Resolve(spec.RedisVersion)
 	v := databaseView{
 		DatabaseID:                          d.ID,
 		Name:                                spec.Name,
 		Protocol:                            "redis",
-		RedisVersion:                        s.RedisVersion,
-		RedisVersionCompliance:              s.RedisVersion,
+		RedisVersion:                        version,
+		RedisVersionCompliance:              s.versions().Compliance(version),
 		RespVersion:                         orDefault(spec.RespVersion, "resp2"),
 		Status:                              string(d.Status),
 		StatusDetail:                        d.StatusDetail,
@@ -242,7 +326,9 @@ func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database)
 		v.ThroughputMeasurement = *t
 	}
 	if len(v.Security.SourceIPs) == 0 {
-		v.Security.SourceIPs = []string{"0.0.0.0/0"}
+		// Made before sourceIp was stored, or cleared with []: the default of its
+		// subscription.
+		v.Security.SourceIPs = clouddb.DefaultSourceIPs(sub.PublicEndpointAccess)
 	}
 	if !d.ActivatedOn.IsZero() {
 		v.ActivatedOn = timestamp(d.ActivatedOn)

@@ -41,6 +41,8 @@ type Server struct {
 	Logger       *slog.Logger
 	Now          func() time.Time
 	MaxBodyBytes int64
+	// RedisVersions are the versions offered; when it offers none, RedisVersion alone is.
+	RedisVersions clouddb.RedisVersions
 	// RateLimit is how many requests one API key may make per minute; 0 turns the limit
 	// off.
 	RateLimit int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"clouddb"
 )
@@ -236,9 +237,18 @@ func (s *Server) getPricing(r *http.Request, c *caller) (int, any, error) {
 	return http.StatusOK, map[string]any{"pricing": out}, nil
 }
 
-// listRedisVersions answers the one version clouddb runs. It takes subscriptionId as a
-// query parameter or, as the Go client sends it, percent-encoded in the path (the router
-// turns that into a query).
+// redisVersionView is an entry of GET /subscriptions/redis-versions. eolDate is left out:
+// clouddb runs what the operator installed and knows no end-of-life date for it.
+type redisVersionView struct {
+	Version   string `json:"version"`
+	IsPreview bool   `json:"isPreview"`
+	IsDefault bool   `json:"isDefault"`
+}
+
+// listRedisVersions answers the versions clouddb offers, one per redis-server binary it
+// was given (--redis-server), oldest first. It takes subscriptionId as a query parameter
+// or, as the Go client sends it, percent-encoded in the path (the router turns that into
+// a query); every subscription may run every offered version.
 func (s *Server) listRedisVersions(r *http.Request, c *caller) (int, any, error) {
 	if r.URL.Query().Has("subscriptionId") {
 		id, err := queryInt(r, "subscriptionId", 0, 1, 1<<31-1)
@@ -252,7 +262,10 @@ func (s *Server) listRedisVersions(r *http.Request, c *caller) (int, any, error)
 			return 0, nil, err
 		}
 	}
-	return http.StatusOK, map[string]any{"redisVersions": []map[string]any{
-		{"version": s.RedisVersion, "eolDate": "2030-12-31", "isPreview": false, "isDefault": true},
-	}}, nil
+	versions := s.versions()
+	out := make([]redisVersionView, 0, len(versions.Offered))
+	for _, v := range slices.SortedFunc(slices.Values(versions.Offered), clouddb.CompareRedisVersions) {
+		out = append(out, redisVersionView{Version: v, IsDefault: v == versions.Default})
+	}
+	return http.StatusOK, map[string]any{"redisVersions": out}, nil
 }

@@ -156,12 +156,18 @@ func gib(b int64) string {
 	return strconv.FormatFloat(math.Round(float64(b)/(1<<30)*1000)/1000, 'f', -1, 64) + " GB"
 }
 
+// admitDatabase checks that a new database fits this host: its memory and a port, which
+// it returns. It reserves nothing: the port is the database's once its row is written.
+func admitDatabase(ctx context.Context, v *env, tx clouddb.Tx, spec *clouddb.DatabaseSpec) (int, error) {
+	if err := reserveMemory(ctx, v, tx, 0, footprint(spec)); err != nil {
+		return 0, err
+	}
+	return v.Ports.Allocate(ctx, tx, spec.Port)
+}
+
 // insertDatabase stores a new database in the pending state on a fresh port.
 func insertDatabase(ctx context.Context, v *env, tx clouddb.Tx, sub *clouddb.Subscription, spec clouddb.DatabaseSpec, password string, replicaOf []string) (*clouddb.Database, error) {
-	if err := reserveMemory(ctx, v, tx, 0, footprint(&spec)); err != nil {
-		return nil, err
-	}
-	port, err := v.Ports.Allocate(ctx, tx, spec.Port)
+	port, err := admitDatabase(ctx, v, tx, &spec)
 	if err != nil {
 		return nil, err
 	}
@@ -195,6 +201,12 @@ func createDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err = spec.ValidateCreate(); err != nil {
 		return 0, err
 	}
+	if spec.RedisVersion, err = v.versions().DatabaseVersion(spec.RedisVersion); err != nil {
+		return 0, err
+	}
+	if len(spec.SourceIPs) == 0 {
+		spec.SourceIPs = clouddb.DefaultSourceIPs(sub.PublicEndpointAccess)
+	}
 	if err = checkBackupDestinations(&spec, v.Blob); err != nil {
 		return 0, err
 	}
@@ -203,6 +215,15 @@ func createDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	}
 	if err = checkReplicaOf(ctx, tx, t.AccountID, 0, spec.ReplicaOf); err != nil {
 		return 0, err
+	}
+	if spec.DryRun {
+		// Every check of a real create, and nothing written: no row, no port, no
+		// capacity change, no log entry.
+		if _, err = admitDatabase(ctx, v, tx, &spec); err != nil {
+			return 0, err
+		}
+		v.resource = dryRunPricing(spec.Name)
+		return 0, nil
 	}
 	if err = reserveCapacity(ctx, tx, sub, 0, spec.SizeGB()); err != nil {
 		return 0, err
@@ -250,6 +271,12 @@ func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 		if err := checkName(ctx, tx, sub.ID, d.ID, d.Spec.Name); err != nil {
 			return 0, err
 		}
+	}
+	if u.DryRun {
+		// Checked like a real update; the database, its status and its subscription's
+		// capacity stay as they are.
+		v.resource = dryRunPricing(d.Spec.Name)
+		return 0, nil
 	}
 	if err := reserveCapacity(ctx, tx, sub, oldGB, d.Spec.SizeGB()); err != nil {
 		return 0, err

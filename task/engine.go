@@ -57,6 +57,9 @@ type Engine struct {
 	// DataTimeout bounds a data job (an import, a backup) as a whole: past it, the work is
 	// cancelled and the task fails saying so.
 	DataTimeout time.Duration
+	// RedisVersions are the versions databases may run; with none offered,
+	// DefaultRedisVersion alone.
+	RedisVersions clouddb.RedisVersions
 	// Processed is called after every task that reached a final state, to wake the
 	// provisioning phase.
 	Processed func(*clouddb.Task)
@@ -534,6 +537,9 @@ var handlers = map[string]handler{
 	clouddb.CommandMaintenanceWindowsUpdate: updateMaintenanceWindows,
 	clouddb.CommandCIDRUpdate:               updateCIDRAllowlist,
 	clouddb.CommandCIDRGet:                  getCIDRAllowlist,
+
+	// Redis version upgrades.
+	clouddb.CommandDatabaseUpgrade: upgradeDatabase,
 }
 
 // jobs are the command types whose work takes long.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"clouddb"
 )
@@ -75,6 +76,15 @@ func createSubscription(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.T
 	if err := spec.Validate(); err != nil {
 		return 0, err
 	}
+	if err := planVersions(v.versions(), &spec); err != nil {
+		return 0, err
+	}
+	publicAccess := spec.PublicEndpointAccess == nil || *spec.PublicEndpointAccess
+	for i := range spec.Databases {
+		if len(spec.Databases[i].SourceIPs) == 0 {
+			spec.Databases[i].SourceIPs = clouddb.DefaultSourceIPs(publicAccess)
+		}
+	}
 	if spec.PaymentMethod != "marketplace" {
 		if err := checkPaymentMethod(ctx, tx, t.AccountID, spec.PaymentMethodID); err != nil {
 			return 0, err
@@ -95,6 +105,15 @@ func createSubscription(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.T
 		return 0, err
 	}
 	if spec.DryRun {
+		// Every check of a real create, and nothing written.
+		if err := admitPlan(ctx, v, tx, spec.Databases); err != nil {
+			return 0, err
+		}
+		var names []string
+		for _, d := range spec.Databases {
+			names = append(names, d.PlanNames()...)
+		}
+		v.resource = dryRunPricing(names...)
 		return 0, nil
 	}
 	var total float64
@@ -109,7 +128,7 @@ func createSubscription(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.T
 		PaymentMethodID:                 spec.PaymentMethodID,
 		PaymentMethod:                   orDefault(spec.PaymentMethod, "credit-card"),
 		MemoryStorage:                   orDefault(spec.MemoryStorage, "ram"),
-		PublicEndpointAccess:            spec.PublicEndpointAccess == nil || *spec.PublicEndpointAccess,
+		PublicEndpointAccess:            publicAccess,
 		PersistentStorageEncryptionType: orDefault(spec.PersistentStorageEncryptionType, "cloud-provider-managed-key"),
 		RedisVersion:                    spec.RedisVersion,
 		CloudProviders:                  spec.CloudProviders,
@@ -124,6 +143,7 @@ func createSubscription(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.T
 			ds := d
 			ds.Name = name
 			ds.Quantity = 0
+			ds.DryRun = false
 			password := ds.Password
 			if password == "" {
 				password = generatePassword()
@@ -208,3 +228,49 @@ func orDefault(v, def string) string {
 // generatePassword makes a password for a creation-plan database, which carries none:
 // 26 characters of base32, 128 random bits.
 func generatePassword() string { return rand.Text() }
+
+// planVersions sets the Redis version of each creation-plan database: its own
+// redisVersion if it has one, else the subscription's (deprecated) redisVersion, where
+// "latest" is the newest offered, else the default.
+func planVersions(versions clouddb.RedisVersions, spec *clouddb.SubscriptionSpec) error {
+	subVersion, err := versions.SubscriptionVersion(spec.RedisVersion)
+	if err != nil {
+		return err
+	}
+	for i := range spec.Databases {
+		d := &spec.Databases[i]
+		if d.RedisVersion == "" && subVersion != "" {
+			d.RedisVersion = subVersion
+			continue
+		}
+		if d.RedisVersion, err = versions.DatabaseVersion(d.RedisVersion); err != nil {
+			e := clouddb.AsError(err)
+			e.Description = "subscription: databases[" + strconv.Itoa(i) + "]: " + e.Description
+			return e
+		}
+	}
+	return nil
+}
+
+// admitPlan checks, for a dry run, what inserting the plan's databases would: that they
+// fit the host's memory together and that each port asked for is free (once).
+func admitPlan(ctx context.Context, v *env, tx clouddb.Tx, plan []clouddb.DatabaseSpec) error {
+	var need int64
+	ports := map[int]bool{}
+	for _, d := range plan {
+		for range d.PlanNames() {
+			need += footprint(&d)
+			if ports[d.Port] {
+				if d.Port == 0 {
+					continue // one free port is checked for all the others
+				}
+				return clouddb.Conflict("DATABASE_PORT_IN_USE", "database: port %d is already in use", d.Port)
+			}
+			ports[d.Port] = true
+			if _, err := v.Ports.Allocate(ctx, tx, d.Port); err != nil {
+				return err
+			}
+		}
+	}
+	return reserveMemory(ctx, v, tx, 0, need)
+}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -354,4 +355,64 @@ func (c *Client) WaitForDatabaseStatus(ctx context.Context, subID, dbID int, sta
 			return d, fmt.Errorf("waiting for database %d to be %s (it is %s): %w", dbID, status, d.Status, err)
 		}
 	}
+}
+
+// Upgrade is the POST …/databases/{d}/upgrade body.
+type Upgrade struct {
+	TargetRedisVersion *string `json:"targetRedisVersion,omitempty"`
+}
+
+// UpgradeDatabase submits a Redis version upgrade of a database; the task completes with
+// an empty response and the database goes through its pending status.
+func (c *Client) UpgradeDatabase(ctx context.Context, subID, dbID int, req Upgrade) (*Task, error) {
+	return c.task(ctx, http.MethodPost, databasePath(subID, dbID)+"/upgrade", req)
+}
+
+// UpgradeStatus is GET …/databases/{d}/upgrade.
+type UpgradeStatus struct {
+	DatabaseID         int     `json:"databaseId"`
+	TargetRedisVersion string  `json:"targetRedisVersion"`
+	Progress           float64 `json:"progress"`
+	UpgradeStatus      string  `json:"upgradeStatus"`
+}
+
+// GetUpgradeStatus reads the status of a database's latest upgrade.
+func (c *Client) GetUpgradeStatus(ctx context.Context, subID, dbID int) (*UpgradeStatus, error) {
+	var out UpgradeStatus
+	if err := c.Do(ctx, http.MethodGet, databasePath(subID, dbID)+"/upgrade", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// AvailableTargetVersions lists the versions a database may be upgraded to.
+func (c *Client) AvailableTargetVersions(ctx context.Context, subID, dbID int) ([]string, error) {
+	var out struct {
+		Targets []struct {
+			RedisVersion string `json:"redisVersion"`
+		} `json:"targets"`
+	}
+	if err := c.Do(ctx, http.MethodGet, databasePath(subID, dbID)+"/available-target-versions", nil, &out); err != nil {
+		return nil, err
+	}
+	versions := make([]string, 0, len(out.Targets))
+	for _, t := range out.Targets {
+		versions = append(versions, t.RedisVersion)
+	}
+	return versions, nil
+}
+
+// DryRunPricing is the pricing a completed dry run (dryRun: true on a subscription or
+// database create, or a database update) reports in its response.resource.
+func (t *Task) DryRunPricing() ([]Pricing, error) {
+	if t.Response == nil || len(t.Response.Resource) == 0 {
+		return nil, fmt.Errorf("task %s has no response.resource", t.ID)
+	}
+	var out struct {
+		Pricing []Pricing `json:"pricing"`
+	}
+	if err := json.Unmarshal(t.Response.Resource, &out); err != nil {
+		return nil, fmt.Errorf("task %s: decode response.resource: %w", t.ID, err)
+	}
+	return out.Pricing, nil
 }

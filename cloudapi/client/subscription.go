@@ -129,6 +129,9 @@ type CreateSubscriptionDatabase struct {
 	AverageItemSizeInBytes     *int              `json:"averageItemSizeInBytes,omitempty"`
 	RAMPercentage              *int              `json:"ramPercentage,omitempty"`
 	QueryPerformanceFactor     *string           `json:"queryPerformanceFactor,omitempty"`
+	// RedisVersion is in the OpenAPI, not in the official client: it overrides the
+	// subscription's redisVersion for this entry.
+	RedisVersion *string `json:"redisVersion,omitempty"`
 }
 
 // LocalThroughput is a localThroughputMeasurement entry; its two counts are sent as null

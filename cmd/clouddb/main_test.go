@@ -73,6 +73,8 @@ type options struct {
 	dataTimeout   time.Duration
 	// timeouts replace the HTTP servers' defaults when set.
 	timeouts *httpTimeouts
+	// redisServers are --redis-server binaries; none means redis-server in PATH.
+	redisServers []string
 }
 
 func startService(t *testing.T, dir string, o options) *service {
@@ -90,7 +92,7 @@ func startService(t *testing.T, dir string, o options) *service {
 	m := NewMain(&syncbuf.Buffer{}, logs)
 	m.Config = Config{DataDir: dir, Listen: "127.0.0.1:0", BrowserListen: "127.0.0.1:0", AdvertiseHost: o.advertiseHost, DBPorts: o.ports, ProvisioningDelay: o.delay,
 		RateLimit: o.rateLimit, TaskLease: 2 * time.Second, LogLevel: "info", Store: o.store, EncryptionKey: o.key, DBMemory: o.dbMemory, BackupDirs: o.backupDirs,
-		DataTimeout: o.dataTimeout}
+		DataTimeout: o.dataTimeout, RedisServers: o.redisServers}
 	require.NoError(t, m.Config.Validate())
 	if o.timeouts != nil {
 		m.timeouts = *o.timeouts

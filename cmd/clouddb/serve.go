@@ -13,9 +13,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +58,10 @@ type Config struct {
 	// EncryptionKey seals the secrets at rest; it comes from CLOUDDB_ENCRYPTION_KEY only.
 	// Empty means the key file in the data dir.
 	EncryptionKey string
+	// RedisServers are the redis-server binaries (--redis-server, repeatable), one per
+	// Redis version offered; the first runs the databases that name no version. Empty
+	// means redis-server in PATH.
+	RedisServers []string
 }
 
 // Defaults of `clouddb serve`.
@@ -140,6 +143,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.TaskLease, "task-lease", c.TaskLease, "how long a task in processing is held by its worker before another takes it over (after a crash)")
 	fs.DurationVar(&c.DataTimeout, "data-timeout", c.DataTimeout, "longest an import or a backup may take as a whole; past it the task fails")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.Var((*redisServersFlag)(&c.RedisServers), "redis-server", "a redis-server binary, path or name in PATH (repeat it, one binary per Redis major.minor version; the first is the default version; default redis-server in PATH)")
 	fs.StringVar(&c.Store, "store", c.Store, "sqlite (a file in the data dir) or a postgres:// URL that several replicas may share (they need the same "+envKey+")")
 	if err := envFlags(fs, args); err != nil {
 		return err
@@ -223,6 +227,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.logger = slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
 	redisLog.Store(m.logger)
+	versions, bins, err := redisServers(ctx, c.RedisServers)
+	if err != nil {
+		return err
+	}
+	m.logger.Info("Redis versions offered", "versions", strings.Join(versions.Offered, ", "), "default", versions.Default)
 
 	// The workers exist before the store opens: a shared store's change hook, which
 	// wakes them, may fire as soon as it is open.
@@ -270,6 +279,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	drv, err := local.New(local.Config{Dir: filepath.Join(c.DataDir, "databases"), Host: c.AdvertiseHost, Logger: m.logger,
+		RedisServers: bins, DefaultRedisVersion: versions.Default,
 		// A server that exits wakes the reconciler, which restarts it if its database
 		// is still meant to run.
 		Exited: func(int) { m.Reconciler.Notify() },
@@ -295,7 +305,8 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Engine.Ports = &task.Ports{Low: low, High: high, Host: c.AdvertiseHost}
 	m.Engine.MemoryLimit, _ = dbMemory(c.DBMemory)
 	m.Engine.Blob, m.Engine.TempDir = blobOpts, tmpDir
-	api := &cloudapi.Server{Store: db, Tasks: m.Engine, AdvertiseHost: c.AdvertiseHost, RedisVersion: redisVersion(), Logger: m.logger, RateLimit: c.RateLimit}
+	m.Engine.RedisVersions = versions
+	api := &cloudapi.Server{Store: db, Tasks: m.Engine, AdvertiseHost: c.AdvertiseHost, RedisVersions: versions, Logger: m.logger, RateLimit: c.RateLimit}
 
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
@@ -640,13 +651,48 @@ func createKey(ctx context.Context, tx clouddb.Tx, accountID int, name string, r
 	return k, secret, nil
 }
 
-var redisVersionRe = regexp.MustCompile(`v=(\d+\.\d+)`)
+// redisServersFlag is --redis-server: repeatable, one binary each time.
+type redisServersFlag []string
 
-// redisVersion is the major.minor version of the redis-server on PATH.
-func redisVersion() string {
-	out, err := exec.Command("redis-server", "--version").Output()
-	if m := redisVersionRe.FindSubmatch(out); err == nil && m != nil {
-		return string(m[1])
+func (f *redisServersFlag) String() string {
+	if f == nil {
+		return ""
 	}
-	return "7.0"
+	return fmt.Sprint([]string(*f))
+}
+
+func (f *redisServersFlag) Set(v string) error {
+	if v == "" {
+		return errors.New("empty path")
+	}
+	*f = append(*f, v)
+	return nil
+}
+
+// redisServers runs each --redis-server binary's --version and returns the versions
+// offered (the first binary's is the default) and the binary of each. A binary that does
+// not run, or a second binary of a major.minor already given, fails the start.
+func redisServers(ctx context.Context, paths []string) (clouddb.RedisVersions, map[string]string, error) {
+	if len(paths) == 0 {
+		paths = []string{local.DefaultRedisServer}
+	}
+	versions := clouddb.RedisVersions{Full: map[string]string{}}
+	bins := map[string]string{}
+	for _, p := range paths {
+		b, err := local.ProbeRedisServer(ctx, p)
+		if err != nil {
+			return clouddb.RedisVersions{}, nil, fmt.Errorf("--redis-server %s: %w", p, err)
+		}
+		if other, ok := bins[b.Version]; ok {
+			return clouddb.RedisVersions{}, nil, fmt.Errorf("--redis-server %s and %s are both Redis %s: give one binary per major.minor version", other, p, b.Version)
+		}
+		bins[b.Version] = p
+		versions.Full[b.Version] = b.Full
+		versions.Offered = append(versions.Offered, b.Version)
+		if versions.Default == "" {
+			versions.Default = b.Version
+		}
+	}
+	slices.SortFunc(versions.Offered, clouddb.CompareRedisVersions)
+	return versions, bins, nil
 }

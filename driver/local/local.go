@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -56,8 +55,13 @@ type Config struct {
 	Dir string
 	// Host is the address the servers bind to, e.g. 127.0.0.1.
 	Host string
-	// RedisServer is the redis-server binary, a path or a name looked up in PATH.
+	// RedisServer is the redis-server binary, a path or a name looked up in PATH; it
+	// offers the version it reports. RedisServers, when set, replaces it.
 	RedisServer string
+	// RedisServers maps each Redis version offered (major.minor) to its redis-server
+	// binary; DefaultRedisVersion, one of its keys, runs the instances that name none.
+	RedisServers        map[string]string
+	DefaultRedisVersion string
 	// StartTimeout bounds the wait for a started server to answer PING.
 	StartTimeout time.Duration
 	// Logger receives the driver's logs; it never receives a password.
@@ -86,6 +90,11 @@ type Driver struct {
 	dialSource   func(ctx context.Context, network, addr string) (net.Conn, error)
 	replicaEvent func(int, redisdata.Event)
 
+	// bins maps each Redis version offered to its binary; bin is defaultVersion's, which
+	// runs an instance that names none.
+	bins           map[string]string
+	defaultVersion string
+
 	mu       sync.Mutex
 	locks    map[int]chan struct{} // per database id, a one-slot semaphore
 	children map[int]*child        // by pid, servers this Driver started and has not reaped
@@ -112,15 +121,8 @@ func New(cfg Config) (*Driver, error) {
 	// die, a server that is still starting (redis ignores SIGPIPE only once initialised)
 	// would be killed by its next log line: servers inherit an ignored SIGPIPE instead.
 	signal.Ignore(syscall.SIGPIPE)
-	name := cfg.RedisServer
-	if name == "" {
-		name = DefaultRedisServer
-	}
-	bin, err := exec.LookPath(name)
+	bins, defaultVersion, err := binaries(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("local driver: redis-server not found (%s): install it, e.g. apt-get install -y redis-server: %w", name, err)
-	}
-	if bin, err = filepath.Abs(bin); err != nil {
 		return nil, fmt.Errorf("local driver: %w", err)
 	}
 	if err = os.MkdirAll(cfg.Dir, 0o700); err != nil {
@@ -154,25 +156,27 @@ func New(cfg Config) (*Driver, error) {
 		logger = slog.Default()
 	}
 	return &Driver{
-		dir:          dir,
-		host:         host,
-		connectHost:  connectHost,
-		bin:          bin,
-		startTimeout: timeout,
-		stopTimeout:  stopTimeout,
-		log:          logger.With("driver", "local"),
-		exited:       cfg.Exited,
-		dialSource:   cfg.DialSource,
-		replicaEvent: cfg.ReplicaEvent,
-		locks:        make(map[int]chan struct{}),
-		children:     make(map[int]*child),
-		secrets:      make(map[int]string),
-		checked:      make(map[int]deepCheck),
-		rules:        make(map[int]knownRules),
-		users:        make(map[int]map[string]knownUser),
-		replicas:     make(map[int]*replica),
-		ruleCheck:    make(chan struct{}, 1),
-		checkedRules: make(map[string]error),
+		dir:            dir,
+		host:           host,
+		connectHost:    connectHost,
+		bin:            bins[defaultVersion],
+		startTimeout:   timeout,
+		stopTimeout:    stopTimeout,
+		log:            logger.With("driver", "local"),
+		exited:         cfg.Exited,
+		dialSource:     cfg.DialSource,
+		replicaEvent:   cfg.ReplicaEvent,
+		locks:          make(map[int]chan struct{}),
+		children:       make(map[int]*child),
+		secrets:        make(map[int]string),
+		checked:        make(map[int]deepCheck),
+		rules:          make(map[int]knownRules),
+		users:          make(map[int]map[string]knownUser),
+		replicas:       make(map[int]*replica),
+		ruleCheck:      make(chan struct{}, 1),
+		checkedRules:   make(map[string]error),
+		bins:           bins,
+		defaultVersion: defaultVersion,
 	}, nil
 }
 
@@ -325,6 +329,10 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err := validate(in); err != nil {
 		return err
 	}
+	version, _, err := d.binary(in)
+	if err != nil {
+		return err
+	}
 	id := in.DatabaseID
 	unlock, err := d.lock(ctx, id)
 	if err != nil {
@@ -345,14 +353,25 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 
+	changed, err := d.versionChange(id, version)
+	if err != nil {
+		return err
+	}
 	if pid := d.livePid(id); pid != 0 {
-		adopted, err := d.adopt(ctx, in, pid, old, haveOld)
-		if err != nil {
-			return err
-		}
-		if adopted {
-			d.syncReplica(in)
-			return nil
+		if changed {
+			// An upgrade: the server restarts on the new version's binary with its data.
+			if err := d.upgradeStop(ctx, in, pid, old, haveOld, version); err != nil {
+				return err
+			}
+		} else {
+			adopted, err := d.adopt(ctx, in, pid, old, haveOld)
+			if err != nil {
+				return err
+			}
+			if adopted {
+				d.syncReplica(in)
+				return nil
+			}
 		}
 	}
 	if err := d.start(ctx, in, want, old, haveOld); err != nil {
@@ -531,14 +550,26 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want serverConf
 	}
 	if haveOld && first.Persistence == "none" {
 		// Files left by an earlier persistence setting are stale: without persistence a
-		// server starts empty, as documented, rather than with an old snapshot.
-		for _, name := range []string{rdbFile, aofDir} {
+		// server starts empty, as documented, rather than with an old snapshot. After
+		// an upgrade's stop the RDB is the data itself (see upgradeStop).
+		stale := []string{rdbFile, aofDir}
+		if upgrading(dir) {
+			stale = []string{aofDir}
+		}
+		for _, name := range stale {
 			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 				return fmt.Errorf("database %d: %w", id, err)
 			}
 		}
 	}
-	pid, ch, err := d.spawn(id, dir)
+	version, bin, err := d.binary(in)
+	if err != nil {
+		return err
+	}
+	if err = recordVersion(dir, version); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	pid, ch, err := d.spawn(id, dir, bin)
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
@@ -559,6 +590,7 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want serverConf
 		return err
 	}
 	defer c.Close()
+	d.upgraded(id)
 	return d.reconfigure(ctx, c, in)
 }
 

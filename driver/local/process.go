@@ -37,7 +37,7 @@ func (c *child) waitLog() {
 	}
 }
 
-// spawn starts redis-server on the config file in dir, detached from clouddb: in its own
+// spawn starts redis-server (the binary bin) on the config file in dir, detached from clouddb: in its own
 // session, so signals sent to clouddb's process group do not reach it, and not tied to a
 // context, so it outlives clouddb. A goroutine reaps it so no zombie stays behind.
 //
@@ -46,12 +46,12 @@ func (c *child) waitLog() {
 // loses its log lines until its next restart (see log.go); one started by an older
 // clouddb, which appends to redis.log itself (logfile cannot change live), is brought in
 // line at its next restart.
-func (d *Driver) spawn(id int, dir string) (int, *child, error) {
+func (d *Driver) spawn(id int, dir, bin string) (int, *child, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return 0, nil, err
 	}
-	cmd := exec.Command(d.bin, filepath.Join(dir, confFile))
+	cmd := exec.Command(bin, filepath.Join(dir, confFile))
 	cmd.Dir = dir
 	cmd.Stdout = pw
 	cmd.Stderr = pw
@@ -60,7 +60,7 @@ func (d *Driver) spawn(id int, dir string) (int, *child, error) {
 	pw.Close() // the server has its own copy: the pipe ends when it (and its children) exit
 	if err != nil {
 		pr.Close()
-		return 0, nil, fmt.Errorf("start %s: %w", d.bin, err)
+		return 0, nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	// An older clouddb kept the server's stdout and stderr apart, uncapped.
 	_ = os.Remove(filepath.Join(dir, oldOutFile))

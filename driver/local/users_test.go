@@ -45,19 +45,6 @@ func authErr(t *testing.T, ctx context.Context, port int, user, password string)
 	return client(t, port, "").Do(ctx, "auth", user, password).Err()
 }
 
-func runID(t *testing.T, ctx context.Context, ac *redis.Client) string {
-	t.Helper()
-	info, err := ac.Info(ctx, "server").Result()
-	require.NoError(t, err)
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
-			return v
-		}
-	}
-	t.Fatal("no run_id in INFO server")
-	return ""
-}
-
 // noPlainPasswords checks that no file of the database's directory holds any of the
 // passwords.
 func noPlainPasswords(t *testing.T, dir string, passwords ...string) {

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"clouddb/cloudapi/client"
+)
+
+// standInRedis72 writes a stand-in for a redis-server 7.2 binary and returns its path and
+// the file each server it starts appends a line to. Only one Redis version (7.0) can be
+// installed on the machines these tests run on, so the second version is played by this
+// script: it answers --version as Redis 7.2.4 and otherwise records the run and execs the
+// real redis-server with its arguments.
+func standInRedis72(t *testing.T) (bin, runs string) {
+	t.Helper()
+	real, err := exec.LookPath("redis-server")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	bin, runs = filepath.Join(dir, "redis-server-7.2"), filepath.Join(dir, "runs")
+	script := fmt.Sprintf(`#!/bin/sh
+# Stand-in for Redis 7.2: only one Redis version can be installed here.
+if [ "$1" = "--version" ]; then
+	echo "Redis server v=7.2.4 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
+	exit 0
+fi
+echo run >> '%s'
+exec '%s' "$@"
+`, runs, real)
+	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
+	return bin, runs
+}
+
+func standInRuns(t *testing.T, runs string) int {
+	t.Helper()
+	b, err := os.ReadFile(runs)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	require.NoError(t, err)
+	return strings.Count(string(b), "run\n")
+}
+
+// TestUpgradeEndToEnd: a service offering Redis 7.0 (default) and 7.2 upgrades a live
+// database (persistence none) from 7.0 to 7.2 through the API: its server is restarted by
+// the 7.2 binary with all its data, GET reads 7.2, and an unoffered version and a
+// downgrade are refused.
+func TestUpgradeEndToEnd(t *testing.T) {
+	t.Parallel()
+	bin, runs := standInRedis72(t)
+	s := startService(t, t.TempDir(), options{redisServers: []string{"redis-server", bin}})
+	ctx := testContext(t)
+
+	versions, err := s.c.RedisVersions(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, []client.RedisVersion{{Version: "7.0", IsDefault: true}, {Version: "7.2"}}, versions)
+
+	subID, db := s.activeSubscription(ctx, "upg", 0.1)
+	require.Equal(t, "7.0", db.RedisVersion)
+	require.Equal(t, "none", db.DataPersistence)
+	require.Zero(t, standInRuns(t, runs), "7.0 runs the real binary")
+	r := redisOf(t, db)
+	require.NoError(t, r.Set(ctx, "greeting", "hello", 0).Err())
+	for range 7 {
+		require.NoError(t, r.Incr(ctx, "hits").Err())
+	}
+	require.NoError(t, r.RPush(ctx, "queue", "a", "b").Err())
+	admin := internalRedis(t, filepath.Join(s.dir, "databases"), db.ID, db.PublicEndpoint)
+	runIDBefore := infoValue(admin.Info(ctx, "server").Val(), "run_id")
+	require.NotEmpty(t, runIDBefore)
+	pidBefore, err := s.m.Driver.Pid(db.ID)
+	require.NoError(t, err)
+
+	targets, err := s.c.AvailableTargetVersions(ctx, subID, db.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"7.2"}, targets)
+
+	tk, err := s.c.UpgradeDatabase(ctx, subID, db.ID, client.Upgrade{TargetRedisVersion: client.Ptr("7.2")})
+	require.NoError(t, err)
+	require.Equal(t, "databaseUpgradeRequest", tk.CommandType)
+	done, err := s.c.WaitForTask(ctx, tk.ID)
+	require.NoError(t, err)
+	require.NotNil(t, done.Response)
+	require.Nil(t, done.Response.ResourceID)
+	got, err := s.c.WaitForDatabaseStatus(ctx, subID, db.ID, "active")
+	require.NoError(t, err)
+	require.Equal(t, "7.2", got.RedisVersion)
+	require.Equal(t, "7.2.4", got.RedisVersionCompliance)
+	require.Equal(t, db.PublicEndpoint, got.PublicEndpoint, "same port")
+	require.Equal(t, 1, standInRuns(t, runs), "the server was started by the 7.2 binary, once")
+	pidAfter, err := s.m.Driver.Pid(db.ID)
+	require.NoError(t, err)
+	require.NotEqual(t, pidBefore, pidAfter)
+	admin = internalRedis(t, filepath.Join(s.dir, "databases"), db.ID, got.PublicEndpoint)
+	runIDAfter := infoValue(admin.Info(ctx, "server").Val(), "run_id")
+	require.NotEmpty(t, runIDAfter)
+	require.NotEqual(t, runIDBefore, runIDAfter, "a new server runs")
+
+	r = redisOf(t, got)
+	require.Equal(t, "hello", r.Get(ctx, "greeting").Val(), "data survives the upgrade, even with persistence none")
+	require.Equal(t, "7", r.Get(ctx, "hits").Val(), "no write lost or applied twice")
+	require.Equal(t, []string{"a", "b"}, r.LRange(ctx, "queue", 0, -1).Val())
+	require.Equal(t, int64(3), r.DBSize(ctx).Val())
+	st, err := s.c.GetUpgradeStatus(ctx, subID, db.ID)
+	require.NoError(t, err)
+	require.Equal(t, client.UpgradeStatus{DatabaseID: db.ID, TargetRedisVersion: "7.2", Progress: 100, UpgradeStatus: "done"}, *st)
+
+	for target, why := range map[string]string{"7.4": `targetRedisVersion "7.4" is not offered`, "7.0": "there is no downgrade"} {
+		tk, submitErr := s.c.UpgradeDatabase(ctx, subID, db.ID, client.Upgrade{TargetRedisVersion: client.Ptr(target)})
+		require.NoError(t, submitErr)
+		_, waitErr := s.c.WaitForTask(ctx, tk.ID)
+		var cerr *client.Error
+		require.ErrorAs(t, waitErr, &cerr, target)
+		require.Equal(t, "DATABASE_UPGRADE_INVALID_REDIS_VERSION", cerr.Type)
+		require.Contains(t, cerr.Description, why)
+	}
+	again, err := s.c.GetDatabase(ctx, subID, db.ID)
+	require.NoError(t, err)
+	require.Equal(t, "7.2", again.RedisVersion)
+	require.Equal(t, "active", again.Status)
+	require.Equal(t, 1, standInRuns(t, runs), "a refused upgrade restarts nothing")
+
+	// A database created at 7.2 runs the 7.2 binary from the start.
+	newer := s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("newer"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw-newer"),
+		RedisVersion: client.Ptr("7.2")})
+	require.Equal(t, "7.2", newer.RedisVersion)
+	require.Equal(t, 2, standInRuns(t, runs))
+	require.NoError(t, redisOf(t, newer).Ping(ctx).Err())
+}
+
+// TestRedisServerFlag: --redis-server repeats, has its environment twin, and the start
+// fails, naming the flag, on a binary that does not run or does not answer like
+// redis-server, and on two binaries of one version.
+func TestRedisServerFlag(t *testing.T) {
+	bin, _ := standInRedis72(t)
+	m := NewMain(os.Stdout, os.Stderr)
+	require.NoError(t, m.ParseFlags([]string{"--redis-server", "redis-server", "--redis-server", bin}))
+	require.Equal(t, []string{"redis-server", bin}, m.Config.RedisServers)
+	t.Setenv("CLOUDDB_REDIS_SERVER", bin)
+	m = NewMain(os.Stdout, os.Stderr)
+	require.NoError(t, m.ParseFlags(nil))
+	require.Equal(t, []string{bin}, m.Config.RedisServers)
+
+	real, err := exec.LookPath("redis-server")
+	require.NoError(t, err)
+	notRedis := filepath.Join(t.TempDir(), "not-redis")
+	require.NoError(t, os.WriteFile(notRedis, []byte("#!/bin/sh\necho hello\n"), 0o755))
+	for _, tc := range []struct {
+		servers []string
+		want    string
+	}{
+		{[]string{"no-such-redis-server-binary"}, "--redis-server no-such-redis-server-binary: redis-server not found"},
+		{[]string{"redis-server", notRedis}, "--redis-server " + notRedis + ": " + notRedis + ` --version answered "hello", not a redis-server version`},
+		{[]string{"redis-server", "false"}, "--redis-server false: false --version: exit status 1"},
+		{[]string{bin, "redis-server", real}, "--redis-server redis-server and " + real + " are both Redis 7.0: give one binary per major.minor version"},
+	} {
+		dir := t.TempDir()
+		m := NewMain(&strings.Builder{}, &strings.Builder{})
+		m.Config.DataDir, m.Config.Listen, m.Config.BrowserListen, m.Config.RedisServers = dir, "127.0.0.1:0", "", tc.servers
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := m.Run(ctx)
+		cancel()
+		require.ErrorContains(t, err, tc.want)
+		_, statErr := os.Stat(filepath.Join(dir, "clouddb.db"))
+		require.True(t, os.IsNotExist(statErr), "nothing was opened")
+	}
+}

@@ -1,0 +1,302 @@
+package local_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"clouddb"
+	"clouddb/driver/local"
+)
+
+// standIn writes a stand-in for a redis-server of another version and returns its path
+// and the file each of its runs appends a line to. Only one Redis version (7.0) can be
+// installed on the machines these tests run on, so a second version is played by this
+// script: it answers --version as Redis 7.2.4 and otherwise records the run and execs
+// the real redis-server with its arguments.
+func standIn(t *testing.T) (bin, runs string) {
+	t.Helper()
+	real, err := exec.LookPath("redis-server")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	bin = filepath.Join(dir, "redis-server-7.2")
+	runs = filepath.Join(dir, "runs")
+	script := fmt.Sprintf(`#!/bin/sh
+# Stand-in for Redis 7.2: only one Redis version can be installed here.
+if [ "$1" = "--version" ]; then
+	echo "Redis server v=7.2.4 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
+	exit 0
+fi
+echo run >> '%s'
+exec '%s' "$@"
+`, runs, real)
+	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
+	return bin, runs
+}
+
+// runCount is how many servers the stand-in started.
+func runCount(t *testing.T, runs string) int {
+	t.Helper()
+	b, err := os.ReadFile(runs)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	require.NoError(t, err)
+	return strings.Count(string(b), "run\n")
+}
+
+// versionedBundle is a driver offering Redis 7.0 (the real binary, the default) and
+// 7.2 (the stand-in).
+func versionedBundle(t *testing.T) (b *testBundle, runs string) {
+	t.Helper()
+	bin, runs := standIn(t)
+	dir := t.TempDir()
+	d, err := local.New(local.Config{
+		Dir:                 dir,
+		Host:                "127.0.0.1",
+		StartTimeout:        10 * time.Second,
+		RedisServers:        map[string]string{"7.0": "redis-server", "7.2": bin},
+		DefaultRedisVersion: "7.0",
+		Logger:              slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	require.NoError(t, err)
+	return &testBundle{dir: dir, driver: d}, runs
+}
+
+func runID(t *testing.T, ctx context.Context, c *redis.Client) string {
+	t.Helper()
+	info, err := c.Info(ctx, "server").Result()
+	require.NoError(t, err)
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v
+		}
+	}
+	t.Fatal("no run_id in INFO server")
+	return ""
+}
+
+func TestProbeRedisServer(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	out, err := exec.Command("redis-server", "--version").Output()
+	require.NoError(t, err)
+	got, err := local.ProbeRedisServer(ctx, "redis-server")
+	require.NoError(t, err)
+	require.Contains(t, string(out), "v="+got.Full+" ")
+	require.Equal(t, "7.0", got.Version, "the installed redis-server is 7.0")
+	require.True(t, strings.HasPrefix(got.Full, "7.0."), got.Full)
+
+	bin, runs := standIn(t)
+	got, err = local.ProbeRedisServer(ctx, bin)
+	require.NoError(t, err)
+	require.Equal(t, local.RedisBinary{Path: bin, Version: "7.2", Full: "7.2.4"}, got)
+	require.Zero(t, runCount(t, runs), "--version starts no server")
+
+	_, err = local.ProbeRedisServer(ctx, "no-such-redis-server-binary")
+	require.ErrorContains(t, err, "not found")
+	_, err = local.ProbeRedisServer(ctx, "true")
+	require.ErrorContains(t, err, "not a redis-server version")
+	_, err = local.ProbeRedisServer(ctx, "false")
+	require.ErrorContains(t, err, "false --version")
+}
+
+func TestNew_DefaultVersionMustBeOffered(t *testing.T) {
+	t.Parallel()
+	_, err := local.New(local.Config{Dir: t.TempDir(), RedisServers: map[string]string{"7.0": "redis-server"}, DefaultRedisVersion: "7.2"})
+	require.ErrorContains(t, err, `DefaultRedisVersion "7.2"`)
+	_, err = local.New(local.Config{Dir: t.TempDir(), RedisServers: map[string]string{"7.0": "no-such-redis-server-binary"}, DefaultRedisVersion: "7.0"})
+	require.ErrorContains(t, err, "the binary of Redis 7.0: redis-server not found")
+}
+
+// A database runs the binary of its version; one without a version runs the default's.
+func TestEnsure_VersionChoosesBinary(t *testing.T) {
+	t.Parallel()
+	b, runs := versionedBundle(t)
+	ctx := ctxT(t)
+
+	plain := b.instance(t, 1, "none")
+	require.NoError(t, b.driver.Ensure(ctx, plain))
+	require.NoError(t, client(t, plain.Port, plain.Password).Ping(ctx).Err())
+	require.Zero(t, runCount(t, runs), "no version: the default binary")
+
+	old := b.instance(t, 2, "none")
+	old.RedisVersion = "7.0"
+	require.NoError(t, b.driver.Ensure(ctx, old))
+	require.Zero(t, runCount(t, runs), "7.0: the real binary")
+
+	newer := b.instance(t, 3, "none")
+	newer.RedisVersion = "7.2"
+	require.NoError(t, b.driver.Ensure(ctx, newer))
+	require.NoError(t, client(t, newer.Port, newer.Password).Ping(ctx).Err())
+	require.Equal(t, 1, runCount(t, runs), "7.2: the stand-in")
+
+	// Ensured again, it is adopted, not restarted.
+	require.NoError(t, b.driver.Ensure(ctx, newer))
+	require.Equal(t, 1, runCount(t, runs))
+	require.NoError(t, b.driver.Ensure(ctx, plain))
+	require.Equal(t, 1, runCount(t, runs))
+}
+
+// A version whose binary this clouddb was not given fails Ensure, naming the version and
+// the flag, and starts nothing.
+func TestEnsure_VersionNotOffered(t *testing.T) {
+	t.Parallel()
+	b, runs := versionedBundle(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 1, "none")
+	in.RedisVersion = "6.2"
+	err := b.driver.Ensure(ctx, in)
+	require.ErrorContains(t, err, "Redis 6.2 is not offered by this clouddb (it has binaries for 7.0, 7.2)")
+	require.ErrorContains(t, err, "--redis-server")
+	_, err = os.Stat(filepath.Join(b.dir, "1"))
+	require.True(t, os.IsNotExist(err), "nothing was set up: %v", err)
+	require.Zero(t, runCount(t, runs))
+}
+
+// An upgrade restarts the server on the new version's binary with all its data, exactly
+// once (no key lost, none applied twice), whatever its persistence, even none; a
+// snapshot older than the data does not come back.
+func TestEnsure_UpgradeKeepsData(t *testing.T) {
+	t.Parallel()
+	for i, persistence := range []string{"none", "aof-every-1-second", "snapshot-every-1-hour"} {
+		t.Run(persistence, func(t *testing.T) {
+			t.Parallel()
+			b, runs := versionedBundle(t)
+			ctx := ctxT(t)
+			in := b.instance(t, 10+i, persistence)
+			require.NoError(t, b.driver.Ensure(ctx, in))
+			c := client(t, in.Port, in.Password)
+			dbDir := filepath.Join(b.dir, fmt.Sprint(in.DatabaseID))
+			adm := admin(t, dbDir, in.Port)
+
+			require.NoError(t, c.Set(ctx, "key", "old", 0).Err())
+			// A snapshot of an older state is on disk: the upgrade must not load it.
+			require.NoError(t, adm.Save(ctx).Err())
+			require.NoError(t, c.Set(ctx, "key", "new", 0).Err())
+			for range 5 {
+				require.NoError(t, c.Incr(ctx, "counter").Err())
+			}
+			require.NoError(t, c.RPush(ctx, "list", "a", "b", "c").Err())
+			require.NoError(t, c.HSet(ctx, "hash", "f1", "v1", "f2", "v2").Err())
+			before := runID(t, ctx, adm)
+			pidBefore := pid(t, b.driver, in.DatabaseID)
+
+			in.RedisVersion = "7.2"
+			require.NoError(t, b.driver.Ensure(ctx, in))
+			require.Equal(t, 1, runCount(t, runs), "the server was started by the 7.2 binary")
+			require.True(t, processGone(pidBefore), "the 7.0 server is gone")
+			adm = admin(t, dbDir, in.Port)
+			require.NotEqual(t, before, runID(t, ctx, adm), "a new server runs")
+			c = client(t, in.Port, in.Password)
+			require.Equal(t, "new", c.Get(ctx, "key").Val())
+			require.Equal(t, "5", c.Get(ctx, "counter").Val(), "no increment lost or applied twice")
+			require.Equal(t, []string{"a", "b", "c"}, c.LRange(ctx, "list", 0, -1).Val())
+			require.Equal(t, map[string]string{"f1": "v1", "f2": "v2"}, c.HGetAll(ctx, "hash").Val())
+			require.Equal(t, int64(4), c.DBSize(ctx).Val())
+			_, err := os.Stat(filepath.Join(dbDir, "upgrade.pending"))
+			require.True(t, os.IsNotExist(err), "the upgrade mark is gone once the data is loaded")
+			cfg, err := adm.ConfigGet(ctx, "appendonly").Result()
+			require.NoError(t, err)
+			require.Equal(t, map[bool]string{true: "yes", false: "no"}[strings.HasPrefix(persistence, "aof")], cfg["appendonly"], "the persistence stays")
+
+			// Once upgraded, the server is adopted as it is.
+			after := runID(t, ctx, adm)
+			require.NoError(t, b.driver.Ensure(ctx, in))
+			require.Equal(t, after, runID(t, ctx, admin(t, dbDir, in.Port)))
+			require.Equal(t, 1, runCount(t, runs))
+
+			// A later restart starts the 7.2 binary again, with what the persistence
+			// keeps (nothing for none: the upgrade's RDB is not loaded twice).
+			require.NoError(t, b.driver.Stop(ctx, in.DatabaseID))
+			require.NoError(t, b.driver.Ensure(ctx, in))
+			require.Equal(t, 2, runCount(t, runs))
+			c = client(t, in.Port, in.Password)
+			if persistence == "none" {
+				require.Zero(t, c.DBSize(ctx).Val(), "persistence none keeps nothing over a restart")
+			} else {
+				require.Equal(t, "5", c.Get(ctx, "counter").Val())
+			}
+		})
+	}
+}
+
+// A crash after the old server saved and stopped, before the new one started, loses
+// nothing: the next Ensure starts the new binary on the saved data.
+func TestEnsure_UpgradeResumesAfterCrash(t *testing.T) {
+	t.Parallel()
+	b, runs := versionedBundle(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 1, "none")
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	dbDir := filepath.Join(b.dir, "1")
+	require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "k", "v", 0).Err())
+	// What the upgrade does before it starts the new server: mark, then SHUTDOWN SAVE.
+	require.NoError(t, os.WriteFile(filepath.Join(dbDir, "upgrade.pending"), []byte("7.2\n"), 0o600))
+	p := pid(t, b.driver, 1)
+	require.NoError(t, admin(t, dbDir, in.Port).ShutdownSave(ctx).Err())
+	eventuallyT(t, 5*time.Second, func() bool { return processGone(p) })
+
+	in.RedisVersion = "7.2"
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
+}
+
+// An upgrade of a server that is not running simply starts the new binary.
+func TestEnsure_UpgradeOfStoppedServer(t *testing.T) {
+	t.Parallel()
+	b, runs := versionedBundle(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 1, "aof-every-1-second")
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "k", "v", 0).Err())
+	require.NoError(t, b.driver.Stop(ctx, 1))
+	in.RedisVersion = "7.2"
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
+}
+
+// There is no downgrade: a database whose server last ran 7.2 is refused 7.0, running
+// or stopped, and its server is left as it is. A new database may run an older version
+// than the default.
+func TestEnsure_NoDowngrade(t *testing.T) {
+	t.Parallel()
+	b, runs := versionedBundle(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 1, "aof-every-1-second")
+	in.RedisVersion = "7.2"
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "k", "v", 0).Err())
+	p := pid(t, b.driver, 1)
+
+	in.RedisVersion = "7.0"
+	err := b.driver.Ensure(ctx, in)
+	require.ErrorContains(t, err, "database 1: its data was last served by Redis 7.2, and Redis 7.0 cannot load it: there is no downgrade")
+	require.Equal(t, p, pid(t, b.driver, 1), "the server runs on")
+	require.NoError(t, b.driver.Stop(ctx, 1))
+	require.ErrorContains(t, b.driver.Ensure(ctx, in), "there is no downgrade")
+	require.Equal(t, 1, runCount(t, runs))
+	in.RedisVersion = ""
+	require.ErrorContains(t, b.driver.Ensure(ctx, in), "there is no downgrade", "the default is 7.0")
+
+	// A driver whose default is 7.2 starts a new database on 7.0.
+	bin, runs2 := standIn(t)
+	d, err := local.New(local.Config{Dir: t.TempDir(), Host: "127.0.0.1", RedisServers: map[string]string{"7.0": "redis-server", "7.2": bin}, DefaultRedisVersion: "7.2"})
+	require.NoError(t, err)
+	old := clouddb.Instance{DatabaseID: 2, Port: freePort(t), Password: "pw-old", MaxMemoryBytes: 64 * mb, EvictionPolicy: "volatile-lru", DataPersistence: "none", RedisVersion: "7.0"}
+	t.Cleanup(func() { require.NoError(t, d.Remove(context.Background(), 2)) })
+	require.NoError(t, d.Ensure(ctx, old))
+	require.NoError(t, client(t, old.Port, old.Password).Ping(ctx).Err())
+	require.Zero(t, runCount(t, runs2))
+}
