@@ -31,7 +31,7 @@ const (
 	MaxURLLength = 2048
 	// MaxSecretLength bounds cloud account credentials.
 	MaxSecretLength = 1024
-	// MaxListLength bounds the other lists: sourceIp, alerts, certificates, cloud
+	// MaxListLength bounds the other lists: alerts, certificates, cloud
 	// providers, regions, zones, the databases of a creation plan.
 	MaxListLength = 100
 	// MaxCertificateLength bounds one PEM certificate.

@@ -63,7 +63,7 @@ func (d *Driver) Load(ctx context.Context, in clouddb.Instance, files []string) 
 	}()
 	var total int64
 	for _, f := range files {
-		t, err := redisdata.LoadRDB(ctx, d.loadConfig(), f)
+		t, err := redisdata.LoadRDB(ctx, d.loadConfig(in), f)
 		if err != nil {
 			if errors.Is(err, redisdata.ErrCorrupt) {
 				return fmt.Errorf("%w: %v", clouddb.ErrDataCorrupt, err)
@@ -147,8 +147,15 @@ func (d *Driver) ownEndpoint(e clouddb.RedisEndpoint) (redisdata.Endpoint, bool)
 	return redisdata.Endpoint{}, false
 }
 
-func (d *Driver) loadConfig() redisdata.LoadConfig {
-	return redisdata.LoadConfig{Binary: d.bin, TempDir: d.dir}
+// loadConfig is how files meant for the database are checked: by a throwaway server of
+// the database's own Redis version, which reads what that version wrote (an older one
+// may refuse a newer RDB format).
+func (d *Driver) loadConfig(in clouddb.Instance) redisdata.LoadConfig {
+	bin := d.bin
+	if _, b, err := d.binary(in); err == nil {
+		bin = b
+	}
+	return redisdata.LoadConfig{Binary: bin, TempDir: d.dir}
 }
 
 // replica is the replicator of one database and the sources it was started with.
@@ -175,7 +182,7 @@ func (d *Driver) syncReplica(in clouddb.Instance) {
 		srcs[i] = d.endpointOf(s)
 	}
 	id := in.DatabaseID
-	opts := redisdata.ReplicatorOptions{Load: d.loadConfig(), OnEvent: func(e redisdata.Event) {
+	opts := redisdata.ReplicatorOptions{Load: d.loadConfig(in), OnEvent: func(e redisdata.Event) {
 		if d.replicaEvent != nil {
 			d.replicaEvent(id, e)
 		}
