@@ -80,6 +80,8 @@ func routes(id ids) []route {
 		{http.MethodGet, db + "/backup", nil},
 		{http.MethodPost, db + "/import", []byte(`{"sourceType":"http","importFromUri":["http://example.com/x.rdb"]}`)},
 		{http.MethodGet, db + "/import", nil},
+		{http.MethodPost, db + "/upgrade", []byte(`{"targetRedisVersion":"7.2"}`)},
+		{http.MethodGet, db + "/available-target-versions", nil},
 		{http.MethodGet, "/v1/tasks", nil},
 		{http.MethodGet, "/v1/tasks/" + id.task, nil},
 		{http.MethodGet, "/v1/logs", nil},

@@ -43,8 +43,20 @@ func TestSecretsAtRest(t *testing.T) {
 	dbID := s.createDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("secret"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr(dbPassword)})
 	_, err = s.c.WaitForDatabaseStatus(ctx, subID, dbID, "active")
 	require.NoError(t, err)
+	const userPassword = "User.pa55-7e1b0c"
+	s.completed(ctx)(s.c.CreateRole(ctx, client.CreateRole{Name: client.Ptr("sec-role"), RedisRules: []client.RoleRule{
+		{RuleName: "Read-Only", Databases: []client.RoleDatabase{{SubscriptionID: subID, DatabaseID: dbID}}},
+	}}))
+	userID := s.completed(ctx)(s.c.CreateUser(ctx, client.CreateUser{Name: client.Ptr("sec-user"), Role: client.Ptr("sec-role"), Password: client.Ptr(userPassword)}))
+	_, err = s.c.WaitForUserStatus(ctx, userID, client.ACLActive)
+	require.NoError(t, err)
 
-	// No response about the cloud account holds its secrets.
+	// The access key id reads back as sent: it names the key, Terraform keeps it.
+	ca, err := s.c.GetCloudAccount(ctx, caID)
+	require.NoError(t, err)
+	require.Equal(t, accessKeyID, ca.AccessKeyID)
+
+	// No response holds a cloud account's secrets or an ACL user's password.
 	raw := func(path string) string {
 		req, rerr := http.NewRequestWithContext(ctx, http.MethodGet, s.c.BaseURL()+path, nil)
 		require.NoError(t, rerr)
@@ -60,8 +72,9 @@ func TestSecretsAtRest(t *testing.T) {
 	}
 	tasks, err := json.Marshal(must(s.c.ListTasks(ctx)))
 	require.NoError(t, err)
-	for _, body := range []string{raw("/cloud-accounts"), raw("/cloud-accounts/" + strconv.Itoa(caID)), raw("/tasks"), string(tasks), raw("/logs")} {
-		for _, secret := range []string{accessKeyID, accessSecret, consolePasswd} {
+	for _, body := range []string{raw("/cloud-accounts"), raw("/cloud-accounts/" + strconv.Itoa(caID)), raw("/tasks"), string(tasks), raw("/logs"),
+		raw("/acl/users"), raw("/acl/users/" + strconv.Itoa(userID)), raw("/acl/roles")} {
+		for _, secret := range []string{accessSecret, consolePasswd, userPassword} {
 			require.NotContains(t, body, secret)
 		}
 	}
@@ -70,13 +83,13 @@ func TestSecretsAtRest(t *testing.T) {
 	for _, f := range []string{"clouddb.db", "clouddb.db-wal"} {
 		b, readErr := os.ReadFile(filepath.Join(dir, f))
 		require.NoError(t, readErr)
-		for _, secret := range []string{dbPassword, accessKeyID, accessSecret, consolePasswd, creds.SecretKey} {
+		for _, secret := range []string{dbPassword, accessKeyID, accessSecret, consolePasswd, creds.SecretKey, userPassword} {
 			require.NotContains(t, string(b), secret, "%s holds a secret in plain text", f)
 		}
 	}
 	logs := s.logs.String()
 	require.NotEmpty(t, logs)
-	for _, secret := range []string{dbPassword, accessKeyID, accessSecret, consolePasswd, creds.SecretKey} {
+	for _, secret := range []string{dbPassword, accessKeyID, accessSecret, consolePasswd, creds.SecretKey, userPassword} {
 		if i := strings.Index(logs, secret); i >= 0 {
 			t.Errorf("the logs hold a secret: …%s…", logs[max(0, i-200):i])
 		}
