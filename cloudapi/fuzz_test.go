@@ -174,6 +174,9 @@ type fuzzState struct {
 	subs    []*clouddb.Subscription
 	dbs     []*clouddb.Database
 	cas     []*clouddb.CloudAccount
+	rules   []*clouddb.ACLRule
+	roles   []*clouddb.ACLRole
+	users   []*clouddb.ACLUser
 	tasks   []*clouddb.Task
 	lastLog int
 }
@@ -192,6 +195,15 @@ func (fe *fuzzEnv) state(since time.Time) fuzzState {
 			return err
 		}
 		if s.cas, err = tx.CloudAccounts(ctx, clouddb.CloudAccountFilter{}); err != nil {
+			return err
+		}
+		if s.rules, err = tx.ACLRules(ctx, 0); err != nil {
+			return err
+		}
+		if s.roles, err = tx.ACLRoles(ctx, 0); err != nil {
+			return err
+		}
+		if s.users, err = tx.ACLUsers(ctx, 0); err != nil {
 			return err
 		}
 		if s.tasks, err = tx.Tasks(ctx, clouddb.TaskFilter{UpdatedSince: since}); err != nil {
@@ -276,8 +288,61 @@ func (fe *fuzzEnv) reset() {
 				return err
 			}
 		}
-		return nil
+		return resetACL(ctx, tx, b)
 	}))
+}
+
+// resetACL puts the ACL rows back as they were in the baseline b.
+func resetACL(ctx context.Context, tx clouddb.Tx, b fuzzState) error {
+	users, err := tx.ACLUsers(ctx, 0)
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		if i := slices.IndexFunc(b.users, func(x *clouddb.ACLUser) bool { return x.ID == u.ID }); i < 0 {
+			err = tx.DeleteACLUser(ctx, u.ID)
+		} else if !equalJSON(u, b.users[i]) {
+			orig := *b.users[i]
+			err = tx.UpdateACLUser(ctx, &orig)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	roles, err := tx.ACLRoles(ctx, 0)
+	if err != nil {
+		return err
+	}
+	for _, r := range roles {
+		if i := slices.IndexFunc(b.roles, func(x *clouddb.ACLRole) bool { return x.ID == r.ID }); i < 0 {
+			err = tx.DeleteACLRole(ctx, r.ID)
+		} else if !equalJSON(r, b.roles[i]) {
+			orig := *b.roles[i]
+			err = tx.UpdateACLRole(ctx, &orig)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	rules, err := tx.ACLRules(ctx, 0)
+	if err != nil {
+		return err
+	}
+	for _, r := range rules {
+		if r.IsDefault {
+			continue
+		}
+		if i := slices.IndexFunc(b.rules, func(x *clouddb.ACLRule) bool { return x.ID == r.ID }); i < 0 {
+			err = tx.DeleteACLRule(ctx, r.ID)
+		} else if !equalJSON(r, b.rules[i]) {
+			orig := *b.rules[i]
+			err = tx.UpdateACLRule(ctx, &orig)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // equalJSON compares two rows but for UpdatedAt, which a write-back moves.
