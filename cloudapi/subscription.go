@@ -196,6 +196,9 @@ func (s *Server) updateSubscription(r *http.Request, c *caller) (int, any, error
 	if err := decodeBody(r, &body); err != nil {
 		return 0, nil, err
 	}
+	// The tags are no field of this body on Redis Cloud: they change through
+	// PUT …/resource-tags only, which shares this command.
+	body.ResourceTags = nil
 	return s.enqueue(r, c, http.StatusOK, &clouddb.Task{CommandType: clouddb.CommandSubscriptionUpdate, SubscriptionID: sub.ID}, body)
 }
 

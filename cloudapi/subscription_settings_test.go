@@ -258,6 +258,19 @@ func TestSubscriptionResourceTags(t *testing.T) {
 	require.Empty(t, sub.CloudDetails[0].ResourceTags)
 	e.activate(subID)
 
+	// A plain subscription update carries no tags: one sent there is not applied.
+	_, err = e.main.Wait(ctx)(e.main.UpdateResourceTags(ctx, subID, []client.Tag{{Key: "kept", Value: "1"}}))
+	require.NoError(t, err)
+	e.activate(subID)
+	_, err = e.sendTask(http.MethodPut, fmt.Sprintf("/v1/subscriptions/%d", subID), []byte(`{"name":"tags-2","resourceTags":[{"key":"x","value":"y"}]}`),
+		http.StatusOK, clouddb.CommandSubscriptionUpdate)
+	require.NoError(t, err)
+	sub, err = e.main.GetSubscription(ctx, subID)
+	require.NoError(t, err)
+	require.Equal(t, "tags-2", sub.Name)
+	require.Equal(t, []client.Tag{{Key: "kept", Value: "1"}}, sub.CloudDetails[0].ResourceTags)
+	e.activate(subID)
+
 	// A body without the key is refused at once.
 	before := e.counts(e.mainAccount)
 	requireError(t, e.do(http.MethodPut, path, mainKey, mainSecret, []byte(`{}`)), http.StatusBadRequest, clouddb.ErrTypeInvalidField)
