@@ -80,9 +80,15 @@ func ruleWords(rule string) []string {
 }
 
 // userRules define a named user from scratch, with pass as its only password rule
-// ("#sha256": the password itself is never written anywhere).
-func userRules(pass, rule string) []string {
-	return append([]string{"reset", "on", pass}, ruleWords(rule)...)
+// ("#sha256": the password itself is never written anywhere). readOnly (the database
+// replicates from sources) denies it every write last, whatever its rule gives, as it
+// does the default user.
+func userRules(pass, rule string, readOnly bool) []string {
+	r := append([]string{"reset", "on", pass}, ruleWords(rule)...)
+	if readOnly {
+		r = append(r, readOnlyRule)
+	}
+	return r
 }
 
 // internalUserRules define clouddb's own user: everything, since it administers the
@@ -169,27 +175,28 @@ func lineLogsIn(line, hash string) bool {
 }
 
 // knownUser is a named user as its server described it (its ACL LIST line) right after
-// clouddb defined it with the password and rule that sig stands for.
+// clouddb defined it with the password, rule and read-only state that sig stands for.
 type knownUser struct {
 	sig  string
 	line string
 }
 
 // userSig identifies a named user's definition; it holds the password's hash only.
-func userSig(u clouddb.DatabaseUser) string {
-	return passwordHash(u.Password) + " " + u.Rule
+func userSig(u clouddb.DatabaseUser, readOnly bool) string {
+	return fmt.Sprintf("%s %t %s", passwordHash(u.Password), readOnly, u.Rule)
 }
 
 // usersDrift compares the named users of a server (its ACL LIST, by name) with the wanted
-// ones: each must be there, logging in with its password only, and, when clouddb knows
-// how the server described it after defining it the same way, described so still.
-func usersDrift(live map[string]string, wanted []clouddb.DatabaseUser, known map[string]knownUser) bool {
+// ones, read-only or not: each must be there, logging in with its password only, and,
+// when clouddb knows how the server described it after defining it the same way,
+// described so still.
+func usersDrift(live map[string]string, wanted []clouddb.DatabaseUser, readOnly bool, known map[string]knownUser) bool {
 	for _, u := range wanted {
 		line, ok := live[u.Name]
 		if !ok || !lineLogsIn(line, passwordHash(u.Password)) {
 			return true
 		}
-		if k, ok := known[u.Name]; ok && k.sig == userSig(u) && k.line != line {
+		if k, ok := known[u.Name]; ok && k.sig == userSig(u, readOnly) && k.line != line {
 			return true
 		}
 	}
@@ -302,18 +309,18 @@ func normalRules(ctx context.Context, c *redis.Client, readOnly, off bool) (stri
 	return u.rules, nil
 }
 
-// validateUsers checks the instance's named users: names a server takes as they are and
-// that are not the database's own users, each once; a password; a rule of the tenant's
-// kind (clouddb.ValidateACLRule: nothing that defines a user, no selector). Errors name
-// the user, never its password.
+// validateUsers checks the instance's named users: a name clouddb.ValidateACLUserName
+// accepts (the API's rule: printable ASCII without spaces, default and clouddb-* reserved
+// whatever their case), each once; a password; a rule of the tenant's kind
+// (clouddb.ValidateACLRule: nothing that defines a user, no selector). Errors name the
+// user, never its password.
 func validateUsers(in clouddb.Instance) error {
 	seen := make(map[string]bool, len(in.Users))
 	for _, u := range in.Users {
+		if err := clouddb.ValidateACLUserName(u.Name); err != nil {
+			return fmt.Errorf("database %d: ACL user %q: %w", in.DatabaseID, u.Name, err)
+		}
 		switch {
-		case u.Name == "" || strings.ContainsFunc(u.Name, func(r rune) bool { return r <= ' ' || r >= 0x7f }):
-			return fmt.Errorf("database %d: ACL user name %q: printable ASCII without spaces is required", in.DatabaseID, u.Name)
-		case ourUser(u.Name) || strings.HasPrefix(u.Name, "clouddb-"):
-			return fmt.Errorf("database %d: ACL user name %q is reserved", in.DatabaseID, u.Name)
 		case seen[u.Name]:
 			return fmt.Errorf("database %d: ACL user %q is listed twice", in.DatabaseID, u.Name)
 		case u.Password == "":
@@ -327,13 +334,15 @@ func validateUsers(in clouddb.Instance) error {
 	return nil
 }
 
-// usersKey identifies the instance's named users and whether its default user is off,
-// for the deep check's record of what it vouched for; it holds no password.
+// usersKey identifies the instance's named users, whether they are read-only (the
+// database replicates) and whether its default user is off, for the deep check's record
+// of what it vouched for; it holds no password.
 func usersKey(in clouddb.Instance) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%v\n", in.DefaultUserOff)
+	readOnly := len(in.ReplicaOf) > 0
+	fmt.Fprintf(h, "%v %v\n", in.DefaultUserOff, readOnly)
 	for _, u := range in.Users {
-		fmt.Fprintf(h, "%s\n%s\n", u.Name, userSig(u))
+		fmt.Fprintf(h, "%s\n%s\n", u.Name, userSig(u, readOnly))
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -264,7 +264,7 @@ func bringInLine(ctx context.Context, c *redis.Client, want serverConfig, made m
 			cmds = append(cmds, p.Do(ctx, setUserArgs(internalUser, internalUserRules("#"+passwordHash(want.InternalSecret)))...))
 		}
 		for _, u := range want.Users {
-			cmds = append(cmds, p.Do(ctx, setUserArgs(u.Name, userRules("#"+passwordHash(u.Password), u.Rule))...))
+			cmds = append(cmds, p.Do(ctx, setUserArgs(u.Name, userRules("#"+passwordHash(u.Password), u.Rule, want.ReadOnly))...))
 		}
 		if len(foreign) > 0 {
 			args := []any{"acl", "deluser"}
@@ -402,7 +402,7 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 	users := make(map[string]knownUser, len(want.Users))
 	namedChanged, namedCut := false, false
 	for _, u := range want.Users {
-		users[u.Name] = knownUser{sig: userSig(u), line: afterUsers[u.Name]}
+		users[u.Name] = knownUser{sig: userSig(u, want.ReadOnly), line: afterUsers[u.Name]}
 		prior, existed := beforeUsers[u.Name]
 		if prior != afterUsers[u.Name] {
 			namedChanged = true
@@ -416,7 +416,7 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 		}
 	}
 	for name := range made {
-		if _, gone := afterUsers[name]; !gone && beforeUsers[name] != "" {
+		if _, present := afterUsers[name]; !present && beforeUsers[name] != "" {
 			namedChanged = true // deleted: redis closed its connections
 		}
 	}
@@ -495,7 +495,7 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 		return nil, fmt.Errorf("ACL LIST: %w", classify(err))
 	}
 	live := aclList(list.Val())
-	if usersDrift(live, want.Users, known) {
+	if usersDrift(live, want.Users, want.ReadOnly, known) {
 		diff = append(diff, changedNamed)
 	}
 	names := make([]string, 0, len(live))

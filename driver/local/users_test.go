@@ -345,6 +345,10 @@ func TestUsers_Refused(t *testing.T) {
 	for _, users := range [][]clouddb.DatabaseUser{
 		{{Name: "default", Password: "Secret.pw1", Rule: readOnly}},
 		{{Name: "clouddb-internal", Password: "Secret.pw1", Rule: readOnly}},
+		// Reserved whatever the case, as the API reserves them (clouddb.ValidateACLUserName).
+		{{Name: "Default", Password: "Secret.pw1", Rule: readOnly}},
+		{{Name: "CloudDB-Mine", Password: "Secret.pw1", Rule: readOnly}},
+		{{Name: strings.Repeat("a", clouddb.MaxACLNameLength+1), Password: "Secret.pw1", Rule: readOnly}},
 		{{Name: "a b", Password: "Secret.pw1", Rule: readOnly}},
 		{{Name: "a", Password: "Secret.pw1", Rule: readOnly}, {Name: "a", Password: "Secret.pw1", Rule: readOnly}},
 		{{Name: "a", Password: "", Rule: readOnly}},
@@ -356,6 +360,48 @@ func TestUsers_Refused(t *testing.T) {
 		require.Error(t, err, "%v", users[0].Name)
 		require.NotContains(t, err.Error(), "Secret.pw1")
 	}
+}
+
+// TestUsers_ReadOnlyWhileReplicating: on a database that replicates from sources, a
+// named user is denied every write whatever its rule (Full-Access included) and still
+// reads; replicaOf turned off gives it its writes back live, turned on takes them again,
+// and a restart from the config file keeps them denied.
+func TestUsers_ReadOnlyWhileReplicating(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	src := b.instance(t, 96, "none")
+	require.NoError(t, b.driver.Ensure(ctx, src))
+	require.NoError(t, client(t, src.Port, src.Password).Set(ctx, "from-src", "v", 0).Err())
+	in := b.instance(t, 97, "aof-every-write")
+	in.Users = []clouddb.DatabaseUser{{Name: "fa", Password: "Full.Acc3ss", Rule: fullAccess}}
+	in.ReplicaOf = []clouddb.RedisEndpoint{srcEndpoint(src.Port, src.Password)}
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	fa := userClient(t, in.Port, "fa", "Full.Acc3ss")
+	eventuallyT(t, 10*time.Second, func() bool { return fa.Get(ctx, "from-src").Val() == "v" })
+	require.ErrorContains(t, fa.Set(ctx, "k", "v", 0).Err(), "NOPERM")
+	require.ErrorContains(t, fa.Del(ctx, "from-src").Err(), "NOPERM")
+	require.ErrorContains(t, fa.Eval(ctx, "return redis.call('set', 'k', 'v')", nil).Err(), "can't run this command")
+	requireRunning(t, b.driver, in, true)
+	requireRunning(t, mustDriver(t, b.dir), in, true)
+
+	ac := admin(t, filepath.Join(b.dir, "97"), in.Port)
+	run := runID(t, ctx, ac)
+	off := in
+	off.ReplicaOf = nil
+	requireRunning(t, b.driver, off, false, "the users are read-only: not as wanted without replicaOf")
+	require.NoError(t, b.driver.Ensure(ctx, off))
+	require.Equal(t, run, runID(t, ctx, ac), "applied live")
+	require.NoError(t, fa.Set(ctx, "k", "v", 0).Err(), "the same connection writes again")
+	requireRunning(t, b.driver, off, true)
+
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.ErrorContains(t, fa.Set(ctx, "k", "w", 0).Err(), "NOPERM", "and no more once it replicates again")
+	require.NoError(t, b.driver.Stop(ctx, 97))
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	fa = userClient(t, in.Port, "fa", "Full.Acc3ss")
+	require.ErrorContains(t, fa.Set(ctx, "k", "w", 0).Err(), "NOPERM", "read-only in the config file too")
+	require.NoError(t, fa.Get(ctx, "from-src").Err())
 }
 
 // TestCheckACLRule: rules are verified on a real server, as users get them.
