@@ -2,6 +2,7 @@ package local
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,8 +13,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -367,53 +370,206 @@ func (d *Driver) madeUsers(id int) map[string]bool {
 
 var _ clouddb.ACLChecker = (*Driver)(nil)
 
-// maxCheckedRules bounds CheckACLRule's memory of verdicts: past it, it starts afresh.
+// maxCheckedRules bounds the memory of rule verdicts (see verdicts).
 const maxCheckedRules = 4096
 
-// CheckACLRule verifies rule on a real server of the driver's redis-server, composed as
-// named users get it (see ruleWords), and remembers the verdict: each distinct rule costs
-// one check per process. A rule the server refuses (an unknown command or category) gives
-// a *clouddb.Error that names the word refused; any other error means the check itself
-// could not be made, and is not remembered.
-func (d *Driver) CheckACLRule(ctx context.Context, rule string) error {
-	if err := clouddb.ValidateACLRule(rule); err != nil {
-		return err
+// CheckACLRules verifies rules, composed as named users get them (see ruleWords), on a
+// throwaway server of each Redis version the driver offers, oldest first: a database may
+// run any of them, or be upgraded to it. Each binary checks the whole batch on one server
+// (see checkRulesOn), and verdicts are remembered, so that a rule costs one check per
+// binary and process. The first rule refused (in the order given) gives a
+// *clouddb.Error (clouddb.ACLRuleRefused) that names it by its text and the word
+// refused, and the version when the driver offers several; any other error means the
+// check itself could not be made.
+func (d *Driver) CheckACLRules(ctx context.Context, rules []string) error {
+	versions := make([]string, 0, len(d.bins))
+	for v := range d.bins {
+		versions = append(versions, v)
 	}
-	select {
-	case d.ruleCheck <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	slices.SortFunc(versions, clouddb.CompareRedisVersions)
+	done := map[string]bool{}
+	for _, v := range versions {
+		if bin := d.bins[v]; !done[bin] {
+			done[bin] = true
+			if err := d.checkRulesOn(ctx, bin, rules); err != nil {
+				return err
+			}
+		}
 	}
-	defer func() { <-d.ruleCheck }()
-	if err, ok := d.checkedRules[rule]; ok {
-		return err
+	return nil
+}
+
+// checkRulesOn verifies rules on the binary bin only, as CheckACLRules does on each
+// binary: the rules it has no verdict for on one throwaway server (one ACL SETUSER and
+// DELUSER per rule), one such server of this Driver at a time. Before an upgrade, it
+// tells whether the target version takes the users a database has.
+func (d *Driver) checkRulesOn(ctx context.Context, bin string, rules []string) error {
+	var order []string // each rule once, in the order given
+	for _, r := range rules {
+		if !slices.Contains(order, r) {
+			order = append(order, r)
+		}
 	}
-	err := d.checkRule(ctx, rule)
-	if err != nil && clouddb.AsError(err) == nil {
-		return err
+	for _, r := range order {
+		if clouddb.ValidateACLRule(r) != nil {
+			return clouddb.ACLRuleSyntaxRefused(r) // no server is asked about such a rule
+		}
 	}
-	if len(d.checkedRules) >= maxCheckedRules {
-		clear(d.checkedRules)
+	key, cacheable := binaryKey(bin)
+	found := make(map[string]ruleVerdict, len(order))
+	var todo []string
+	for _, r := range order {
+		if cacheable {
+			if v, ok := verdicts.get(key + r); ok {
+				found[r] = v
+				continue
+			}
+		}
+		todo = append(todo, r)
 	}
-	d.checkedRules[rule] = err
-	return err
+	if len(todo) > 0 {
+		select {
+		case d.ruleCheck <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		fresh, err := d.runCheck(ctx, bin, todo)
+		<-d.ruleCheck
+		if err != nil {
+			return err
+		}
+		for r, v := range fresh {
+			found[r] = v
+			// A refusal in a form not understood may be no verdict on the rule: asked
+			// again next time.
+			if cacheable && (!v.refused || v.word != "") {
+				verdicts.put(key+r, v)
+			}
+		}
+	}
+	for _, r := range order {
+		if v := found[r]; v.refused {
+			return d.refusal(bin, r, v)
+		}
+	}
+	return nil
+}
+
+// ruleVerdict is what a server answered to a rule: accepted, or refused with the word it
+// names (if any) and its reason.
+type ruleVerdict struct {
+	refused      bool
+	word, reason string
+}
+
+// refusal is the API's error of a rule that bin refused: the version is named when the
+// driver offers several, so that a rule valid on one is understood.
+func (d *Driver) refusal(bin, rule string, v ruleVerdict) error {
+	who := "Redis"
+	if len(d.bins) > 1 {
+		var versions []string
+		for version, b := range d.bins {
+			if b == bin {
+				versions = append(versions, version)
+			}
+		}
+		if len(versions) > 0 {
+			who += " " + slices.MinFunc(versions, clouddb.CompareRedisVersions)
+		}
+	}
+	if v.word == "" {
+		return clouddb.ACLRuleRefused(rule, fmt.Sprintf("%s refuses it: %s", who, v.reason))
+	}
+	return clouddb.ACLRuleRefused(rule, fmt.Sprintf("%s refuses %q: %s", who, v.word, v.reason))
+}
+
+// verdicts are the rule verdicts of this process, least recently used first out. A
+// verdict depends on the binary alone (the words added to a rule are clouddb's own), so
+// the memory is the process's, keyed by the binary as it is on disk (see binaryKey) and
+// the rule.
+var verdicts = newVerdictCache(maxCheckedRules)
+
+// binaryKey identifies a binary file by its path, size and modification time, so that a
+// binary replaced in place (a package upgrade) is asked again; false when it cannot be
+// read (the check itself then fails).
+func binaryKey(bin string) (string, bool) {
+	st, err := os.Stat(bin)
+	if err != nil {
+		return "", false
+	}
+	return fmt.Sprintf("%s\x00%d\x00%d\x00", bin, st.Size(), st.ModTime().UnixNano()), true
+}
+
+// verdictCache is a bounded LRU of rule verdicts.
+type verdictCache struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List // of *cachedVerdict, the most recently used first
+	byKey map[string]*list.Element
+}
+
+type cachedVerdict struct {
+	key string
+	v   ruleVerdict
+}
+
+func newVerdictCache(max int) *verdictCache {
+	return &verdictCache{max: max, order: list.New(), byKey: map[string]*list.Element{}}
+}
+
+func (c *verdictCache) get(key string) (ruleVerdict, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byKey[key]
+	if !ok {
+		return ruleVerdict{}, false
+	}
+	c.order.MoveToFront(e)
+	return e.Value.(*cachedVerdict).v, true
+}
+
+func (c *verdictCache) put(key string, v ruleVerdict) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[key]; ok {
+		e.Value.(*cachedVerdict).v = v
+		c.order.MoveToFront(e)
+		return
+	}
+	c.byKey[key] = c.order.PushFront(&cachedVerdict{key, v})
+	for c.order.Len() > c.max {
+		oldest := c.order.Back()
+		c.order.Remove(oldest)
+		delete(c.byKey, oldest.Value.(*cachedVerdict).key)
+	}
+}
+
+func (c *verdictCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
 }
 
 // refusedWord reads the word out of redis' "Error in ACL SETUSER modifier '<word>':
 // <reason>".
 var refusedWord = regexp.MustCompile(`modifier '(.*)': (.*)$`)
 
-// checkRule defines a user with rule's words on a throwaway server: off and without a
-// password, on a server reachable only through a unix socket in a private temporary
-// directory, which it kills (no data, nothing to save) when done.
-func (d *Driver) checkRule(ctx context.Context, rule string) error {
+// checkUser is the user runCheck defines each rule on, off and without a password.
+const checkUser = "clouddb-check"
+
+// runCheck starts a throwaway server of bin, reachable only through a unix socket in a
+// private temporary directory, defines checkUser with each rule's words in turn (one
+// round trip), and kills it (no data, nothing to save). It returns a verdict for each
+// rule; an error means the check could not be made.
+func (d *Driver) runCheck(ctx context.Context, bin string, rules []string) (map[string]ruleVerdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
 	defer cancel()
+	name := filepath.Base(bin)
 	// The system's temporary directory, not the data dir: a socket's path is limited to
 	// about 100 bytes.
 	dir, err := os.MkdirTemp("", "clouddb-aclcheck-")
 	if err != nil {
-		return fmt.Errorf("check ACL rule: %w", err)
+		return nil, fmt.Errorf("check ACL rules: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "redis.sock")
@@ -431,15 +587,21 @@ func (d *Driver) checkRule(ctx context.Context, rule string) error {
 	}, "\n")
 	confPath := filepath.Join(dir, "redis.conf")
 	if err = os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		return fmt.Errorf("check ACL rule: %w", err)
+		return nil, fmt.Errorf("check ACL rules: %w", err)
 	}
 	var out bytes.Buffer
-	cmd := exec.Command(d.bin, confPath)
+	cmd := exec.Command(bin, confPath)
 	cmd.Dir = dir
 	cmd.Stdout = &out
 	cmd.Stderr = &out
+	cmd.SysProcAttr = checkProcAttr()
+	// The parent-death signal follows the thread that started the server: this goroutine
+	// keeps that thread until the server is reaped, so that no other goroutine can end
+	// the thread (by exiting while locked to it) and the server with it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err = cmd.Start(); err != nil {
-		return fmt.Errorf("check ACL rule: start %s: %w", filepath.Base(d.bin), err)
+		return nil, fmt.Errorf("check ACL rules: start %s: %w", name, err)
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -465,9 +627,9 @@ func (d *Driver) checkRule(ctx context.Context, rule string) error {
 			if i := strings.LastIndexByte(last, '\n'); i >= 0 {
 				last = last[i+1:]
 			}
-			return fmt.Errorf("check ACL rule: %s exited at start-up: %s", filepath.Base(d.bin), last)
+			return nil, fmt.Errorf("check ACL rules: %s exited at start-up: %s", name, last)
 		case <-ctx.Done():
-			return fmt.Errorf("check ACL rule: %s did not answer within %s", filepath.Base(d.bin), d.startTimeout)
+			return nil, fmt.Errorf("check ACL rules: %s did not answer within %s", name, d.startTimeout)
 		case <-time.After(wait):
 		}
 	}
@@ -482,17 +644,30 @@ func (d *Driver) checkRule(ctx context.Context, rule string) error {
 		ContextTimeoutEnabled:    true,
 	})
 	defer c.Close()
-	err = c.Do(ctx, setUserArgs("clouddb-check", append([]string{"reset", "off"}, ruleWords(rule)...))...).Err()
-	if err == nil {
-		return nil
+	p := c.Pipeline()
+	set := make([]*redis.Cmd, len(rules))
+	for i, rule := range rules {
+		set[i] = p.Do(ctx, setUserArgs(checkUser, append([]string{"reset", "off"}, ruleWords(rule)...))...)
+		p.Do(ctx, "acl", "deluser", checkUser)
 	}
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return fmt.Errorf("check ACL rule: %w", err)
+	_, _ = p.Exec(ctx) // each SETUSER's answer is read below
+	verdict := make(map[string]ruleVerdict, len(rules))
+	for i, rule := range rules {
+		err := set[i].Err()
+		if err == nil {
+			verdict[rule] = ruleVerdict{}
+			continue
+		}
+		var rerr redis.Error
+		if !errors.As(err, &rerr) {
+			return nil, fmt.Errorf("check ACL rules: %s: %w", name, err)
+		}
+		msg := strings.TrimPrefix(firstLine(err.Error()), "ERR ")
+		if m := refusedWord.FindStringSubmatch(msg); m != nil {
+			verdict[rule] = ruleVerdict{refused: true, word: m[1], reason: m[2]}
+		} else {
+			verdict[rule] = ruleVerdict{refused: true, reason: msg}
+		}
 	}
-	msg := strings.TrimPrefix(firstLine(err.Error()), "ERR ")
-	if m := refusedWord.FindStringSubmatch(msg); m != nil {
-		return clouddb.Invalid(clouddb.ErrTypeACLRulePatternInvalid, "Invalid ACL redis rule: Redis refuses %q: %s", m[1], m[2])
-	}
-	return clouddb.Invalid(clouddb.ErrTypeACLRulePatternInvalid, "Invalid ACL redis rule: Redis refuses it: %s", msg)
+	return verdict, nil
 }

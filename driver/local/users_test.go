@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -404,15 +405,17 @@ func TestUsers_ReadOnlyWhileReplicating(t *testing.T) {
 	require.NoError(t, fa.Get(ctx, "from-src").Err())
 }
 
-// TestCheckACLRule: rules are verified on a real server, as users get them.
-func TestCheckACLRule(t *testing.T) {
+// TestCheckACLRules: rules are verified on a real server, as users get them; a refusal
+// names the rule by its text and the word refused, once each, and a batch is refused for
+// its first rule refused.
+func TestCheckACLRules(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := ctxT(t)
 	var _ clouddb.ACLChecker = b.driver
-	for _, rule := range []string{readOnly, readWrite, fullAccess, "+@all -@dangerous ~* resetchannels &news", "+get %R~cache:* -@write"} {
-		require.NoError(t, b.driver.CheckACLRule(ctx, rule), rule)
-	}
+	good := []string{readOnly, readWrite, fullAccess, "+@all -@dangerous ~* resetchannels &news", "+get %R~cache:* -@write"}
+	require.NoError(t, b.driver.CheckACLRules(ctx, good))
+	require.NoError(t, b.driver.CheckACLRules(ctx, nil))
 	for rule, word := range map[string]string{
 		"+nosuchcommand ~*":    "+nosuchcommand",
 		"+@nosuchcategory":     "+@nosuchcategory",
@@ -421,28 +424,41 @@ func TestCheckACLRule(t *testing.T) {
 		"+@read ~* -@nonsense": "-@nonsense",
 	} {
 		for range 2 { // the second answer comes from memory, the same
-			err := b.driver.CheckACLRule(ctx, rule)
+			err := b.driver.CheckACLRules(ctx, append(slices.Clone(good), rule))
 			require.Error(t, err, rule)
 			e := clouddb.AsError(err)
 			require.NotNil(t, e, "a refusal is the API's error: %v", err)
 			require.Equal(t, clouddb.ErrTypeACLRulePatternInvalid, e.Type)
-			require.Contains(t, e.Description, word)
-			require.NotContains(t, e.Description, "/", "no paths")
+			require.Equal(t, "redis-acl-wrong-acl-rule-pattern", e.AdditionalInfo)
+			require.Equal(t, fmt.Sprintf("Invalid ACL redis rule %q: Redis refuses %q: Unknown command or category name in ACL", rule, word), e.Description)
+			text, reason, ok := clouddb.ACLRuleRefusal(err)
+			require.True(t, ok)
+			require.Equal(t, rule, text)
+			require.Equal(t, fmt.Sprintf("Redis refuses %q: Unknown command or category name in ACL", word), reason)
 		}
 	}
-	// What no server is asked about.
-	require.Error(t, b.driver.CheckACLRule(ctx, "on >pw +@all"))
-	require.Error(t, b.driver.CheckACLRule(ctx, "(+get ~*)"))
+	// The first rule refused, in the order given.
+	_, _, ok := clouddb.ACLRuleRefusal(nil)
+	require.False(t, ok)
+	text, _, _ := clouddb.ACLRuleRefusal(b.driver.CheckACLRules(ctx, []string{readOnly, "+nosuch2 ~*", "+nosuch1 ~*"}))
+	require.Equal(t, "+nosuch2 ~*", text)
+	// What no server is asked about: refused by the syntax, named the same way.
+	for _, rule := range []string{"on >pw +@all", "(+get ~*)"} {
+		text, reason, ok := clouddb.ACLRuleRefusal(b.driver.CheckACLRules(ctx, []string{readOnly, rule}))
+		require.True(t, ok, rule)
+		require.Equal(t, rule, text)
+		require.Contains(t, reason, "commands must start with a + or - sign")
+	}
 
 	// Each distinct rule costs one server: the memory answers at once.
 	start := time.Now()
 	for range 100 {
-		require.NoError(t, b.driver.CheckACLRule(ctx, readOnly))
+		require.NoError(t, b.driver.CheckACLRules(ctx, good))
 	}
 	require.Less(t, time.Since(start), time.Second)
 
 	// A cancelled context does not hang.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	require.Error(t, b.driver.CheckACLRule(cctx, "+get ~never-checked"))
+	require.Error(t, b.driver.CheckACLRules(cctx, []string{"+get ~never-checked"}))
 }
