@@ -49,6 +49,18 @@ type ACLChecker interface {
 	CheckACLRules(ctx context.Context, rules []string) error
 }
 
+// UserSetter is a Driver that can give a database's server its named users (the
+// instance's Users, limited as the server now runs: read-only while it replicates)
+// without the rest of Ensure: for a database that is not active (in error, or whose
+// Ensure waits) and whose server may still run, so that a revoked or changed credential
+// stops working there too. SetUsers changes nothing else, never starts a stopped server
+// and answers nil when none runs (having written the users where the server would read
+// them at its next start, if anywhere). An error means the running server may still have
+// users of before.
+type UserSetter interface {
+	SetUsers(ctx context.Context, in Instance) error
+}
+
 // RedisEndpoint says how to reach and authenticate to a Redis server outside clouddb's
 // control (an import or replication source).
 type RedisEndpoint struct {

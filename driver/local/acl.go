@@ -368,6 +368,80 @@ func (d *Driver) madeUsers(id int) map[string]bool {
 	return made
 }
 
+var _ clouddb.UserSetter = (*Driver)(nil)
+
+// SetUsers gives the database's server the instance's named users and nothing else, for
+// a database the reconciler does not Ensure (in error, or whose Ensure waits) while its
+// server may still run: a password changed, a user deleted or a database taken out of a
+// role must stop working there too. Under the database's lock it defines the users anew
+// on the running server, as clouddb's internal user, deletes those clouddb made that the
+// instance no longer has, closes the connections Ensure would close (a changed password's,
+// a stranger's of the same name), and rewrites the users in the config file. The named
+// users are read-only as the server runs (its default user's rules say whether it
+// replicates): replication is Ensure's to change. The default user, the settings and any
+// user clouddb did not make are left alone.
+//
+// A server that does not run is not started: its config file, if any, gets the users,
+// and clouddb starts it only through Ensure, which defines them anyway. SetUsers then
+// answers nil.
+func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
+	id := in.DatabaseID
+	if id <= 0 {
+		return fmt.Errorf("database id %d: must be positive", id)
+	}
+	if err := validateUsers(in); err != nil {
+		return err
+	}
+	unlock, err := d.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	conf, ok, err := d.readConfig(id)
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	pid := d.livePid(id)
+	if !ok {
+		if pid != 0 {
+			return fmt.Errorf("database %d: redis-server pid %d runs without a %s to reach it with", id, pid, confFile)
+		}
+		return nil // never started: Ensure gives it its users
+	}
+	want := conf
+	want.Users = in.Users
+	if pid == 0 {
+		if werr := d.writeConfig(id, want); werr != nil {
+			return fmt.Errorf("database %d: write %s: %w", id, confFile, werr)
+		}
+		return nil
+	}
+	if conf.InternalSecret == "" {
+		return fmt.Errorf("database %d: redis-server pid %d has no internal user to set its users with", id, pid)
+	}
+	c, err := d.probe(ctx, conf.Port, cred{internalUser, conf.InternalSecret}, pid)
+	if err != nil {
+		return fmt.Errorf("database %d: reach redis-server pid %d to set its users: %w", id, pid, err)
+	}
+	defer c.Close()
+	users, changed, err := applyUsers(ctx, c, want, d.madeUsers(id))
+	if err != nil {
+		return fmt.Errorf("database %d: set users: %w", id, err)
+	}
+	d.mu.Lock()
+	d.users[id] = users
+	d.mu.Unlock()
+	// After the server, as in reconfigure: a crash in between leaves users the next
+	// SetUsers or Ensure defines again.
+	if err := d.writeConfig(id, want); err != nil {
+		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
+	}
+	if len(changed) > 0 {
+		d.log.Info("applied named users to running redis-server", keyDatabase, id, keyPid, pid, keyChanged, changed)
+	}
+	return nil
+}
+
 var _ clouddb.ACLChecker = (*Driver)(nil)
 
 // maxCheckedRules bounds the memory of rule verdicts (see verdicts).

@@ -360,7 +360,10 @@ func TestUsers_Refused(t *testing.T) {
 		err := b.driver.Ensure(ctx, in)
 		require.Error(t, err, "%v", users[0].Name)
 		require.NotContains(t, err.Error(), "Secret.pw1")
+		require.Error(t, b.driver.SetUsers(ctx, in), "%v", users[0].Name)
 	}
+	_, err := os.Stat(filepath.Join(b.dir, "95"))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing was made")
 }
 
 // TestUsers_ReadOnlyWhileReplicating: on a database that replicates from sources, a
