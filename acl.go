@@ -2,6 +2,7 @@ package clouddb
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -123,7 +124,8 @@ const (
 	ErrTypeACLUserNameTaken            = "ACL_USER_NAME_ALREADY_EXISTS"
 	ErrTypeACLUserNameInvalid          = "ACL_USER_NAME_NOT_VALID"
 	ErrTypeACLUserPasswordInvalid      = "ACL_USER_PASSWORD_NOT_VALID"
-	aclRulePatternMessage              = "Invalid ACL redis rule: commands must start with a + or - sign, categories must start with +@ or -@ characters and keys must start with the ~ symbol"
+	aclRulePatternReason               = "commands must start with a + or - sign, categories must start with +@ or -@ characters and keys must start with the ~ symbol"
+	aclRulePatternMessage              = "Invalid ACL redis rule: " + aclRulePatternReason
 	aclRulePatternAdditionalInfo       = "redis-acl-wrong-acl-rule-pattern"
 	aclUserPasswordAdditionalInfo      = "cluster-user-password-wrong-pattern"
 	aclUserPasswordMessage             = "ACL user password is not valid."
@@ -190,12 +192,47 @@ func aclRuleInvalid() *Error {
 	return e
 }
 
-// ACLRuleRefused is the error of a rule a real server refused (an unknown command or
-// category): the syntax error's type and additional info, with the server's reason.
-func ACLRuleRefused(name, reason string) *Error {
+// aclRuleRefusedPrefix begins the description of an ACLRuleRefused error; the rule's
+// name or text follows, quoted.
+const aclRuleRefusedPrefix = "Invalid ACL redis rule "
+
+// ACLRuleRefused is the error of a rule refused for reason (what a real server said of
+// it, e.g. `Redis refuses "+foo": Unknown command or category name in ACL`): the syntax
+// error's type and additional info, the rule named once and the reason. rule is the
+// rule's name in the API's errors, its text in the driver's, which knows no names (see
+// ACLRuleRefusal).
+func ACLRuleRefused(rule, reason string) *Error {
 	e := aclRuleInvalid()
-	e.Description = fmt.Sprintf("Invalid ACL redis rule %q: %s", name, reason)
+	e.Description = fmt.Sprintf("%s%q: %s", aclRuleRefusedPrefix, rule, reason)
 	return e
+}
+
+// ACLRuleSyntaxRefused is ACLRuleRefused for a rule that ValidateACLRule refuses.
+func ACLRuleSyntaxRefused(rule string) *Error {
+	return ACLRuleRefused(rule, aclRulePatternReason)
+}
+
+// ACLRuleRefusal reads an ACLRuleRefused error back: the rule it names and the reason,
+// so that whoever knows the rule by another name (a task, by its name) can say the same
+// with it, without repeating the prefix.
+func ACLRuleRefusal(err error) (rule, reason string, ok bool) {
+	e := AsError(err)
+	if e == nil || e.Type != ErrTypeACLRulePatternInvalid {
+		return "", "", false
+	}
+	rest, found := strings.CutPrefix(e.Description, aclRuleRefusedPrefix)
+	if !found {
+		return "", "", false
+	}
+	quoted, qerr := strconv.QuotedPrefix(rest)
+	if qerr != nil {
+		return "", "", false
+	}
+	if reason, found = strings.CutPrefix(rest[len(quoted):], ": "); !found {
+		return "", "", false
+	}
+	rule, qerr = strconv.Unquote(quoted)
+	return rule, reason, qerr == nil
 }
 
 // ValidateACLName checks the name of a rule or a role (what names it, e.g. "ACL role"):

@@ -36,13 +36,29 @@ type Driver interface {
 	CopyFrom(ctx context.Context, in Instance, src RedisEndpoint) error
 }
 
-// ACLChecker is a Driver that can verify an ACL rule on a real server of the version it
-// runs by default, as DatabaseUser rules are applied (the denials clouddb adds included):
-// a rule naming an unknown command or category is refused before any database gets it.
-// CheckACLRule refuses a rule with an *Error of type ACL_REDIS_RULE_PATTERN_NOT_VALID that
-// names the word refused; any other error means the check could not be made.
+// ACLChecker is a Driver that can verify ACL rules on real servers of every Redis version
+// it offers, as DatabaseUser rules are applied (the denials clouddb adds included): a
+// rule naming a command or category that one of those versions does not know is refused
+// before any database gets it, since a database may run, or be upgraded to, any of them.
+// CheckACLRules checks a batch at once (one throwaway server per version, not per rule)
+// and refuses the first rule refused with an *Error of type
+// ACL_REDIS_RULE_PATTERN_NOT_VALID made by ACLRuleRefused: it names the rule by its text
+// and the word refused (ACLRuleRefusal reads them back). Any other error means the check
+// could not be made.
 type ACLChecker interface {
-	CheckACLRule(ctx context.Context, rule string) error
+	CheckACLRules(ctx context.Context, rules []string) error
+}
+
+// UserSetter is a Driver that can give a database's server its named users (the
+// instance's Users, limited as the server now runs: read-only while it replicates)
+// without the rest of Ensure: for a database that is not active (in error, or whose
+// Ensure waits) and whose server may still run, so that a revoked or changed credential
+// stops working there too. SetUsers changes nothing else, never starts a stopped server
+// and answers nil when none runs (having written the users where the server would read
+// them at its next start, if anywhere). An error means the running server may still have
+// users of before.
+type UserSetter interface {
+	SetUsers(ctx context.Context, in Instance) error
 }
 
 // RedisEndpoint says how to reach and authenticate to a Redis server outside clouddb's

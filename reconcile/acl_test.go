@@ -231,9 +231,8 @@ func TestACLUsersOnServers(t *testing.T) {
 	require.ErrorContains(t, authAs(t, other, "mallory", "Mall.0ry1"), "WRONGPASS")
 
 	// The role now binds the account's own rule to d2 and to a new database: pending
-	// until both active servers have the user there and not on d1 any more; the new
-	// database, pending meanwhile, does not hold the role back and has the user once
-	// active.
+	// until every server it concerns has the change: d2 and the new database have the
+	// user, d1 no longer.
 	var d3 *clouddb.Database
 	require.NoError(t, store.Update(t.Context(), func(tx clouddb.Tx) error {
 		d3 = newDatabase(t, t.Context(), tx, a.account, a.sub, "a-d3")
@@ -251,6 +250,7 @@ func TestACLUsersOnServers(t *testing.T) {
 		}
 		require.NoError(t, authAs(t, d2, "alice", "Alice.pw1"))
 		require.ErrorContains(t, authAs(t, d1, "alice", "Alice.pw1"), "WRONGPASS")
+		require.NoError(t, authAs(t, d3, "alice", "Alice.pw1"))
 		return true
 	}, 30*time.Second)
 	require.Equal(t, clouddb.ACLActive, roleRow(t, store, role.ID).Status)
@@ -350,9 +350,10 @@ func (g *gate) users(id int) []clouddb.DatabaseUser {
 }
 
 // TestACLStatusWaitsForActiveDatabases: a pending user stays pending while an active
-// database of its account does not run the instance with it, and becomes active once it
-// does; a database in error does not hold it back. The users a database gets are sorted
-// by name, with their rule's text.
+// database it concerns does not run the instance with it, and becomes active once it
+// does; with a driver that cannot set users outside Ensure (no clouddb.UserSetter), a
+// database in error does not hold it back. The users a database gets are sorted by name,
+// with their rule's text.
 func TestACLStatusWaitsForActiveDatabases(t *testing.T) {
 	store := openStore(t)
 	a := createAccount(t, store, "a", 2)
@@ -395,7 +396,8 @@ func TestACLStatusWaitsForActiveDatabases(t *testing.T) {
 	}, 10*time.Second)
 	require.Equal(t, want, drv.users(d2.ID))
 
-	// A change while d2 is in error: d2 does not hold it back.
+	// A change while d2 is in error: d2 does not hold it back (this driver has no
+	// SetUsers; see TestACLRevokedOnServersInError for one that has).
 	drv.held.Store(true)
 	require.NoError(t, store.Update(t.Context(), func(tx clouddb.Tx) error {
 		d := databaseOf(t, store, d2.ID)

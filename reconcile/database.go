@@ -78,6 +78,13 @@ func (r *Reconciler) database(ctx context.Context, d *clouddb.Database, idx inde
 		r.spawn(ctx, key, func(ctx context.Context) error { return r.removeDatabase(ctx, d) }, nil)
 	case clouddb.DatabaseActive:
 		r.spawn(ctx, key, func(ctx context.Context) error { return r.superviseDatabase(ctx, d, r.instance(ctx, d, idx, acl)) }, failed)
+	case clouddb.DatabaseError:
+		// Not supervised: a failed Ensure leaves a server that runs running (it may hold
+		// the only copy of the data). Its named users still follow the ACL rows.
+		in, _ := desiredInstance(d, idx, acl) // its sources were reported when it failed
+		if _, ok := r.Driver.(clouddb.UserSetter); ok && !r.usersApplied(d.ID, in) {
+			r.spawn(ctx, key, func(ctx context.Context) error { r.setUsers(ctx, d, in); return nil }, nil)
+		}
 	}
 }
 
@@ -113,7 +120,10 @@ func (r *Reconciler) provisionDatabase(ctx context.Context, d *clouddb.Database,
 	}
 	r.remember(d.ID, in, err)
 	if r.waiting(d.ID, err) {
-		return nil // stays pending; a later pass tries again
+		// Stays pending; a later pass tries again. A server that runs meanwhile (still
+		// loading) gets the users when it can take them.
+		r.setUsers(ctx, d, in)
+		return nil
 	}
 	status, detail := clouddb.DatabaseActive, ""
 	if err != nil {
@@ -229,8 +239,10 @@ func (r *Reconciler) SourceEvent(databaseID int, source, state, message string, 
 	r.event(ctx, d.AccountID, clouddb.LogTypeDatabase, d.Spec.Name, d.ID, "%s", text)
 }
 
-// remember records that the driver runs in for database id (or forgets it on failure).
+// remember records that the driver runs in for database id (or forgets it on failure),
+// and what that made of its named users (see noteUsers).
 func (r *Reconciler) remember(id int, in clouddb.Instance, err error) {
+	r.noteUsers(id, in, err)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -314,6 +326,7 @@ func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database,
 	r.remember(d.ID, in, err)
 	if r.waiting(d.ID, err) {
 		// Stays active, its server down or loading: a later pass starts or adopts it.
+		r.setUsers(ctx, d, in)
 		return nil
 	}
 	if err == nil && !known {

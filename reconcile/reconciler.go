@@ -55,6 +55,11 @@ type Reconciler struct {
 	// database it has not ensured yet (after a restart) or whose instance changed (a
 	// source's password) is ensured again instead of only checked.
 	ensured map[int]string
+	// users is, per database, what this process knows of the named users its server has
+	// (see usersRecord): what settleACL waits for, and what setUsers need not give again.
+	users map[int]usersRecord
+	// userErrs is, per database, setUsers' last failure, so that it is logged once.
+	userErrs map[int]string
 	// waits holds the databases whose server waits (for disk space, or to finish
 	// loading), so that a wait is logged once and its end once.
 	waits map[int]wait
@@ -88,6 +93,8 @@ func (r *Reconciler) init() {
 		r.inflight = map[string]bool{}
 		r.finished = map[string]bool{}
 		r.ensured = map[int]string{}
+		r.users = map[int]usersRecord{}
+		r.userErrs = map[int]string{}
 		r.waits = map[int]wait{}
 		r.removed = map[int]bool{}
 		r.health = storehealth.Monitor{Logger: r.Logger, Component: "reconciler"}
@@ -105,12 +112,13 @@ func (r *Reconciler) Notify() {
 
 // Run reconciles until ctx is cancelled, then waits for the work in hand to stop. Run may
 // be called again after it returned (a replica that regains the workers' lock does): it
-// forgets what it ensured before, since another replica may have changed the servers in
-// between.
+// forgets what it ensured before (and the users it gave), since another replica may have
+// changed the servers in between.
 func (r *Reconciler) Run(ctx context.Context) error {
 	r.init()
 	r.mu.Lock()
 	clear(r.ensured)
+	clear(r.users)
 	r.mu.Unlock()
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()

@@ -256,29 +256,35 @@ func checkedJob(ctx context.Context, e *Engine, t *clouddb.Task,
 	return out, nil
 }
 
-// checkRules verifies rules on a real server when the driver can (clouddb.ACLChecker);
-// default rules are clouddb's own and need no check. The checker refuses a rule with an
-// ACL_REDIS_RULE_PATTERN_NOT_VALID error naming the word the server refused; any other
-// error means the check could not be made, which fails the task as an internal error
-// rather than blaming the rule.
+// checkRules verifies rules on real servers when the driver can (clouddb.ACLChecker), in
+// one batch: the checker starts one server per Redis version for all of them, not one
+// per rule. Default rules are clouddb's own and need no check. The checker refuses a rule
+// with an ACL_REDIS_RULE_PATTERN_NOT_VALID error that names it by its text (it knows no
+// names) and the word the server refused: the task's error names it by its name instead,
+// with the server's reason once. Any other error means the check could not be made,
+// which fails the task as an internal error rather than blaming the rule.
 func (e *Engine) checkRules(ctx context.Context, rules []*clouddb.ACLRule) error {
 	checker, ok := e.Driver.(clouddb.ACLChecker)
 	if !ok {
 		return nil
 	}
-	seen := map[string]bool{}
+	var texts []string
+	names := map[string]string{} // by text, the first rule with it
 	for _, r := range rules {
-		if r.IsDefault || seen[r.ACL] {
+		if _, seen := names[r.ACL]; r.IsDefault || seen {
 			continue
 		}
-		seen[r.ACL] = true
-		err := checker.CheckACLRule(ctx, r.ACL)
-		if refused := clouddb.AsError(err); refused != nil && refused.Type == clouddb.ErrTypeACLRulePatternInvalid {
-			return clouddb.ACLRuleRefused(r.Name, refused.Description)
-		}
-		if err != nil {
-			return err
+		names[r.ACL] = r.Name
+		texts = append(texts, r.ACL)
+	}
+	if len(texts) == 0 {
+		return nil
+	}
+	err := checker.CheckACLRules(ctx, texts)
+	if text, reason, refused := clouddb.ACLRuleRefusal(err); refused {
+		if name, ok := names[text]; ok {
+			return clouddb.ACLRuleRefused(name, reason)
 		}
 	}
-	return nil
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -12,24 +13,38 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
+	"clouddb/driver/local"
 	"clouddb/sqlite"
 )
 
-// fakeChecker is a driver that verifies ACL rules only: it refuses the texts in refuse
-// with their error and records what it was asked. The embedded Driver is nil: the ACL
-// commands call nothing else.
+// fakeChecker is a driver that verifies ACL rules only: it refuses a batch with the
+// error of its first text in refuse and records what it was asked. The embedded Driver
+// is nil: the ACL commands call nothing else.
 type fakeChecker struct {
 	clouddb.Driver
 	mu      sync.Mutex
 	refuse  map[string]error
 	checked []string
+	batches int
 }
 
-func (f *fakeChecker) CheckACLRule(_ context.Context, rule string) error {
+func (f *fakeChecker) CheckACLRules(_ context.Context, rules []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.checked = append(f.checked, rule)
-	return f.refuse[rule]
+	f.checked = append(f.checked, rules...)
+	f.batches++
+	for _, r := range rules {
+		if err := f.refuse[r]; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fakeChecker) batchCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.batches
 }
 
 func (f *fakeChecker) calls() []string {
@@ -216,7 +231,7 @@ const badRule = "+@read +nosuchcommand ~*"
 // and fail with the pattern error and the server's reason when it refuses one; nothing
 // is written then. A rule nobody uses is only checked for syntax.
 func TestACLRulesVerifiedOnAssignment(t *testing.T) {
-	checker := &fakeChecker{refuse: map[string]error{badRule: clouddb.Invalid(clouddb.ErrTypeACLRulePatternInvalid, `Redis refuses "+nosuchcommand": Unknown command or category name in ACL`)}}
+	checker := &fakeChecker{refuse: map[string]error{badRule: clouddb.ACLRuleRefused(badRule, `Redis refuses "+nosuchcommand": Unknown command or category name in ACL`)}}
 	f := newACLFixture(t, checker)
 	good := f.ok(clouddb.CommandACLRuleCreate, map[string]any{"name": "good", "redisRule": "+@read ~*"})
 	bad := f.ok(clouddb.CommandACLRuleCreate, map[string]any{"name": "bad", "redisRule": badRule})
@@ -238,6 +253,18 @@ func TestACLRulesVerifiedOnAssignment(t *testing.T) {
 
 	role := f.ok(clouddb.CommandACLRoleCreate, map[string]any{"name": "r", "redisRules": []any{assoc("good", f.on(f.db1)), assoc("Read-Only", f.on(f.db2))}})
 	require.Equal(t, []string{badRule, "+@read ~*"}, checker.calls())
+	require.Equal(t, 2, checker.batchCount(), "one batch per task")
+
+	// Several rules are checked in one batch; the refusal names the rule refused by its
+	// name, whatever rule of the account has the same text.
+	f.ok(clouddb.CommandACLRuleCreate, map[string]any{"name": "good2", "redisRule": "+@hash ~h:*"})
+	f.ok(clouddb.CommandACLRuleCreate, map[string]any{"name": "bad-again", "redisRule": badRule})
+	e = f.fail(clouddb.CommandACLRoleCreate, map[string]any{"name": "r3", "redisRules": []any{
+		assoc("good2", f.on(f.db1)), assoc("bad-again", f.on(f.db2)),
+	}})
+	require.Equal(t, `Invalid ACL redis rule "bad-again": Redis refuses "+nosuchcommand": Unknown command or category name in ACL`, e.Description)
+	require.Equal(t, []string{badRule, "+@read ~*", "+@hash ~h:*", badRule}, checker.calls())
+	require.Equal(t, 3, checker.batchCount())
 	before := f.role(role)
 
 	e = f.fail(clouddb.CommandACLRoleUpdate, map[string]any{"id": role, "name": "r2", "redisRules": []any{assoc("bad", f.on(f.db1))}})
@@ -260,6 +287,22 @@ func TestACLRulesVerifiedOnAssignment(t *testing.T) {
 	require.Equal(t, clouddb.ErrTypeGeneral, e.Type)
 	require.NotContains(t, e.Description, "redis-server")
 	require.Empty(t, e.AdditionalInfo)
+}
+
+// TestACLRuleRefusedByRedis: with the real driver, a rule redis refuses fails the task
+// with the API's error, which names the rule (by its name) and the server's reason once.
+func TestACLRuleRefusedByRedis(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server not found: apt-get install -y redis-server")
+	}
+	drv, err := local.New(local.Config{Dir: t.TempDir()})
+	require.NoError(t, err)
+	f := newACLFixture(t, drv)
+	f.ok(clouddb.CommandACLRuleCreate, map[string]any{"name": "bad", "redisRule": badRule})
+	e := f.fail(clouddb.CommandACLRoleCreate, map[string]any{"name": "r", "redisRules": []any{assoc("bad", f.on(f.db1))}})
+	require.Equal(t, clouddb.ErrTypeACLRulePatternInvalid, e.Type)
+	require.Equal(t, `Invalid ACL redis rule "bad": Redis refuses "+nosuchcommand": Unknown command or category name in ACL`, e.Description)
+	require.Equal(t, "redis-acl-wrong-acl-rule-pattern", e.AdditionalInfo)
 }
 
 // TestACLWithoutChecker: a driver that cannot verify rules (or none) leaves them to the

@@ -2,6 +2,7 @@ package local
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,8 +13,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -80,9 +83,15 @@ func ruleWords(rule string) []string {
 }
 
 // userRules define a named user from scratch, with pass as its only password rule
-// ("#sha256": the password itself is never written anywhere).
-func userRules(pass, rule string) []string {
-	return append([]string{"reset", "on", pass}, ruleWords(rule)...)
+// ("#sha256": the password itself is never written anywhere). readOnly (the database
+// replicates from sources) denies it every write last, whatever its rule gives, as it
+// does the default user.
+func userRules(pass, rule string, readOnly bool) []string {
+	r := append([]string{"reset", "on", pass}, ruleWords(rule)...)
+	if readOnly {
+		r = append(r, readOnlyRule)
+	}
+	return r
 }
 
 // internalUserRules define clouddb's own user: everything, since it administers the
@@ -169,27 +178,28 @@ func lineLogsIn(line, hash string) bool {
 }
 
 // knownUser is a named user as its server described it (its ACL LIST line) right after
-// clouddb defined it with the password and rule that sig stands for.
+// clouddb defined it with the password, rule and read-only state that sig stands for.
 type knownUser struct {
 	sig  string
 	line string
 }
 
 // userSig identifies a named user's definition; it holds the password's hash only.
-func userSig(u clouddb.DatabaseUser) string {
-	return passwordHash(u.Password) + " " + u.Rule
+func userSig(u clouddb.DatabaseUser, readOnly bool) string {
+	return fmt.Sprintf("%s %t %s", passwordHash(u.Password), readOnly, u.Rule)
 }
 
 // usersDrift compares the named users of a server (its ACL LIST, by name) with the wanted
-// ones: each must be there, logging in with its password only, and, when clouddb knows
-// how the server described it after defining it the same way, described so still.
-func usersDrift(live map[string]string, wanted []clouddb.DatabaseUser, known map[string]knownUser) bool {
+// ones, read-only or not: each must be there, logging in with its password only, and,
+// when clouddb knows how the server described it after defining it the same way,
+// described so still.
+func usersDrift(live map[string]string, wanted []clouddb.DatabaseUser, readOnly bool, known map[string]knownUser) bool {
 	for _, u := range wanted {
 		line, ok := live[u.Name]
 		if !ok || !lineLogsIn(line, passwordHash(u.Password)) {
 			return true
 		}
-		if k, ok := known[u.Name]; ok && k.sig == userSig(u) && k.line != line {
+		if k, ok := known[u.Name]; ok && k.sig == userSig(u, readOnly) && k.line != line {
 			return true
 		}
 	}
@@ -302,18 +312,18 @@ func normalRules(ctx context.Context, c *redis.Client, readOnly, off bool) (stri
 	return u.rules, nil
 }
 
-// validateUsers checks the instance's named users: names a server takes as they are and
-// that are not the database's own users, each once; a password; a rule of the tenant's
-// kind (clouddb.ValidateACLRule: nothing that defines a user, no selector). Errors name
-// the user, never its password.
+// validateUsers checks the instance's named users: a name clouddb.ValidateACLUserName
+// accepts (the API's rule: printable ASCII without spaces, default and clouddb-* reserved
+// whatever their case), each once; a password; a rule of the tenant's kind
+// (clouddb.ValidateACLRule: nothing that defines a user, no selector). Errors name the
+// user, never its password.
 func validateUsers(in clouddb.Instance) error {
 	seen := make(map[string]bool, len(in.Users))
 	for _, u := range in.Users {
+		if err := clouddb.ValidateACLUserName(u.Name); err != nil {
+			return fmt.Errorf("database %d: ACL user %q: %w", in.DatabaseID, u.Name, err)
+		}
 		switch {
-		case u.Name == "" || strings.ContainsFunc(u.Name, func(r rune) bool { return r <= ' ' || r >= 0x7f }):
-			return fmt.Errorf("database %d: ACL user name %q: printable ASCII without spaces is required", in.DatabaseID, u.Name)
-		case ourUser(u.Name) || strings.HasPrefix(u.Name, "clouddb-"):
-			return fmt.Errorf("database %d: ACL user name %q is reserved", in.DatabaseID, u.Name)
 		case seen[u.Name]:
 			return fmt.Errorf("database %d: ACL user %q is listed twice", in.DatabaseID, u.Name)
 		case u.Password == "":
@@ -327,13 +337,15 @@ func validateUsers(in clouddb.Instance) error {
 	return nil
 }
 
-// usersKey identifies the instance's named users and whether its default user is off,
-// for the deep check's record of what it vouched for; it holds no password.
+// usersKey identifies the instance's named users, whether they are read-only (the
+// database replicates) and whether its default user is off, for the deep check's record
+// of what it vouched for; it holds no password.
 func usersKey(in clouddb.Instance) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%v\n", in.DefaultUserOff)
+	readOnly := len(in.ReplicaOf) > 0
+	fmt.Fprintf(h, "%v %v\n", in.DefaultUserOff, readOnly)
 	for _, u := range in.Users {
-		fmt.Fprintf(h, "%s\n%s\n", u.Name, userSig(u))
+		fmt.Fprintf(h, "%s\n%s\n", u.Name, userSig(u, readOnly))
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -356,55 +368,282 @@ func (d *Driver) madeUsers(id int) map[string]bool {
 	return made
 }
 
+var _ clouddb.UserSetter = (*Driver)(nil)
+
+// SetUsers gives the database's server the instance's named users and nothing else, for
+// a database the reconciler does not Ensure (in error, or whose Ensure waits) while its
+// server may still run: a password changed, a user deleted or a database taken out of a
+// role must stop working there too. Under the database's lock it defines the users anew
+// on the running server, as clouddb's internal user, deletes those clouddb made that the
+// instance no longer has, closes the connections Ensure would close (a changed password's,
+// a stranger's of the same name), and rewrites the users in the config file. The named
+// users are read-only as the server runs (its default user's rules say whether it
+// replicates): replication is Ensure's to change. The default user, the settings and any
+// user clouddb did not make are left alone.
+//
+// A server that does not run is not started: its config file, if any, gets the users,
+// and clouddb starts it only through Ensure, which defines them anyway. SetUsers then
+// answers nil.
+func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
+	id := in.DatabaseID
+	if id <= 0 {
+		return fmt.Errorf("database id %d: must be positive", id)
+	}
+	if err := validateUsers(in); err != nil {
+		return err
+	}
+	unlock, err := d.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	conf, ok, err := d.readConfig(id)
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	pid := d.livePid(id)
+	if !ok {
+		if pid != 0 {
+			return fmt.Errorf("database %d: redis-server pid %d runs without a %s to reach it with", id, pid, confFile)
+		}
+		return nil // never started: Ensure gives it its users
+	}
+	want := conf
+	want.Users = in.Users
+	if pid == 0 {
+		if werr := d.writeConfig(id, want); werr != nil {
+			return fmt.Errorf("database %d: write %s: %w", id, confFile, werr)
+		}
+		return nil
+	}
+	if conf.InternalSecret == "" {
+		return fmt.Errorf("database %d: redis-server pid %d has no internal user to set its users with", id, pid)
+	}
+	c, err := d.probe(ctx, conf.Port, cred{internalUser, conf.InternalSecret}, pid)
+	if err != nil {
+		return fmt.Errorf("database %d: reach redis-server pid %d to set its users: %w", id, pid, err)
+	}
+	defer c.Close()
+	users, changed, err := applyUsers(ctx, c, want, d.madeUsers(id))
+	if err != nil {
+		return fmt.Errorf("database %d: set users: %w", id, err)
+	}
+	d.mu.Lock()
+	d.users[id] = users
+	d.mu.Unlock()
+	// After the server, as in reconfigure: a crash in between leaves users the next
+	// SetUsers or Ensure defines again.
+	if err := d.writeConfig(id, want); err != nil {
+		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
+	}
+	if len(changed) > 0 {
+		d.log.Info("applied named users to running redis-server", keyDatabase, id, keyPid, pid, keyChanged, changed)
+	}
+	return nil
+}
+
 var _ clouddb.ACLChecker = (*Driver)(nil)
 
-// maxCheckedRules bounds CheckACLRule's memory of verdicts: past it, it starts afresh.
+// maxCheckedRules bounds the memory of rule verdicts (see verdicts).
 const maxCheckedRules = 4096
 
-// CheckACLRule verifies rule on a real server of the driver's redis-server, composed as
-// named users get it (see ruleWords), and remembers the verdict: each distinct rule costs
-// one check per process. A rule the server refuses (an unknown command or category) gives
-// a *clouddb.Error that names the word refused; any other error means the check itself
-// could not be made, and is not remembered.
-func (d *Driver) CheckACLRule(ctx context.Context, rule string) error {
-	if err := clouddb.ValidateACLRule(rule); err != nil {
-		return err
+// CheckACLRules verifies rules, composed as named users get them (see ruleWords), on a
+// throwaway server of each Redis version the driver offers, oldest first: a database may
+// run any of them, or be upgraded to it. Each binary checks the whole batch on one server
+// (see checkRulesOn), and verdicts are remembered, so that a rule costs one check per
+// binary and process. The first rule refused (in the order given) gives a
+// *clouddb.Error (clouddb.ACLRuleRefused) that names it by its text and the word
+// refused, and the version when the driver offers several; any other error means the
+// check itself could not be made.
+func (d *Driver) CheckACLRules(ctx context.Context, rules []string) error {
+	versions := make([]string, 0, len(d.bins))
+	for v := range d.bins {
+		versions = append(versions, v)
 	}
-	select {
-	case d.ruleCheck <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	slices.SortFunc(versions, clouddb.CompareRedisVersions)
+	done := map[string]bool{}
+	for _, v := range versions {
+		if bin := d.bins[v]; !done[bin] {
+			done[bin] = true
+			if err := d.checkRulesOn(ctx, bin, rules); err != nil {
+				return err
+			}
+		}
 	}
-	defer func() { <-d.ruleCheck }()
-	if err, ok := d.checkedRules[rule]; ok {
-		return err
+	return nil
+}
+
+// checkRulesOn verifies rules on the binary bin only, as CheckACLRules does on each
+// binary: the rules it has no verdict for on one throwaway server (one ACL SETUSER and
+// DELUSER per rule), one such server of this Driver at a time. Before an upgrade, it
+// tells whether the target version takes the users a database has.
+func (d *Driver) checkRulesOn(ctx context.Context, bin string, rules []string) error {
+	var order []string // each rule once, in the order given
+	for _, r := range rules {
+		if !slices.Contains(order, r) {
+			order = append(order, r)
+		}
 	}
-	err := d.checkRule(ctx, rule)
-	if err != nil && clouddb.AsError(err) == nil {
-		return err
+	for _, r := range order {
+		if clouddb.ValidateACLRule(r) != nil {
+			return clouddb.ACLRuleSyntaxRefused(r) // no server is asked about such a rule
+		}
 	}
-	if len(d.checkedRules) >= maxCheckedRules {
-		clear(d.checkedRules)
+	key, cacheable := binaryKey(bin)
+	found := make(map[string]ruleVerdict, len(order))
+	var todo []string
+	for _, r := range order {
+		if cacheable {
+			if v, ok := verdicts.get(key + r); ok {
+				found[r] = v
+				continue
+			}
+		}
+		todo = append(todo, r)
 	}
-	d.checkedRules[rule] = err
-	return err
+	if len(todo) > 0 {
+		select {
+		case d.ruleCheck <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		fresh, err := d.runCheck(ctx, bin, todo)
+		<-d.ruleCheck
+		if err != nil {
+			return err
+		}
+		for r, v := range fresh {
+			found[r] = v
+			// A refusal in a form not understood may be no verdict on the rule: asked
+			// again next time.
+			if cacheable && (!v.refused || v.word != "") {
+				verdicts.put(key+r, v)
+			}
+		}
+	}
+	for _, r := range order {
+		if v := found[r]; v.refused {
+			return d.refusal(bin, r, v)
+		}
+	}
+	return nil
+}
+
+// ruleVerdict is what a server answered to a rule: accepted, or refused with the word it
+// names (if any) and its reason.
+type ruleVerdict struct {
+	refused      bool
+	word, reason string
+}
+
+// refusal is the API's error of a rule that bin refused: the version is named when the
+// driver offers several, so that a rule valid on one is understood.
+func (d *Driver) refusal(bin, rule string, v ruleVerdict) error {
+	who := "Redis"
+	if len(d.bins) > 1 {
+		var versions []string
+		for version, b := range d.bins {
+			if b == bin {
+				versions = append(versions, version)
+			}
+		}
+		if len(versions) > 0 {
+			who += " " + slices.MinFunc(versions, clouddb.CompareRedisVersions)
+		}
+	}
+	if v.word == "" {
+		return clouddb.ACLRuleRefused(rule, fmt.Sprintf("%s refuses it: %s", who, v.reason))
+	}
+	return clouddb.ACLRuleRefused(rule, fmt.Sprintf("%s refuses %q: %s", who, v.word, v.reason))
+}
+
+// verdicts are the rule verdicts of this process, least recently used first out. A
+// verdict depends on the binary alone (the words added to a rule are clouddb's own), so
+// the memory is the process's, keyed by the binary as it is on disk (see binaryKey) and
+// the rule.
+var verdicts = newVerdictCache(maxCheckedRules)
+
+// binaryKey identifies a binary file by its path, size and modification time, so that a
+// binary replaced in place (a package upgrade) is asked again; false when it cannot be
+// read (the check itself then fails).
+func binaryKey(bin string) (string, bool) {
+	st, err := os.Stat(bin)
+	if err != nil {
+		return "", false
+	}
+	return fmt.Sprintf("%s\x00%d\x00%d\x00", bin, st.Size(), st.ModTime().UnixNano()), true
+}
+
+// verdictCache is a bounded LRU of rule verdicts.
+type verdictCache struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List // of *cachedVerdict, the most recently used first
+	byKey map[string]*list.Element
+}
+
+type cachedVerdict struct {
+	key string
+	v   ruleVerdict
+}
+
+func newVerdictCache(max int) *verdictCache {
+	return &verdictCache{max: max, order: list.New(), byKey: map[string]*list.Element{}}
+}
+
+func (c *verdictCache) get(key string) (ruleVerdict, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byKey[key]
+	if !ok {
+		return ruleVerdict{}, false
+	}
+	c.order.MoveToFront(e)
+	return e.Value.(*cachedVerdict).v, true
+}
+
+func (c *verdictCache) put(key string, v ruleVerdict) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[key]; ok {
+		e.Value.(*cachedVerdict).v = v
+		c.order.MoveToFront(e)
+		return
+	}
+	c.byKey[key] = c.order.PushFront(&cachedVerdict{key, v})
+	for c.order.Len() > c.max {
+		oldest := c.order.Back()
+		c.order.Remove(oldest)
+		delete(c.byKey, oldest.Value.(*cachedVerdict).key)
+	}
+}
+
+func (c *verdictCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
 }
 
 // refusedWord reads the word out of redis' "Error in ACL SETUSER modifier '<word>':
 // <reason>".
 var refusedWord = regexp.MustCompile(`modifier '(.*)': (.*)$`)
 
-// checkRule defines a user with rule's words on a throwaway server: off and without a
-// password, on a server reachable only through a unix socket in a private temporary
-// directory, which it kills (no data, nothing to save) when done.
-func (d *Driver) checkRule(ctx context.Context, rule string) error {
+// checkUser is the user runCheck defines each rule on, off and without a password.
+const checkUser = "clouddb-check"
+
+// runCheck starts a throwaway server of bin, reachable only through a unix socket in a
+// private temporary directory, defines checkUser with each rule's words in turn (one
+// round trip), and kills it (no data, nothing to save). It returns a verdict for each
+// rule; an error means the check could not be made.
+func (d *Driver) runCheck(ctx context.Context, bin string, rules []string) (map[string]ruleVerdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
 	defer cancel()
+	name := filepath.Base(bin)
 	// The system's temporary directory, not the data dir: a socket's path is limited to
 	// about 100 bytes.
 	dir, err := os.MkdirTemp("", "clouddb-aclcheck-")
 	if err != nil {
-		return fmt.Errorf("check ACL rule: %w", err)
+		return nil, fmt.Errorf("check ACL rules: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "redis.sock")
@@ -422,15 +661,21 @@ func (d *Driver) checkRule(ctx context.Context, rule string) error {
 	}, "\n")
 	confPath := filepath.Join(dir, "redis.conf")
 	if err = os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		return fmt.Errorf("check ACL rule: %w", err)
+		return nil, fmt.Errorf("check ACL rules: %w", err)
 	}
 	var out bytes.Buffer
-	cmd := exec.Command(d.bin, confPath)
+	cmd := exec.Command(bin, confPath)
 	cmd.Dir = dir
 	cmd.Stdout = &out
 	cmd.Stderr = &out
+	cmd.SysProcAttr = checkProcAttr()
+	// The parent-death signal follows the thread that started the server: this goroutine
+	// keeps that thread until the server is reaped, so that no other goroutine can end
+	// the thread (by exiting while locked to it) and the server with it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err = cmd.Start(); err != nil {
-		return fmt.Errorf("check ACL rule: start %s: %w", filepath.Base(d.bin), err)
+		return nil, fmt.Errorf("check ACL rules: start %s: %w", name, err)
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -456,9 +701,9 @@ func (d *Driver) checkRule(ctx context.Context, rule string) error {
 			if i := strings.LastIndexByte(last, '\n'); i >= 0 {
 				last = last[i+1:]
 			}
-			return fmt.Errorf("check ACL rule: %s exited at start-up: %s", filepath.Base(d.bin), last)
+			return nil, fmt.Errorf("check ACL rules: %s exited at start-up: %s", name, last)
 		case <-ctx.Done():
-			return fmt.Errorf("check ACL rule: %s did not answer within %s", filepath.Base(d.bin), d.startTimeout)
+			return nil, fmt.Errorf("check ACL rules: %s did not answer within %s", name, d.startTimeout)
 		case <-time.After(wait):
 		}
 	}
@@ -473,17 +718,30 @@ func (d *Driver) checkRule(ctx context.Context, rule string) error {
 		ContextTimeoutEnabled:    true,
 	})
 	defer c.Close()
-	err = c.Do(ctx, setUserArgs("clouddb-check", append([]string{"reset", "off"}, ruleWords(rule)...))...).Err()
-	if err == nil {
-		return nil
+	p := c.Pipeline()
+	set := make([]*redis.Cmd, len(rules))
+	for i, rule := range rules {
+		set[i] = p.Do(ctx, setUserArgs(checkUser, append([]string{"reset", "off"}, ruleWords(rule)...))...)
+		p.Do(ctx, "acl", "deluser", checkUser)
 	}
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return fmt.Errorf("check ACL rule: %w", err)
+	_, _ = p.Exec(ctx) // each SETUSER's answer is read below
+	verdict := make(map[string]ruleVerdict, len(rules))
+	for i, rule := range rules {
+		err := set[i].Err()
+		if err == nil {
+			verdict[rule] = ruleVerdict{}
+			continue
+		}
+		var rerr redis.Error
+		if !errors.As(err, &rerr) {
+			return nil, fmt.Errorf("check ACL rules: %s: %w", name, err)
+		}
+		msg := strings.TrimPrefix(firstLine(err.Error()), "ERR ")
+		if m := refusedWord.FindStringSubmatch(msg); m != nil {
+			verdict[rule] = ruleVerdict{refused: true, word: m[1], reason: m[2]}
+		} else {
+			verdict[rule] = ruleVerdict{refused: true, reason: msg}
+		}
 	}
-	msg := strings.TrimPrefix(firstLine(err.Error()), "ERR ")
-	if m := refusedWord.FindStringSubmatch(msg); m != nil {
-		return clouddb.Invalid(clouddb.ErrTypeACLRulePatternInvalid, "Invalid ACL redis rule: Redis refuses %q: %s", m[1], m[2])
-	}
-	return clouddb.Invalid(clouddb.ErrTypeACLRulePatternInvalid, "Invalid ACL redis rule: Redis refuses it: %s", msg)
+	return verdict, nil
 }

@@ -264,7 +264,7 @@ func bringInLine(ctx context.Context, c *redis.Client, want serverConfig, made m
 			cmds = append(cmds, p.Do(ctx, setUserArgs(internalUser, internalUserRules("#"+passwordHash(want.InternalSecret)))...))
 		}
 		for _, u := range want.Users {
-			cmds = append(cmds, p.Do(ctx, setUserArgs(u.Name, userRules("#"+passwordHash(u.Password), u.Rule))...))
+			cmds = append(cmds, p.Do(ctx, setUserArgs(u.Name, userRules("#"+passwordHash(u.Password), u.Rule, want.ReadOnly))...))
 		}
 		if len(foreign) > 0 {
 			args := []any{"acl", "deluser"}
@@ -397,35 +397,11 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 		changed = append(changed, closedInternal)
 	}
 
-	// The named users: what changed, whose connections end, and how the server describes
-	// each now (for drifted).
-	users := make(map[string]knownUser, len(want.Users))
-	namedChanged, namedCut := false, false
-	for _, u := range want.Users {
-		users[u.Name] = knownUser{sig: userSig(u), line: afterUsers[u.Name]}
-		prior, existed := beforeUsers[u.Name]
-		if prior != afterUsers[u.Name] {
-			namedChanged = true
-		}
-		// One clouddb did not make may hold what no rule undoes (a MONITOR).
-		if existed && (!made[u.Name] || !lineLogsIn(prior, passwordHash(u.Password))) {
-			if err := c.Do(ctx, "client", "kill", "user", u.Name).Err(); err != nil {
-				return nil, aclUser{}, nil, fmt.Errorf("CLIENT KILL USER %s: %w", u.Name, classify(err))
-			}
-			namedCut = true
-		}
+	users, named, nerr := namedAfter(ctx, c, want, made, beforeUsers, afterUsers)
+	if nerr != nil {
+		return nil, aclUser{}, nil, nerr
 	}
-	for name := range made {
-		if _, gone := afterUsers[name]; !gone && beforeUsers[name] != "" {
-			namedChanged = true // deleted: redis closed its connections
-		}
-	}
-	if namedChanged {
-		changed = append(changed, changedNamed)
-	}
-	if namedCut {
-		changed = append(changed, closedNamed)
-	}
+	changed = append(changed, named...)
 
 	info, ierr := c.Info(ctx, "memory").Result()
 	if ierr != nil {
@@ -443,6 +419,90 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 		}
 	}
 	return changed, after, users, nil
+}
+
+// namedAfter closes the connections of the named users that may have been opened in a
+// way their new definition does not allow, given the server's users (ACL LIST lines, by
+// name) before and after clouddb defined want's named users and deleted those it made
+// (made) that want no longer has. A user clouddb did not make may hold what no rule
+// undoes (a MONITOR); one that could log in otherwise than with its password (which
+// changed) may have been opened with the old one. A deleted user's connections redis
+// closed itself. It returns how the server now describes each wanted user (for drifted)
+// and what changed (changedNamed, closedNamed).
+func namedAfter(ctx context.Context, c *redis.Client, want serverConfig, made map[string]bool, before, after map[string]string) (map[string]knownUser, []string, error) {
+	users := make(map[string]knownUser, len(want.Users))
+	namedChanged, namedCut := false, false
+	for _, u := range want.Users {
+		users[u.Name] = knownUser{sig: userSig(u, want.ReadOnly), line: after[u.Name]}
+		prior, existed := before[u.Name]
+		if prior != after[u.Name] {
+			namedChanged = true
+		}
+		if existed && (!made[u.Name] || !lineLogsIn(prior, passwordHash(u.Password))) {
+			if err := c.Do(ctx, "client", "kill", "user", u.Name).Err(); err != nil {
+				return nil, nil, fmt.Errorf("CLIENT KILL USER %s: %w", u.Name, classify(err))
+			}
+			namedCut = true
+		}
+	}
+	for name := range made {
+		if _, present := after[name]; !present && before[name] != "" {
+			namedChanged = true // deleted: redis closed its connections
+		}
+	}
+	var changed []string
+	if namedChanged {
+		changed = append(changed, changedNamed)
+	}
+	if namedCut {
+		changed = append(changed, closedNamed)
+	}
+	return users, changed, nil
+}
+
+// applyUsers defines want's named users anew (read-only as want says) and deletes those
+// clouddb made that want no longer has, in one round trip, then closes the connections
+// namedAfter says must go. Nothing else of the server changes: the default and internal
+// users, users clouddb did not make, settings, replication (see SetUsers).
+func applyUsers(ctx context.Context, c *redis.Client, want serverConfig, made map[string]bool) (map[string]knownUser, []string, error) {
+	before, err := listUsers(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	wanted := make(map[string]bool, len(want.Users))
+	p := c.Pipeline()
+	var cmds []*redis.Cmd
+	for _, u := range want.Users {
+		wanted[u.Name] = true
+		cmds = append(cmds, p.Do(ctx, setUserArgs(u.Name, userRules("#"+passwordHash(u.Password), u.Rule, want.ReadOnly))...))
+	}
+	args := []any{"acl", "deluser"}
+	for name := range made {
+		if _, present := before[name]; present && !wanted[name] && !ourUser(name) {
+			args = append(args, name)
+		}
+	}
+	if len(args) > 2 {
+		cmds = append(cmds, p.Do(ctx, args...))
+	}
+	if len(cmds) == 0 {
+		return map[string]knownUser{}, nil, nil
+	}
+	_, _ = p.Exec(ctx) // each command's error is read below
+	for _, cmd := range cmds {
+		if cerr := cmd.Err(); cerr != nil {
+			what := strings.ToUpper(fmt.Sprint(cmd.Args()[0], " ", cmd.Args()[1]))
+			if what == "ACL SETUSER" {
+				what += fmt.Sprint(" ", cmd.Args()[2]) // a name; its password is a hash
+			}
+			return nil, nil, fmt.Errorf("%s: %w", what, classify(cerr))
+		}
+	}
+	after, err := listUsers(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return namedAfter(ctx, c, want, made, before, after)
 }
 
 // listUsers reads ACL LIST: every user's line, by name.
@@ -495,7 +555,7 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 		return nil, fmt.Errorf("ACL LIST: %w", classify(err))
 	}
 	live := aclList(list.Val())
-	if usersDrift(live, want.Users, known) {
+	if usersDrift(live, want.Users, want.ReadOnly, known) {
 		diff = append(diff, changedNamed)
 	}
 	names := make([]string, 0, len(live))

@@ -105,7 +105,7 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 		line("user", append([]string{internalUser}, internalUserRules(">"+c.InternalSecret)...)...)
 	}
 	for _, u := range c.Users {
-		line("user", append([]string{u.Name}, userRules("#"+passwordHash(u.Password), u.Rule)...)...)
+		line("user", append([]string{u.Name}, userRules("#"+passwordHash(u.Password), u.Rule, c.ReadOnly)...)...)
 	}
 	line("maxmemory", strconv.FormatInt(c.MaxMemory, 10))
 	line("maxmemory-policy", c.Policy)

@@ -11,13 +11,15 @@ import (
 
 // TestUserRules: a named user gets its rule between every channel and the denials of
 // server administration (tenantRules' "-" words, none of its "+" words), then MULTI,
-// EXEC and DISCARD; the password only as its hash.
+// EXEC and DISCARD, and on a database that replicates every write denied last; the
+// password only as its hash.
 func TestUserRules(t *testing.T) {
 	require.Equal(t, []string{"-@admin", "-migrate", "-restore-asking", "-script|debug"}, userDenials)
 	hash := "#" + passwordHash("Secret.pw1")
 	require.Equal(t, []string{"reset", "on", hash, "allchannels", "+@all", "~*",
 		"-@admin", "-migrate", "-restore-asking", "-script|debug", "+multi", "+exec", "+discard"},
-		userRules(hash, "+@all  ~*"))
+		userRules(hash, "+@all  ~*", false))
+	require.Equal(t, append(userRules(hash, "+@all  ~*", false), "-@write"), userRules(hash, "+@all  ~*", true))
 	require.Equal(t, "off", defaultUser(">pw", false, true)[1])
 	require.Equal(t, defaultUserRules(">pw", true), defaultUser(">pw", true, false))
 }
@@ -46,8 +48,8 @@ func TestConfigUsers(t *testing.T) {
 	require.Equal(t, [][]string{
 		append([]string{"default"}, defaultUser(">tenant", false, true)...),
 		append([]string{internalUser}, internalUserRules(">internal")...),
-		append([]string{"ro"}, userRules("#"+passwordHash("Read.0nly"), "+@read ~*")...),
-		append([]string{"a\"b"}, userRules("#"+passwordHash("x\ny"), "+@all")...),
+		append([]string{"ro"}, userRules("#"+passwordHash("Read.0nly"), "+@read ~*", false)...),
+		append([]string{"a\"b"}, userRules("#"+passwordHash("x\ny"), "+@all", false)...),
 	}, users)
 	got, err := parseConfig(data)
 	require.NoError(t, err)
@@ -63,17 +65,24 @@ func TestUsersDrift(t *testing.T) {
 	h := passwordHash(u.Password)
 	line := "user ro on sanitize-payload #" + h + " ~* &* -@all +@read"
 	wanted := []clouddb.DatabaseUser{u}
-	require.False(t, usersDrift(map[string]string{"ro": line}, wanted, nil))
-	require.True(t, usersDrift(map[string]string{}, wanted, nil), "missing")
-	require.True(t, usersDrift(map[string]string{"ro": strings.Replace(line, " on ", " off ", 1)}, wanted, nil), "off")
-	require.True(t, usersDrift(map[string]string{"ro": line + " #" + passwordHash("other")}, wanted, nil), "a second password")
-	require.True(t, usersDrift(map[string]string{"ro": "user ro on nopass ~* &* +@all"}, wanted, nil), "nopass")
-	known := map[string]knownUser{"ro": {sig: userSig(u), line: line}}
-	require.False(t, usersDrift(map[string]string{"ro": line}, wanted, known))
-	require.True(t, usersDrift(map[string]string{"ro": line + " +set"}, wanted, known), "other rules")
+	require.False(t, usersDrift(map[string]string{"ro": line}, wanted, false, nil))
+	require.True(t, usersDrift(map[string]string{}, wanted, false, nil), "missing")
+	require.True(t, usersDrift(map[string]string{"ro": strings.Replace(line, " on ", " off ", 1)}, wanted, false, nil), "off")
+	require.True(t, usersDrift(map[string]string{"ro": line + " #" + passwordHash("other")}, wanted, false, nil), "a second password")
+	require.True(t, usersDrift(map[string]string{"ro": "user ro on nopass ~* &* +@all"}, wanted, false, nil), "nopass")
+	known := map[string]knownUser{"ro": {sig: userSig(u, false), line: line}}
+	require.False(t, usersDrift(map[string]string{"ro": line}, wanted, false, known))
+	require.True(t, usersDrift(map[string]string{"ro": line + " +set"}, wanted, false, known), "other rules")
+	// The same user read-only (its database replicates) is another definition.
+	require.NotEqual(t, userSig(u, false), userSig(u, true))
+	require.False(t, usersDrift(map[string]string{"ro": line + " -@write"}, wanted, true, known))
+	ro := clouddb.Instance{DatabaseID: 1, Users: wanted}
+	rw := ro
+	rw.ReplicaOf = []clouddb.RedisEndpoint{{Addr: "127.0.0.1:1"}}
+	require.NotEqual(t, usersKey(ro), usersKey(rw), "turning replicaOf on or off calls for a new deep check")
 	// What clouddb learnt of another definition says nothing of this one.
 	known["ro"] = knownUser{sig: "old", line: "user ro on #old"}
-	require.False(t, usersDrift(map[string]string{"ro": line}, wanted, known))
+	require.False(t, usersDrift(map[string]string{"ro": line}, wanted, false, known))
 	// A name is no flag nor password.
 	require.False(t, lineLogsIn("user on off #"+h, h))
 	require.False(t, lineLogsIn("user #"+h+" off", h))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -345,6 +346,10 @@ func TestUsers_Refused(t *testing.T) {
 	for _, users := range [][]clouddb.DatabaseUser{
 		{{Name: "default", Password: "Secret.pw1", Rule: readOnly}},
 		{{Name: "clouddb-internal", Password: "Secret.pw1", Rule: readOnly}},
+		// Reserved whatever the case, as the API reserves them (clouddb.ValidateACLUserName).
+		{{Name: "Default", Password: "Secret.pw1", Rule: readOnly}},
+		{{Name: "CloudDB-Mine", Password: "Secret.pw1", Rule: readOnly}},
+		{{Name: strings.Repeat("a", clouddb.MaxACLNameLength+1), Password: "Secret.pw1", Rule: readOnly}},
 		{{Name: "a b", Password: "Secret.pw1", Rule: readOnly}},
 		{{Name: "a", Password: "Secret.pw1", Rule: readOnly}, {Name: "a", Password: "Secret.pw1", Rule: readOnly}},
 		{{Name: "a", Password: "", Rule: readOnly}},
@@ -355,18 +360,65 @@ func TestUsers_Refused(t *testing.T) {
 		err := b.driver.Ensure(ctx, in)
 		require.Error(t, err, "%v", users[0].Name)
 		require.NotContains(t, err.Error(), "Secret.pw1")
+		require.Error(t, b.driver.SetUsers(ctx, in), "%v", users[0].Name)
 	}
+	_, err := os.Stat(filepath.Join(b.dir, "95"))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing was made")
 }
 
-// TestCheckACLRule: rules are verified on a real server, as users get them.
-func TestCheckACLRule(t *testing.T) {
+// TestUsers_ReadOnlyWhileReplicating: on a database that replicates from sources, a
+// named user is denied every write whatever its rule (Full-Access included) and still
+// reads; replicaOf turned off gives it its writes back live, turned on takes them again,
+// and a restart from the config file keeps them denied.
+func TestUsers_ReadOnlyWhileReplicating(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	src := b.instance(t, 96, "none")
+	require.NoError(t, b.driver.Ensure(ctx, src))
+	require.NoError(t, client(t, src.Port, src.Password).Set(ctx, "from-src", "v", 0).Err())
+	in := b.instance(t, 97, "aof-every-write")
+	in.Users = []clouddb.DatabaseUser{{Name: "fa", Password: "Full.Acc3ss", Rule: fullAccess}}
+	in.ReplicaOf = []clouddb.RedisEndpoint{srcEndpoint(src.Port, src.Password)}
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	fa := userClient(t, in.Port, "fa", "Full.Acc3ss")
+	eventuallyT(t, 10*time.Second, func() bool { return fa.Get(ctx, "from-src").Val() == "v" })
+	require.ErrorContains(t, fa.Set(ctx, "k", "v", 0).Err(), "NOPERM")
+	require.ErrorContains(t, fa.Del(ctx, "from-src").Err(), "NOPERM")
+	require.ErrorContains(t, fa.Eval(ctx, "return redis.call('set', 'k', 'v')", nil).Err(), "can't run this command")
+	requireRunning(t, b.driver, in, true)
+	requireRunning(t, mustDriver(t, b.dir), in, true)
+
+	ac := admin(t, filepath.Join(b.dir, "97"), in.Port)
+	run := runID(t, ctx, ac)
+	off := in
+	off.ReplicaOf = nil
+	requireRunning(t, b.driver, off, false, "the users are read-only: not as wanted without replicaOf")
+	require.NoError(t, b.driver.Ensure(ctx, off))
+	require.Equal(t, run, runID(t, ctx, ac), "applied live")
+	require.NoError(t, fa.Set(ctx, "k", "v", 0).Err(), "the same connection writes again")
+	requireRunning(t, b.driver, off, true)
+
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.ErrorContains(t, fa.Set(ctx, "k", "w", 0).Err(), "NOPERM", "and no more once it replicates again")
+	require.NoError(t, b.driver.Stop(ctx, 97))
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	fa = userClient(t, in.Port, "fa", "Full.Acc3ss")
+	require.ErrorContains(t, fa.Set(ctx, "k", "w", 0).Err(), "NOPERM", "read-only in the config file too")
+	require.NoError(t, fa.Get(ctx, "from-src").Err())
+}
+
+// TestCheckACLRules: rules are verified on a real server, as users get them; a refusal
+// names the rule by its text and the word refused, once each, and a batch is refused for
+// its first rule refused.
+func TestCheckACLRules(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := ctxT(t)
 	var _ clouddb.ACLChecker = b.driver
-	for _, rule := range []string{readOnly, readWrite, fullAccess, "+@all -@dangerous ~* resetchannels &news", "+get %R~cache:* -@write"} {
-		require.NoError(t, b.driver.CheckACLRule(ctx, rule), rule)
-	}
+	good := []string{readOnly, readWrite, fullAccess, "+@all -@dangerous ~* resetchannels &news", "+get %R~cache:* -@write"}
+	require.NoError(t, b.driver.CheckACLRules(ctx, good))
+	require.NoError(t, b.driver.CheckACLRules(ctx, nil))
 	for rule, word := range map[string]string{
 		"+nosuchcommand ~*":    "+nosuchcommand",
 		"+@nosuchcategory":     "+@nosuchcategory",
@@ -375,28 +427,41 @@ func TestCheckACLRule(t *testing.T) {
 		"+@read ~* -@nonsense": "-@nonsense",
 	} {
 		for range 2 { // the second answer comes from memory, the same
-			err := b.driver.CheckACLRule(ctx, rule)
+			err := b.driver.CheckACLRules(ctx, append(slices.Clone(good), rule))
 			require.Error(t, err, rule)
 			e := clouddb.AsError(err)
 			require.NotNil(t, e, "a refusal is the API's error: %v", err)
 			require.Equal(t, clouddb.ErrTypeACLRulePatternInvalid, e.Type)
-			require.Contains(t, e.Description, word)
-			require.NotContains(t, e.Description, "/", "no paths")
+			require.Equal(t, "redis-acl-wrong-acl-rule-pattern", e.AdditionalInfo)
+			require.Equal(t, fmt.Sprintf("Invalid ACL redis rule %q: Redis refuses %q: Unknown command or category name in ACL", rule, word), e.Description)
+			text, reason, ok := clouddb.ACLRuleRefusal(err)
+			require.True(t, ok)
+			require.Equal(t, rule, text)
+			require.Equal(t, fmt.Sprintf("Redis refuses %q: Unknown command or category name in ACL", word), reason)
 		}
 	}
-	// What no server is asked about.
-	require.Error(t, b.driver.CheckACLRule(ctx, "on >pw +@all"))
-	require.Error(t, b.driver.CheckACLRule(ctx, "(+get ~*)"))
+	// The first rule refused, in the order given.
+	_, _, ok := clouddb.ACLRuleRefusal(nil)
+	require.False(t, ok)
+	text, _, _ := clouddb.ACLRuleRefusal(b.driver.CheckACLRules(ctx, []string{readOnly, "+nosuch2 ~*", "+nosuch1 ~*"}))
+	require.Equal(t, "+nosuch2 ~*", text)
+	// What no server is asked about: refused by the syntax, named the same way.
+	for _, rule := range []string{"on >pw +@all", "(+get ~*)"} {
+		text, reason, ok := clouddb.ACLRuleRefusal(b.driver.CheckACLRules(ctx, []string{readOnly, rule}))
+		require.True(t, ok, rule)
+		require.Equal(t, rule, text)
+		require.Contains(t, reason, "commands must start with a + or - sign")
+	}
 
 	// Each distinct rule costs one server: the memory answers at once.
 	start := time.Now()
 	for range 100 {
-		require.NoError(t, b.driver.CheckACLRule(ctx, readOnly))
+		require.NoError(t, b.driver.CheckACLRules(ctx, good))
 	}
 	require.Less(t, time.Since(start), time.Second)
 
 	// A cancelled context does not hang.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	require.Error(t, b.driver.CheckACLRule(cctx, "+get ~never-checked"))
+	require.Error(t, b.driver.CheckACLRules(cctx, []string{"+get ~never-checked"}))
 }

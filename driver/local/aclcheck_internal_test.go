@@ -1,0 +1,79 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"clouddb"
+)
+
+// TestVerdictCache: the memory of verdicts is bounded and forgets the least recently used
+// first, not everything at once.
+func TestVerdictCache(t *testing.T) {
+	c := newVerdictCache(3)
+	refused := ruleVerdict{refused: true, word: "+x", reason: "Unknown"}
+	c.put("a", ruleVerdict{})
+	c.put("b", refused)
+	c.put("c", ruleVerdict{})
+	_, ok := c.get("a") // a is now the most recently used
+	require.True(t, ok)
+	c.put("d", ruleVerdict{})
+	require.Equal(t, 3, c.len())
+	_, ok = c.get("b")
+	require.False(t, ok, "the least recently used goes")
+	for _, k := range []string{"a", "c", "d"} {
+		_, ok = c.get(k)
+		require.True(t, ok, k)
+	}
+	c.put("c", refused) // an update is no new entry
+	v, _ := c.get("c")
+	require.Equal(t, refused, v)
+	require.Equal(t, 3, c.len())
+
+	require.Equal(t, 4096, verdicts.max)
+	big := newVerdictCache(maxCheckedRules)
+	for i := range maxCheckedRules + 10 {
+		big.put(fmt.Sprint(i), ruleVerdict{})
+	}
+	require.Equal(t, maxCheckedRules, big.len(), "bounded")
+	_, ok = big.get(fmt.Sprint(maxCheckedRules + 9))
+	require.True(t, ok, "the newest stay")
+	_, ok = big.get("9")
+	require.False(t, ok, "the oldest went")
+}
+
+// TestCheckRulesOn: checkRulesOn asks the binary it is given and no other, and refuses
+// as CheckACLRules does.
+func TestCheckRulesOn(t *testing.T) {
+	real, err := exec.LookPath("redis-server")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	bins := map[string]string{}
+	for _, v := range []string{"7.0", "7.2"} {
+		bins[v] = filepath.Join(dir, "redis-server-"+v)
+		script := fmt.Sprintf("#!/bin/sh\necho %s >> '%s'\nexec '%s' \"$@\"\n", v, runs, real)
+		require.NoError(t, os.WriteFile(bins[v], []byte(script), 0o755))
+	}
+	d, err := New(Config{Dir: filepath.Join(dir, "dbs"), RedisServers: bins, DefaultRedisVersion: "7.0", StartTimeout: 10 * time.Second})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+
+	require.NoError(t, d.checkRulesOn(ctx, bins["7.2"], []string{"+@read ~*", "+get ~k"}))
+	err = d.checkRulesOn(ctx, bins["7.2"], []string{"+@read ~*", "+nosuch ~*"})
+	e := clouddb.AsError(err)
+	require.NotNil(t, e, "%v", err)
+	require.Equal(t, `Invalid ACL redis rule "+nosuch ~*": Redis 7.2 refuses "+nosuch": Unknown command or category name in ACL`, e.Description)
+	b, err := os.ReadFile(runs)
+	require.NoError(t, err)
+	require.Equal(t, []string{"7.2", "7.2"}, strings.Fields(string(b)), "only the binary given")
+}
