@@ -300,7 +300,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	defer releaseTmp()
-	m.Reconciler.Store, m.Reconciler.Driver = db, drv
+	// The reconciler's transactions also record how upgrades end (see
+	// task.RecordUpgradeOutcomes).
+	m.Reconciler.Store, m.Reconciler.Driver = task.RecordUpgradeOutcomes(db), drv
 	m.Engine.Store, m.Engine.Driver = db, drv
 	m.Engine.Ports = &task.Ports{Low: low, High: high, Host: c.AdvertiseHost}
 	m.Engine.MemoryLimit, _ = dbMemory(c.DBMemory)
