@@ -654,6 +654,11 @@ const (
 // offered version.
 const LatestRedisVersion = "latest"
 
+// DefaultRedisVersion is the version a clouddb offers when it is given no binary's
+// version (a service built in code, tests): that of the redis-server 7.0 this project is
+// built and tested with.
+const DefaultRedisVersion = "7.0"
+
 // RedisVersions are the Redis versions clouddb offers: one per redis-server binary the
 // operator gave it, named by major.minor.
 type RedisVersions struct {
@@ -712,6 +717,14 @@ func versionParts(v string) [2]int {
 	a, _ := strconv.Atoi(major)
 	b, _ := strconv.Atoi(minor)
 	return [2]int{a, b}
+}
+
+// OrDefault is r, or DefaultRedisVersion alone when r offers none.
+func (r RedisVersions) OrDefault() RedisVersions {
+	if len(r.Offered) == 0 {
+		return OneRedisVersion(DefaultRedisVersion)
+	}
+	return r
 }
 
 // Offers reports whether v is one of the offered versions.

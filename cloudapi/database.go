@@ -32,12 +32,7 @@ func (s *Server) registerDatabaseRoutes() {
 }
 
 // versions are the Redis versions offered.
-func (s *Server) versions() clouddb.RedisVersions {
-	if len(s.RedisVersions.Offered) == 0 {
-		return clouddb.OneRedisVersion(s.RedisVersion)
-	}
-	return s.RedisVersions
-}
+func (s *Server) versions() clouddb.RedisVersions { return s.RedisVersions.OrDefault() }
 
 // upgradeDatabase moves a database to a newer Redis version (task
 // databaseUpgradeRequest, HTTP 200 like the real API). The task checks the target.

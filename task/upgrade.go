@@ -6,17 +6,8 @@ import (
 	"clouddb"
 )
 
-// DefaultRedisVersion is the version an Engine without RedisVersions offers: that of the
-// redis-server 7.0 this project is built and tested with.
-const DefaultRedisVersion = "7.0"
-
 // versions are the Redis versions databases may run.
-func (v *env) versions() clouddb.RedisVersions {
-	if len(v.RedisVersions.Offered) == 0 {
-		return clouddb.OneRedisVersion(DefaultRedisVersion)
-	}
-	return v.RedisVersions
-}
+func (v *env) versions() clouddb.RedisVersions { return v.RedisVersions.OrDefault() }
 
 // upgradeDatabase moves a database to a newer Redis version: the stored version changes
 // and the database goes pending like an update, and the reconciler restarts its server on

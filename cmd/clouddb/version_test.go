@@ -22,19 +22,25 @@ import (
 // real redis-server with its arguments.
 func standInRedis72(t *testing.T) (bin, runs string) {
 	t.Helper()
+	return standInRedis(t, "7.2.4")
+}
+
+// standInRedis is standInRedis72 for another version, given in full.
+func standInRedis(t *testing.T, full string) (bin, runs string) {
+	t.Helper()
 	real, err := exec.LookPath("redis-server")
 	require.NoError(t, err)
 	dir := t.TempDir()
-	bin, runs = filepath.Join(dir, "redis-server-7.2"), filepath.Join(dir, "runs")
+	bin, runs = filepath.Join(dir, "redis-server-"+full), filepath.Join(dir, "runs")
 	script := fmt.Sprintf(`#!/bin/sh
-# Stand-in for Redis 7.2: only one Redis version can be installed here.
+# Stand-in for Redis %s: only one Redis version can be installed here.
 if [ "$1" = "--version" ]; then
-	echo "Redis server v=7.2.4 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
+	echo "Redis server v=%s sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
 	exit 0
 fi
 echo run >> '%s'
 exec '%s' "$@"
-`, runs, real)
+`, full, full, runs, real)
 	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
 	return bin, runs
 }
@@ -151,6 +157,8 @@ func TestRedisServerFlag(t *testing.T) {
 
 	real, err := exec.LookPath("redis-server")
 	require.NoError(t, err)
+	old, oldRuns := standInRedis(t, "6.2.14")
+	t.Cleanup(func() { require.Zero(t, standInRuns(t, oldRuns), "Redis 6.2 never ran") })
 	notRedis := filepath.Join(t.TempDir(), "not-redis")
 	require.NoError(t, os.WriteFile(notRedis, []byte("#!/bin/sh\necho hello\n"), 0o755))
 	for _, tc := range []struct {
@@ -161,6 +169,7 @@ func TestRedisServerFlag(t *testing.T) {
 		{[]string{"redis-server", notRedis}, "--redis-server " + notRedis + ": " + notRedis + ` --version answered "hello", not a redis-server version`},
 		{[]string{"redis-server", "false"}, "--redis-server false: false --version: exit status 1"},
 		{[]string{bin, "redis-server", real}, "--redis-server redis-server and " + real + " are both Redis 7.0: give one binary per major.minor version"},
+		{[]string{"redis-server", old}, "--redis-server " + old + ": " + old + " is Redis 6.2.14; clouddb needs Redis 7.0 or newer"},
 	} {
 		dir := t.TempDir()
 		m := NewMain(&strings.Builder{}, &strings.Builder{})

@@ -55,13 +55,10 @@ type Config struct {
 	Dir string
 	// Host is the address the servers bind to, e.g. 127.0.0.1.
 	Host string
-	// RedisServer is the redis-server binary, a path or a name looked up in PATH; it
-	// offers the version it reports. RedisServers, when set, replaces it.
-	RedisServer string
-	// RedisServers maps each Redis version offered (major.minor) to its redis-server
-	// binary; DefaultRedisVersion, one of its keys, runs the instances that name none.
-	RedisServers        map[string]string
-	DefaultRedisVersion string
+	// RedisServers are the redis-server binaries, as ProbeRedisServer found them: one per
+	// Redis version offered, the first the default version (that of a new instance that
+	// names none). None means redis-server in PATH.
+	RedisServers []RedisBinary
 	// StartTimeout bounds the wait for a started server to answer PING.
 	StartTimeout time.Duration
 	// Logger receives the driver's logs; it never receives a password.
@@ -90,10 +87,9 @@ type Driver struct {
 	dialSource   func(ctx context.Context, network, addr string) (net.Conn, error)
 	replicaEvent func(int, redisdata.Event)
 
-	// bins maps each Redis version offered to its binary; bin is defaultVersion's, which
-	// runs an instance that names none.
-	bins           map[string]string
-	defaultVersion string
+	// bins maps each Redis version offered to its binary; bin is the default version's.
+	bins     map[string]string
+	versions clouddb.RedisVersions
 
 	mu       sync.Mutex
 	locks    map[int]chan struct{} // per database id, a one-slot semaphore
@@ -121,7 +117,7 @@ func New(cfg Config) (*Driver, error) {
 	// die, a server that is still starting (redis ignores SIGPIPE only once initialised)
 	// would be killed by its next log line: servers inherit an ignored SIGPIPE instead.
 	signal.Ignore(syscall.SIGPIPE)
-	bins, defaultVersion, err := binaries(cfg)
+	bins, versions, err := binaries(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("local driver: %w", err)
 	}
@@ -156,27 +152,27 @@ func New(cfg Config) (*Driver, error) {
 		logger = slog.Default()
 	}
 	return &Driver{
-		dir:            dir,
-		host:           host,
-		connectHost:    connectHost,
-		bin:            bins[defaultVersion],
-		startTimeout:   timeout,
-		stopTimeout:    stopTimeout,
-		log:            logger.With("driver", "local"),
-		exited:         cfg.Exited,
-		dialSource:     cfg.DialSource,
-		replicaEvent:   cfg.ReplicaEvent,
-		locks:          make(map[int]chan struct{}),
-		children:       make(map[int]*child),
-		secrets:        make(map[int]string),
-		checked:        make(map[int]deepCheck),
-		rules:          make(map[int]knownRules),
-		users:          make(map[int]map[string]knownUser),
-		replicas:       make(map[int]*replica),
-		ruleCheck:      make(chan struct{}, 1),
-		checkedRules:   make(map[string]error),
-		bins:           bins,
-		defaultVersion: defaultVersion,
+		dir:          dir,
+		host:         host,
+		connectHost:  connectHost,
+		bin:          bins[versions.Default],
+		startTimeout: timeout,
+		stopTimeout:  stopTimeout,
+		log:          logger.With("driver", "local"),
+		exited:       cfg.Exited,
+		dialSource:   cfg.DialSource,
+		replicaEvent: cfg.ReplicaEvent,
+		locks:        make(map[int]chan struct{}),
+		children:     make(map[int]*child),
+		secrets:      make(map[int]string),
+		checked:      make(map[int]deepCheck),
+		rules:        make(map[int]knownRules),
+		users:        make(map[int]map[string]knownUser),
+		replicas:     make(map[int]*replica),
+		ruleCheck:    make(chan struct{}, 1),
+		checkedRules: make(map[string]error),
+		bins:         bins,
+		versions:     versions,
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,9 +28,14 @@ const (
 	upgradeFile = "upgrade.pending"
 )
 
+// MinRedisVersion is the oldest Redis clouddb runs: the ACL rules it gives tenants' users
+// need 7.0 (subcommand rules such as -script|debug, %R~ read-only key patterns, selectors
+// off, allchannels).
+const MinRedisVersion = "7.0"
+
 // RedisBinary is a redis-server binary and the version it reports.
 type RedisBinary struct {
-	// Path is the binary as given.
+	// Path is the binary's absolute path (a name is looked up in PATH when it is probed).
 	Path string
 	// Version is its major.minor (7.0), the version clouddb offers it as.
 	Version string
@@ -45,7 +51,8 @@ var versionOutput = regexp.MustCompile(`\bv=([0-9]+\.[0-9]+(?:\.[0-9]+)?)`)
 const probeTimeout = 10 * time.Second
 
 // ProbeRedisServer runs `path --version` and returns the version the binary reports. A
-// binary that is not found, does not run or does not answer like redis-server fails.
+// binary that is not found, does not run, does not answer like redis-server or is older
+// than MinRedisVersion fails.
 func ProbeRedisServer(ctx context.Context, path string) (RedisBinary, error) {
 	abs, err := lookBinary(path)
 	if err != nil {
@@ -70,7 +77,17 @@ func ProbeRedisServer(ctx context.Context, path string) (RedisBinary, error) {
 	if !ok {
 		return RedisBinary{}, fmt.Errorf("%s --version: version %q is not major.minor[.patch]", path, full)
 	}
-	return RedisBinary{Path: path, Version: mm, Full: full}, nil
+	b := RedisBinary{Path: abs, Version: mm, Full: full}
+	return b, b.checkMin()
+}
+
+// checkMin fails for a binary older than MinRedisVersion.
+func (b RedisBinary) checkMin() error {
+	if clouddb.CompareRedisVersions(b.Version, MinRedisVersion) < 0 {
+		return fmt.Errorf("%s is Redis %s; clouddb needs Redis %s or newer (the ACL rules it gives tenants use -script|debug, %%R~ key patterns, selectors off and allchannels)",
+			b.Path, b.Full, MinRedisVersion)
+	}
+	return nil
 }
 
 // lookBinary is the absolute path of a binary given as a path or a name in PATH.
@@ -82,55 +99,56 @@ func lookBinary(name string) (string, error) {
 	return filepath.Abs(bin)
 }
 
-// binaries resolves the Config's binaries into version → absolute path and the default
-// version. Without RedisServers, RedisServer (or redis-server in PATH) is the one
-// version, the one it reports.
-func binaries(cfg Config) (map[string]string, string, error) {
-	if len(cfg.RedisServers) == 0 {
-		name := cfg.RedisServer
-		if name == "" {
-			name = DefaultRedisServer
-		}
-		b, err := ProbeRedisServer(context.Background(), name)
+// binaries resolves the Config's binaries into version → absolute path and the versions
+// offered, the first binary's the default. Without any, redis-server in PATH is probed.
+func binaries(cfg Config) (map[string]string, clouddb.RedisVersions, error) {
+	given := cfg.RedisServers
+	if len(given) == 0 {
+		b, err := ProbeRedisServer(context.Background(), DefaultRedisServer)
 		if err != nil {
-			return nil, "", err
+			return nil, clouddb.RedisVersions{}, err
 		}
-		abs, err := lookBinary(name)
+		given = []RedisBinary{b}
+	}
+	bins := make(map[string]string, len(given))
+	versions := clouddb.RedisVersions{Default: given[0].Version, Full: make(map[string]string, len(given))}
+	for _, b := range given {
+		if _, ok := clouddb.MajorMinor(b.Version); !ok || b.Path == "" {
+			return nil, clouddb.RedisVersions{}, fmt.Errorf("RedisServers: %+v is not a probed binary (see ProbeRedisServer)", b)
+		}
+		if _, dup := bins[b.Version]; dup {
+			return nil, clouddb.RedisVersions{}, fmt.Errorf("RedisServers: two binaries of Redis %s", b.Version)
+		}
+		if err := b.checkMin(); err != nil {
+			return nil, clouddb.RedisVersions{}, err
+		}
+		abs, err := lookBinary(b.Path)
 		if err != nil {
-			return nil, "", err
+			return nil, clouddb.RedisVersions{}, fmt.Errorf("the binary of Redis %s: %w", b.Version, err)
 		}
-		return map[string]string{b.Version: abs}, b.Version, nil
+		bins[b.Version] = abs
+		versions.Full[b.Version] = cmp.Or(b.Full, b.Version)
+		versions.Offered = append(versions.Offered, b.Version)
 	}
-	if _, ok := cfg.RedisServers[cfg.DefaultRedisVersion]; !ok {
-		return nil, "", fmt.Errorf("DefaultRedisVersion %q is not one of the RedisServers versions", cfg.DefaultRedisVersion)
-	}
-	bins := make(map[string]string, len(cfg.RedisServers))
-	for v, name := range cfg.RedisServers {
-		abs, err := lookBinary(name)
-		if err != nil {
-			return nil, "", fmt.Errorf("the binary of Redis %s: %w", v, err)
-		}
-		bins[v] = abs
-	}
-	return bins, cfg.DefaultRedisVersion, nil
+	slices.SortFunc(versions.Offered, clouddb.CompareRedisVersions)
+	return bins, versions, nil
 }
+
+// Versions are the Redis versions this Driver offers: one per binary, the first
+// binary's the default.
+func (d *Driver) Versions() clouddb.RedisVersions { return d.versions }
 
 // binary returns the Redis version an instance runs and the binary of that version. A
 // version not offered (its binary was not given to this clouddb) fails.
 func (d *Driver) binary(in clouddb.Instance) (version, bin string, err error) {
 	version = in.RedisVersion
 	if version == "" {
-		version = d.defaultVersion
+		version = d.versions.Default
 	}
 	bin, ok := d.bins[version]
 	if !ok {
-		offered := make([]string, 0, len(d.bins))
-		for v := range d.bins {
-			offered = append(offered, v)
-		}
-		slices.SortFunc(offered, clouddb.CompareRedisVersions)
 		return "", "", fmt.Errorf("database %d: Redis %s is not offered by this clouddb (it has binaries for %s): start clouddb with a --redis-server binary of Redis %s",
-			in.DatabaseID, version, strings.Join(offered, ", "), version)
+			in.DatabaseID, version, strings.Join(d.versions.Offered, ", "), version)
 	}
 	return version, bin, nil
 }
@@ -146,7 +164,7 @@ func (d *Driver) versionChange(id int, want string) (bool, error) {
 		}
 		// Never started, or started before clouddb offered several versions: then by the
 		// one binary it had, taken for the default version's.
-		return want != d.defaultVersion, nil
+		return want != d.versions.Default, nil
 	}
 	ran := strings.TrimSpace(string(data))
 	if clouddb.CompareRedisVersions(want, ran) < 0 {

@@ -18,29 +18,40 @@ import (
 	"clouddb/driver/local"
 )
 
-// standIn writes a stand-in for a redis-server of another version and returns its path
+// standInOf writes a stand-in for a redis-server of another version and returns its path
 // and the file each of its runs appends a line to. Only one Redis version (7.0) can be
-// installed on the machines these tests run on, so a second version is played by this
-// script: it answers --version as Redis 7.2.4 and otherwise records the run and execs
-// the real redis-server with its arguments.
-func standIn(t *testing.T) (bin, runs string) {
+// installed on the machines these tests run on, so other versions are played by this
+// script: it answers --version as Redis full (e.g. 7.2.4) and otherwise records the run
+// and execs the real redis-server with its arguments or, when refuse is set, fails as a
+// binary that rejects its config file does.
+func standInOf(t *testing.T, full string, refuse bool) (bin, runs string) {
 	t.Helper()
 	real, err := exec.LookPath("redis-server")
 	require.NoError(t, err)
 	dir := t.TempDir()
-	bin = filepath.Join(dir, "redis-server-7.2")
+	bin = filepath.Join(dir, "redis-server-"+full)
 	runs = filepath.Join(dir, "runs")
+	run := fmt.Sprintf("exec '%s' \"$@\"", real)
+	if refuse {
+		run = fmt.Sprintf("echo '*** FATAL CONFIG FILE ERROR (Redis %s) ***' >&2\nexit 1", full)
+	}
 	script := fmt.Sprintf(`#!/bin/sh
-# Stand-in for Redis 7.2: only one Redis version can be installed here.
+# Stand-in for Redis %s: only one Redis version can be installed here.
 if [ "$1" = "--version" ]; then
-	echo "Redis server v=7.2.4 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
+	echo "Redis server v=%s sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
 	exit 0
 fi
 echo run >> '%s'
-exec '%s' "$@"
-`, runs, real)
+%s
+`, full, full, runs, run)
 	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
 	return bin, runs
+}
+
+// standIn is a stand-in for Redis 7.2.4 that runs the real redis-server.
+func standIn(t *testing.T) (bin, runs string) {
+	t.Helper()
+	return standInOf(t, "7.2.4", false)
 }
 
 // runCount is how many servers the stand-in started.
@@ -54,22 +65,39 @@ func runCount(t *testing.T, runs string) int {
 	return strings.Count(string(b), "run\n")
 }
 
+// probed probes the binaries, as clouddb serve does with its --redis-server flags.
+func probed(t *testing.T, paths ...string) []local.RedisBinary {
+	t.Helper()
+	out := make([]local.RedisBinary, 0, len(paths))
+	for _, p := range paths {
+		b, err := local.ProbeRedisServer(context.Background(), p)
+		require.NoError(t, err)
+		out = append(out, b)
+	}
+	return out
+}
+
+// versionedDriver is a driver on dir offering the binaries, the first the default.
+func versionedDriver(t *testing.T, dir string, paths ...string) *local.Driver {
+	t.Helper()
+	d, err := local.New(local.Config{
+		Dir:          dir,
+		Host:         "127.0.0.1",
+		StartTimeout: 10 * time.Second,
+		RedisServers: probed(t, paths...),
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	require.NoError(t, err)
+	return d
+}
+
 // versionedBundle is a driver offering Redis 7.0 (the real binary, the default) and
 // 7.2 (the stand-in).
 func versionedBundle(t *testing.T) (b *testBundle, runs string) {
 	t.Helper()
 	bin, runs := standIn(t)
 	dir := t.TempDir()
-	d, err := local.New(local.Config{
-		Dir:                 dir,
-		Host:                "127.0.0.1",
-		StartTimeout:        10 * time.Second,
-		RedisServers:        map[string]string{"7.0": "redis-server", "7.2": bin},
-		DefaultRedisVersion: "7.0",
-		Logger:              slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	require.NoError(t, err)
-	return &testBundle{dir: dir, driver: d}, runs
+	return &testBundle{dir: dir, driver: versionedDriver(t, dir, "redis-server", bin)}, runs
 }
 
 func runID(t *testing.T, ctx context.Context, c *redis.Client) string {
@@ -90,11 +118,14 @@ func TestProbeRedisServer(t *testing.T) {
 	ctx := ctxT(t)
 	out, err := exec.Command("redis-server", "--version").Output()
 	require.NoError(t, err)
+	real, err := exec.LookPath("redis-server")
+	require.NoError(t, err)
 	got, err := local.ProbeRedisServer(ctx, "redis-server")
 	require.NoError(t, err)
 	require.Contains(t, string(out), "v="+got.Full+" ")
 	require.Equal(t, "7.0", got.Version, "the installed redis-server is 7.0")
 	require.True(t, strings.HasPrefix(got.Full, "7.0."), got.Full)
+	require.Equal(t, real, got.Path, "looked up in PATH once, here")
 
 	bin, runs := standIn(t)
 	got, err = local.ProbeRedisServer(ctx, bin)
@@ -110,12 +141,35 @@ func TestProbeRedisServer(t *testing.T) {
 	require.ErrorContains(t, err, "false --version")
 }
 
-func TestNew_DefaultVersionMustBeOffered(t *testing.T) {
+// Redis older than 7.0 lacks what clouddb's ACL rules for tenants use: its binary is
+// refused, probed or given.
+func TestProbeRedisServer_Minimum(t *testing.T) {
 	t.Parallel()
-	_, err := local.New(local.Config{Dir: t.TempDir(), RedisServers: map[string]string{"7.0": "redis-server"}, DefaultRedisVersion: "7.2"})
-	require.ErrorContains(t, err, `DefaultRedisVersion "7.2"`)
-	_, err = local.New(local.Config{Dir: t.TempDir(), RedisServers: map[string]string{"7.0": "no-such-redis-server-binary"}, DefaultRedisVersion: "7.0"})
+	old, runs := standInOf(t, "6.2.14", false)
+	_, err := local.ProbeRedisServer(ctxT(t), old)
+	require.EqualError(t, err, old+" is Redis 6.2.14; clouddb needs Redis 7.0 or newer (the ACL rules it gives tenants use -script|debug, %R~ key patterns, selectors off and allchannels)")
+	require.Zero(t, runCount(t, runs))
+	_, err = local.New(local.Config{Dir: t.TempDir(), RedisServers: []local.RedisBinary{{Path: old, Version: "6.2", Full: "6.2.14"}}})
+	require.ErrorContains(t, err, "is Redis 6.2.14; clouddb needs Redis 7.0 or newer")
+}
+
+// The binaries given make the versions offered: the first one's is the default, and a
+// version has one binary.
+func TestNew_RedisServers(t *testing.T) {
+	t.Parallel()
+	bin, _ := standIn(t)
+	real := probed(t, "redis-server")[0]
+	d := versionedDriver(t, t.TempDir(), bin, "redis-server")
+	require.Equal(t, clouddb.RedisVersions{Default: "7.2", Offered: []string{"7.0", "7.2"}, Full: map[string]string{"7.0": real.Full, "7.2": "7.2.4"}}, d.Versions())
+	d = versionedDriver(t, t.TempDir())
+	require.Equal(t, clouddb.OneRedisVersion(real.Full), d.Versions(), "none given: redis-server in PATH")
+
+	_, err := local.New(local.Config{Dir: t.TempDir(), RedisServers: []local.RedisBinary{real, {Path: bin, Version: "7.0", Full: "7.0.1"}}})
+	require.ErrorContains(t, err, "two binaries of Redis 7.0")
+	_, err = local.New(local.Config{Dir: t.TempDir(), RedisServers: []local.RedisBinary{{Path: "no-such-redis-server-binary", Version: "7.0"}}})
 	require.ErrorContains(t, err, "the binary of Redis 7.0: redis-server not found")
+	_, err = local.New(local.Config{Dir: t.TempDir(), RedisServers: []local.RedisBinary{{Path: bin}}})
+	require.ErrorContains(t, err, "is not a probed binary")
 }
 
 // A database runs the binary of its version; one without a version runs the default's.
@@ -292,8 +346,7 @@ func TestEnsure_NoDowngrade(t *testing.T) {
 
 	// A driver whose default is 7.2 starts a new database on 7.0.
 	bin, runs2 := standIn(t)
-	d, err := local.New(local.Config{Dir: t.TempDir(), Host: "127.0.0.1", RedisServers: map[string]string{"7.0": "redis-server", "7.2": bin}, DefaultRedisVersion: "7.2"})
-	require.NoError(t, err)
+	d := versionedDriver(t, t.TempDir(), bin, "redis-server")
 	old := clouddb.Instance{DatabaseID: 2, Port: freePort(t), Password: "pw-old", MaxMemoryBytes: 64 * mb, EvictionPolicy: "volatile-lru", DataPersistence: "none", RedisVersion: "7.0"}
 	t.Cleanup(func() { require.NoError(t, d.Remove(context.Background(), 2)) })
 	require.NoError(t, d.Ensure(ctx, old))
