@@ -727,6 +727,20 @@ func (r RedisVersions) OrDefault() RedisVersions {
 	return r
 }
 
+// Keep is the version a database runs from now on when its data was last served by
+// served and its stored version does not say otherwise: served itself when offered, else
+// the oldest offered version newer than served (the only move its data allows), else
+// served, which no binary runs until the operator gives one back.
+func (r RedisVersions) Keep(served string) string {
+	if r.Offers(served) {
+		return served
+	}
+	if newer := r.Newer(served); len(newer) > 0 {
+		return newer[0]
+	}
+	return served
+}
+
 // Offers reports whether v is one of the offered versions.
 func (r RedisVersions) Offers(v string) bool { return slices.Contains(r.Offered, v) }
 

@@ -325,10 +325,6 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err := validate(in); err != nil {
 		return err
 	}
-	version, _, err := d.binary(in)
-	if err != nil {
-		return err
-	}
 	id := in.DatabaseID
 	unlock, err := d.lock(ctx, id)
 	if err != nil {
@@ -349,13 +345,22 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 
-	changed, err := d.versionChange(id, version)
+	pid := d.livePid(id)
+	served, known := d.servedVersion(ctx, in, pid, old, haveOld)
+	version, bin, err := d.versionFor(in, served, known)
 	if err != nil {
 		return err
 	}
-	if pid := d.livePid(id); pid != 0 {
-		if changed {
-			// An upgrade: the server restarts on the new version's binary with its data.
+	if known && clouddb.CompareRedisVersions(version, served) < 0 {
+		// There is no downgrade: an older redis-server cannot load what a newer one
+		// wrote (its RDB version). The server is left as it is.
+		return fmt.Errorf("database %d: its data was last served by Redis %s, and Redis %s cannot load it: there is no downgrade (keep the --redis-server binary of Redis %s)",
+			id, served, version, served)
+	}
+	upgrade := known && version != served
+	if pid != 0 {
+		if upgrade {
+			// The server restarts on the new version's binary with its data.
 			if err := d.upgradeStop(ctx, in, pid, old, haveOld, version); err != nil {
 				return err
 			}
@@ -370,7 +375,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 			}
 		}
 	}
-	if err := d.start(ctx, in, want, old, haveOld); err != nil {
+	if err := d.start(ctx, in, want, old, haveOld, version, bin); err != nil {
 		return err
 	}
 	d.syncReplica(in)
@@ -534,7 +539,7 @@ func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.In
 // server with the persistence it last ran with, so it loads the data that persistence
 // wrote (redis reads only the AOF when AOF is on, only the RDB when it is off), then
 // switches persistence live.
-func (d *Driver) start(ctx context.Context, in clouddb.Instance, want serverConfig, old serverConfig, haveOld bool) error {
+func (d *Driver) start(ctx context.Context, in clouddb.Instance, want, old serverConfig, haveOld bool, version, bin string) error {
 	id := in.DatabaseID
 	dir := d.dbDir(id)
 	first := want
@@ -558,11 +563,7 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want serverConf
 			}
 		}
 	}
-	version, bin, err := d.binary(in)
-	if err != nil {
-		return err
-	}
-	if err = recordVersion(dir, version); err != nil {
+	if err := recordVersion(dir, version); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 	pid, ch, err := d.spawn(id, dir, bin)

@@ -1,15 +1,19 @@
 package local
 
 import (
+	"bufio"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,9 +22,9 @@ import (
 
 // File names of the version bookkeeping inside a database's directory.
 const (
-	// versionFile holds the Redis version (major.minor) of the binary the server was last
-	// started with: a running server whose version differs from its instance's is
-	// upgraded (see upgradeStop), and an older version is refused (see versionChange).
+	// versionFile holds the Redis version (major.minor) of the binary whose server last
+	// served the data: a server whose version is older than its instance's is upgraded
+	// (see upgradeStop), a newer one is kept (no downgrade).
 	versionFile = "redis.version"
 	// upgradeFile marks that the server was shut down for an upgrade after writing an
 	// RDB of its whole data set: the next start loads that RDB whatever the persistence,
@@ -138,40 +142,227 @@ func binaries(cfg Config) (map[string]string, clouddb.RedisVersions, error) {
 // binary's the default.
 func (d *Driver) Versions() clouddb.RedisVersions { return d.versions }
 
-// binary returns the Redis version an instance runs and the binary of that version. A
-// version not offered (its binary was not given to this clouddb) fails.
+// binary returns the Redis version an instance runs and the binary of that version, as
+// its files tell (see versionFor); it does not ask a running server.
 func (d *Driver) binary(in clouddb.Instance) (version, bin string, err error) {
-	version = in.RedisVersion
-	if version == "" {
+	served, known := servedOnDisk(d.dbDir(in.DatabaseID))
+	return d.versionFor(in, served, known)
+}
+
+// versionFor is the version an instance runs, its data last served by served (when
+// known), and that version's binary. An offered stored version is the one: an older one
+// than served is refused by the caller (no downgrade), a newer one is an upgrade. Any
+// other stored version (none, or free text kept from before clouddb offered several)
+// keeps what served the data (see RedisVersions.Keep), or the default for a database
+// that never ran. A version without a binary fails, naming it.
+func (d *Driver) versionFor(in clouddb.Instance, served string, known bool) (version, bin string, err error) {
+	switch version = in.RedisVersion; {
+	case d.versions.Offers(version):
+	case known:
+		version = d.versions.Keep(served)
+	default:
 		version = d.versions.Default
 	}
 	bin, ok := d.bins[version]
 	if !ok {
-		return "", "", fmt.Errorf("database %d: Redis %s is not offered by this clouddb (it has binaries for %s): start clouddb with a --redis-server binary of Redis %s",
+		return "", "", fmt.Errorf("database %d: its data was last served by Redis %s, which is not offered by this clouddb (it has binaries for %s): start clouddb with a --redis-server binary of Redis %s",
 			in.DatabaseID, version, strings.Join(d.versions.Offered, ", "), version)
 	}
 	return version, bin, nil
 }
 
-// versionChange compares the version the database's server was last started with to
-// want: it reports whether they differ, and fails when want is older. There is no
-// downgrade: an older redis-server cannot load what a newer one wrote (its RDB version).
-func (d *Driver) versionChange(id int, want string) (bool, error) {
-	data, err := os.ReadFile(filepath.Join(d.dbDir(id), versionFile))
+// ServedVersion returns the Redis version (major.minor) that last served the database's
+// data, "" when nothing tells (it never ran, or left no data). See servedVersion.
+func (d *Driver) ServedVersion(ctx context.Context, in clouddb.Instance) (string, error) {
+	unlock, err := d.lock(ctx, in.DatabaseID)
 	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			d.log.Warn("unreadable version file; taking the server for the default version", keyDatabase, id, "error", err)
+		return "", err
+	}
+	defer unlock()
+	old, haveOld, err := d.readConfig(in.DatabaseID)
+	if err != nil {
+		return "", fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
+	v, _ := d.servedVersion(ctx, in, d.livePid(in.DatabaseID), old, haveOld)
+	return v, nil
+}
+
+// servedVersion is the Redis version that last served the database's data, and whether
+// anything tells: the version file; else the running server pid itself (INFO server),
+// which it then records, as a server started before clouddb kept the file has none;
+// else the version that wrote its data files (see servedOnDisk).
+func (d *Driver) servedVersion(ctx context.Context, in clouddb.Instance, pid int, old serverConfig, haveOld bool) (string, bool) {
+	dir := d.dbDir(in.DatabaseID)
+	if v, ok := readVersionFile(dir); ok {
+		return v, true
+	}
+	if pid != 0 {
+		if v, ok := d.liveVersion(ctx, in, pid, old, haveOld); ok {
+			if err := recordVersion(dir, v); err != nil {
+				d.log.Warn("cannot record the Redis version of the running server", keyDatabase, in.DatabaseID, "error", err)
+			} else {
+				d.log.Info("recorded the Redis version of a server started without it", keyDatabase, in.DatabaseID, keyPid, pid, "version", v)
+			}
+			return v, true
 		}
-		// Never started, or started before clouddb offered several versions: then by the
-		// one binary it had, taken for the default version's.
-		return want != d.versions.Default, nil
 	}
-	ran := strings.TrimSpace(string(data))
-	if clouddb.CompareRedisVersions(want, ran) < 0 {
-		return false, fmt.Errorf("database %d: its data was last served by Redis %s, and Redis %s cannot load it: there is no downgrade (keep the --redis-server binary of Redis %s)",
-			id, ran, want, ran)
+	return dataVersion(dir)
+}
+
+// servedOnDisk is servedVersion without asking a running server.
+func servedOnDisk(dir string) (string, bool) {
+	if v, ok := readVersionFile(dir); ok {
+		return v, true
 	}
-	return ran != want, nil
+	return dataVersion(dir)
+}
+
+// readVersionFile reads the version file.
+func readVersionFile(dir string) (string, bool) {
+	data, err := os.ReadFile(filepath.Join(dir, versionFile))
+	if err != nil {
+		return "", false
+	}
+	return clouddb.MajorMinor(strings.TrimSpace(string(data)))
+}
+
+// liveTimeout bounds the question to a running server about its version: one that does
+// not answer at once is left to adopt, which deals with it.
+const liveTimeout = 2 * time.Second
+
+// liveVersion asks the running server pid its version (INFO server), logged in as adopt
+// would be.
+func (d *Driver) liveVersion(ctx context.Context, in clouddb.Instance, pid int, old serverConfig, haveOld bool) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, liveTimeout)
+	defer cancel()
+	port := in.Port
+	creds := []cred{{"", in.Password}}
+	if haveOld {
+		if old.Port != 0 {
+			port = old.Port
+		}
+		if old.InternalSecret != "" {
+			creds = append([]cred{{internalUser, old.InternalSecret}}, creds...)
+		}
+		if old.Password != "" && old.Password != in.Password {
+			creds = append(creds, cred{"", old.Password})
+		}
+	}
+	for _, cr := range creds {
+		c, err := d.probe(ctx, port, cr, pid)
+		if err != nil {
+			continue
+		}
+		info, err := c.Info(ctx, "server").Result()
+		c.Close()
+		if err != nil {
+			return "", false
+		}
+		return clouddb.MajorMinor(infoField(info, "redis_version"))
+	}
+	return "", false
+}
+
+// dataVersion is the newest Redis version that wrote one of the database's data files
+// (its RDB, the base of its AOF), read from the redis-ver field each RDB carries; a
+// server started by an older clouddb, which kept no version file, left those. Newest:
+// versions only ever go up, so the newest writer is the last.
+func dataVersion(dir string) (string, bool) {
+	files := []string{filepath.Join(dir, rdbFile)}
+	if bases, err := filepath.Glob(filepath.Join(dir, aofDir, "*.base.rdb")); err == nil {
+		files = append(files, bases...)
+	}
+	newest := ""
+	for _, f := range files {
+		if v, ok := rdbRedisVersion(f); ok && (newest == "" || clouddb.CompareRedisVersions(v, newest) > 0) {
+			newest = v
+		}
+	}
+	return newest, newest != ""
+}
+
+// rdbRedisVersion reads the major.minor of the redis-ver auxiliary field of an RDB file:
+// after the "REDIS0010" header, Redis writes its auxiliary fields (opcode 0xFA, then a
+// name and a value, each a length-prefixed string) with redis-ver among the first.
+func rdbRedisVersion(path string) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	r := bufio.NewReader(io.LimitReader(f, 4096))
+	header := make([]byte, 9)
+	if _, err := io.ReadFull(r, header); err != nil || string(header[:5]) != "REDIS" {
+		return "", false
+	}
+	for range 16 {
+		op, err := r.ReadByte()
+		if err != nil || op != 0xFA {
+			return "", false
+		}
+		name, err := rdbString(r)
+		if err != nil {
+			return "", false
+		}
+		value, err := rdbString(r)
+		if err != nil {
+			return "", false
+		}
+		if name == "redis-ver" {
+			return clouddb.MajorMinor(value)
+		}
+	}
+	return "", false
+}
+
+// rdbString reads a string of an RDB file's auxiliary field: a plain one, or an integer
+// one (as Redis writes numbers such as redis-bits). Compressed strings, which Redis does
+// not use for these fields, fail.
+func rdbString(r *bufio.Reader) (string, error) {
+	b, err := r.ReadByte()
+	if err != nil {
+		return "", err
+	}
+	var n int
+	switch b >> 6 {
+	case 0:
+		n = int(b & 0x3F)
+	case 1:
+		next, err := r.ReadByte()
+		if err != nil {
+			return "", err
+		}
+		n = int(b&0x3F)<<8 | int(next)
+	case 2:
+		if b != 0x80 {
+			return "", errors.New("rdb: string too long for an auxiliary field")
+		}
+		var buf [4]byte
+		if _, err := io.ReadFull(r, buf[:]); err != nil {
+			return "", err
+		}
+		n = int(binary.BigEndian.Uint32(buf[:]))
+	default:
+		size := map[byte]int{0xC0: 1, 0xC1: 2, 0xC2: 4}[b]
+		if size == 0 {
+			return "", errors.New("rdb: compressed auxiliary field")
+		}
+		buf := make([]byte, 8)
+		if _, err := io.ReadFull(r, buf[:size]); err != nil {
+			return "", err
+		}
+		v := int64(binary.LittleEndian.Uint64(buf))
+		v = v << (64 - 8*size) >> (64 - 8*size) // sign-extend
+		return strconv.FormatInt(v, 10), nil
+	}
+	if n > 1024 {
+		return "", errors.New("rdb: string too long for an auxiliary field")
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return "", err
+	}
+	return string(buf), nil
 }
 
 // recordVersion notes the version of the binary a server is started with.

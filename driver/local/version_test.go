@@ -100,6 +100,14 @@ func versionedBundle(t *testing.T) (b *testBundle, runs string) {
 	return &testBundle{dir: dir, driver: versionedDriver(t, dir, "redis-server", bin)}, runs
 }
 
+// versionFileOf reads a database's redis.version.
+func versionFileOf(t *testing.T, dbDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dbDir, "redis.version"))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
+}
+
 func runID(t *testing.T, ctx context.Context, c *redis.Client) string {
 	t.Helper()
 	info, err := c.Info(ctx, "server").Result()
@@ -201,20 +209,84 @@ func TestEnsure_VersionChoosesBinary(t *testing.T) {
 	require.Equal(t, 1, runCount(t, runs))
 }
 
-// A version whose binary this clouddb was not given fails Ensure, naming the version and
-// the flag, and starts nothing.
+// A stored version that is not offered (free text kept from before clouddb offered
+// several) runs the default when nothing ran yet; a database whose data a version that
+// is not offered served fails, naming that version and the flag, and starts nothing.
 func TestEnsure_VersionNotOffered(t *testing.T) {
 	t.Parallel()
 	b, runs := versionedBundle(t)
 	ctx := ctxT(t)
 	in := b.instance(t, 1, "none")
 	in.RedisVersion = "6.2"
-	err := b.driver.Ensure(ctx, in)
-	require.ErrorContains(t, err, "Redis 6.2 is not offered by this clouddb (it has binaries for 7.0, 7.2)")
-	require.ErrorContains(t, err, "--redis-server")
-	_, err = os.Stat(filepath.Join(b.dir, "1"))
-	require.True(t, os.IsNotExist(err), "nothing was set up: %v", err)
-	require.Zero(t, runCount(t, runs))
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.NoError(t, client(t, in.Port, in.Password).Ping(ctx).Err())
+	require.Zero(t, runCount(t, runs), "the default, 7.0")
+	require.Equal(t, "7.0", versionFileOf(t, filepath.Join(b.dir, "1")))
+
+	// Its data last served by 7.2, on a clouddb that offers 7.0 alone.
+	in.RedisVersion = "7.2"
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.Equal(t, 1, runCount(t, runs))
+	require.NoError(t, b.driver.Stop(ctx, 1))
+	only70 := versionedDriver(t, b.dir, "redis-server")
+	for _, stored := range []string{"7.2", "", "latest"} {
+		in.RedisVersion = stored
+		err := only70.Ensure(ctx, in)
+		require.ErrorContains(t, err, "database 1: its data was last served by Redis 7.2, which is not offered by this clouddb (it has binaries for 7.0): start clouddb with a --redis-server binary of Redis 7.2", stored)
+		_, err = only70.Pid(1)
+		require.ErrorIs(t, err, os.ErrNotExist, "nothing started")
+	}
+}
+
+// A database made by a clouddb that kept no version file (its stored redisVersion free
+// text, "7.4" or none) keeps the Redis that serves its data, whatever the stored text and
+// the order of the binaries: a running server is adopted as it is, its version read from
+// the server and recorded; a stopped one starts on the version that wrote its files.
+func TestEnsure_LegacyVersionKeepsWhatRuns(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	b := &testBundle{dir: dir, driver: versionedDriver(t, dir, "redis-server")}
+	live, stopped := b.instance(t, 1, "none"), b.instance(t, 2, "aof-every-1-second")
+	for _, in := range []clouddb.Instance{live, stopped} {
+		require.NoError(t, b.driver.Ensure(ctx, in))
+		require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "k", "v", 0).Err())
+	}
+	require.NoError(t, b.driver.Stop(ctx, 2))
+	for _, id := range []string{"1", "2"} {
+		require.NoError(t, os.Remove(filepath.Join(dir, id, "redis.version")), "as an older clouddb left it")
+	}
+	livePid := pid(t, b.driver, 1)
+
+	// The new clouddb offers 7.2 first (its default) and 7.0.
+	bin, runs := standIn(t)
+	b.driver = versionedDriver(t, dir, bin, "redis-server")
+	served, err := b.driver.ServedVersion(ctx, live)
+	require.NoError(t, err)
+	require.Equal(t, "7.0", served, "asked of the running server")
+	require.Equal(t, "7.0", versionFileOf(t, filepath.Join(dir, "1")), "and recorded")
+	served, err = b.driver.ServedVersion(ctx, stopped)
+	require.NoError(t, err)
+	require.Equal(t, "7.0", served, "read from the files it wrote")
+
+	for _, stored := range []string{"7.4", "", "latest", "6.0.5"} {
+		live.RedisVersion, stopped.RedisVersion = stored, stored
+		require.NoError(t, b.driver.Ensure(ctx, live), stored)
+		require.Equal(t, livePid, pid(t, b.driver, 1), "adopted, not restarted")
+		require.NoError(t, b.driver.Ensure(ctx, stopped), stored)
+		require.Zero(t, runCount(t, runs), "%q: neither moved to 7.2", stored)
+		for _, in := range []clouddb.Instance{live, stopped} {
+			require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
+		}
+		require.Equal(t, "7.0", versionFileOf(t, filepath.Join(dir, "2")))
+	}
+
+	// Once it stores an offered version, an upgrade works from there.
+	live.RedisVersion = "7.2"
+	require.NoError(t, b.driver.Ensure(ctx, live))
+	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, "v", client(t, live.Port, live.Password).Get(ctx, "k").Val())
+	require.Equal(t, "7.2", versionFileOf(t, filepath.Join(dir, "1")))
 }
 
 // An upgrade restarts the server on the new version's binary with all its data, exactly
@@ -322,8 +394,8 @@ func TestEnsure_UpgradeOfStoppedServer(t *testing.T) {
 }
 
 // There is no downgrade: a database whose server last ran 7.2 is refused 7.0, running
-// or stopped, and its server is left as it is. A new database may run an older version
-// than the default.
+// or stopped, and its server is left as it is; naming no version, it keeps 7.2. A new
+// database may run an older version than the default.
 func TestEnsure_NoDowngrade(t *testing.T) {
 	t.Parallel()
 	b, runs := versionedBundle(t)
@@ -342,7 +414,9 @@ func TestEnsure_NoDowngrade(t *testing.T) {
 	require.ErrorContains(t, b.driver.Ensure(ctx, in), "there is no downgrade")
 	require.Equal(t, 1, runCount(t, runs))
 	in.RedisVersion = ""
-	require.ErrorContains(t, b.driver.Ensure(ctx, in), "there is no downgrade", "the default is 7.0")
+	require.NoError(t, b.driver.Ensure(ctx, in), "no version named: it keeps 7.2, not the default 7.0")
+	require.Equal(t, 2, runCount(t, runs))
+	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
 
 	// A driver whose default is 7.2 starts a new database on 7.0.
 	bin, runs2 := standIn(t)
