@@ -358,6 +358,11 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 			id, served, version, served)
 	}
 	upgrade := known && version != served
+	if upgrade {
+		if err := d.upgradeAllowed(ctx, in, bin); err != nil {
+			return fmt.Errorf("database %d: upgrade to Redis %s refused: %w", id, version, err)
+		}
+	}
 	if pid != 0 {
 		if upgrade {
 			// The server restarts on the new version's binary with its data.
@@ -376,7 +381,14 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		}
 	}
 	if err := d.start(ctx, in, want, old, haveOld, version, bin); err != nil {
-		return err
+		if !upgrade || errors.Is(err, errLoading) || ctx.Err() != nil {
+			// Not an upgrade; or the new server runs and loads the data (a LOADING
+			// answer), which a later Ensure adopts; or the caller gave up.
+			return err
+		}
+		// The new binary did not come up (it refused its config, died, or did not
+		// answer): the old one serves the data again rather than nothing.
+		return d.rollBack(ctx, in, want, old, haveOld, served, version, err)
 	}
 	d.syncReplica(in)
 	return nil
@@ -563,9 +575,6 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want, old serve
 			}
 		}
 	}
-	if err := recordVersion(dir, version); err != nil {
-		return fmt.Errorf("database %d: %w", id, err)
-	}
 	pid, ch, err := d.spawn(id, dir, bin)
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
@@ -584,10 +593,21 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want, old serve
 			_ = os.Remove(filepath.Join(dir, pidFile))
 		default:
 		}
+		if errors.Is(err, errLoading) {
+			// It answered, loading the data: this version serves it now.
+			if rerr := recordVersion(dir, version); rerr != nil {
+				return fmt.Errorf("%w; database %d: %w", err, id, rerr)
+			}
+		}
 		return err
 	}
 	defer c.Close()
-	d.upgraded(id)
+	// Only now that the server answers: until then the version that served the data is
+	// the one before (an upgrade whose new binary does not start rolls back to it).
+	if err = recordVersion(dir, version); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	d.upgraded(id, version)
 	return d.reconfigure(ctx, c, in)
 }
 
@@ -647,7 +667,7 @@ func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch
 		case <-ch.done:
 			return nil, exited()
 		case <-ctx.Done():
-			return nil, fmt.Errorf("database %d: redis-server pid %d did not answer PING on %s within %s (%w): %v; %s",
+			return nil, fmt.Errorf("database %d: redis-server pid %d did not answer PING on %s within %s (%w): %w; %s",
 				id, pid, addr, d.startTimeout, clouddb.ErrServerStarting, last, logTail(dir))
 		case <-time.After(wait):
 			wait = min(wait*3/2, 20*time.Millisecond)

@@ -23,8 +23,9 @@ import (
 // File names of the version bookkeeping inside a database's directory.
 const (
 	// versionFile holds the Redis version (major.minor) of the binary whose server last
-	// served the data: a server whose version is older than its instance's is upgraded
-	// (see upgradeStop), a newer one is kept (no downgrade).
+	// served the data, written once that server answered: a server whose version is
+	// older than its instance's is upgraded (see upgradeStop), a newer one is kept (no
+	// downgrade).
 	versionFile = "redis.version"
 	// upgradeFile marks that the server was shut down for an upgrade after writing an
 	// RDB of its whole data set: the next start loads that RDB whatever the persistence,
@@ -435,11 +436,47 @@ func (d *Driver) upgradeStop(ctx context.Context, in clouddb.Instance, pid int, 
 	return nil
 }
 
-// upgraded removes the upgrade mark once the new server has loaded the data.
-func (d *Driver) upgraded(id int) {
+// upgradeAllowed is asked before a server is stopped (or, stopped, started) on the
+// binary bin of a newer version for an upgrade; an error refuses the upgrade, and the
+// server runs on as it is. It is the place for the checks that the new version takes what
+// the database has: the integrator has it verify the instance's ACL users' rules on bin
+// (d.checkRulesOn, see acl.go), as a rule the old version took may name a command or
+// category the new one lacks, and the server would then not start.
+func (d *Driver) upgradeAllowed(ctx context.Context, in clouddb.Instance, bin string) error {
+	return nil
+}
+
+// rollBack starts the database's server again on the binary of version from, the one
+// that served its data before an upgrade whose new server did not come up (cause): the
+// data is as the old server left it, the RDB that SHUTDOWN SAVE wrote included (the
+// upgrade mark keeps it). The upgrade still fails, saying whether the old version runs.
+func (d *Driver) rollBack(ctx context.Context, in clouddb.Instance, want, old serverConfig, haveOld bool, from, to string, cause error) error {
+	id := in.DatabaseID
+	fail := fmt.Errorf("database %d: upgrade to Redis %s failed: %w", id, to, cause)
+	bin, ok := d.bins[from]
+	if !ok {
+		return fmt.Errorf("%w; the binary of Redis %s, which served the data, is not offered: the server stays stopped", fail, from)
+	}
+	// The new server may still run (it did not answer in time): it goes without a word
+	// to its files, which belong to the old version.
+	if pid := d.livePid(id); pid != 0 {
+		if err := d.kill(ctx, id, pid); err != nil {
+			return fmt.Errorf("%w; %w", fail, err)
+		}
+	}
+	d.log.Warn("upgrade failed; starting redis-server again on the version that served its data", keyDatabase, id, "version", from, "to_version", to, "error", cause)
+	if err := d.start(ctx, in, want, old, haveOld, from, bin); err != nil {
+		return fmt.Errorf("%w; and on Redis %s again: %w", fail, from, err)
+	}
+	return fmt.Errorf("%w; it runs Redis %s again, with its data", fail, from)
+}
+
+// upgraded removes the upgrade mark once a server has loaded the data saved for the
+// upgrade.
+func (d *Driver) upgraded(id int, version string) {
 	err := os.Remove(filepath.Join(d.dbDir(id), upgradeFile))
 	if err == nil {
-		d.log.Info("redis-server upgraded with its data", keyDatabase, id)
+		d.log.Info("redis-server loaded the data saved for its upgrade", keyDatabase, id, "version", version)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		d.log.Warn("cannot remove the upgrade mark", keyDatabase, id, "error", err)
 	}

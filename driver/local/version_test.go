@@ -289,6 +289,85 @@ func TestEnsure_LegacyVersionKeepsWhatRuns(t *testing.T) {
 	require.Equal(t, "7.2", versionFileOf(t, filepath.Join(dir, "1")))
 }
 
+// An upgrade whose new binary does not start (it refuses its config) brings the server
+// back on the old binary with its data, whatever its persistence, running or stopped,
+// and fails saying so; the version file still names the old version.
+func TestEnsure_UpgradeRollsBack(t *testing.T) {
+	t.Parallel()
+	for i, c := range []struct {
+		persistence string
+		stopped     bool
+	}{{"none", false}, {"aof-every-1-second", false}, {"snapshot-every-1-hour", true}} {
+		t.Run(fmt.Sprintf("%s stopped=%v", c.persistence, c.stopped), func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			dir := t.TempDir()
+			bad, runs := standInOf(t, "7.2.4", true)
+			b := &testBundle{dir: dir, driver: versionedDriver(t, dir, "redis-server", bad)}
+			in := b.instance(t, 20+i, c.persistence)
+			require.NoError(t, b.driver.Ensure(ctx, in))
+			cl := client(t, in.Port, in.Password)
+			for j := range 5 {
+				require.NoError(t, cl.Set(ctx, fmt.Sprint("key", j), j, 0).Err())
+			}
+			before := pid(t, b.driver, in.DatabaseID)
+			if c.stopped {
+				require.NoError(t, b.driver.Stop(ctx, in.DatabaseID))
+			}
+
+			in.RedisVersion = "7.2"
+			err := b.driver.Ensure(ctx, in)
+			require.ErrorContains(t, err, fmt.Sprintf("database %d: upgrade to Redis 7.2 failed: ", in.DatabaseID))
+			require.ErrorContains(t, err, "FATAL CONFIG FILE ERROR", "why")
+			require.ErrorContains(t, err, "it runs Redis 7.0 again, with its data")
+			require.Equal(t, 1, runCount(t, runs), "the new binary was tried once")
+			after := pid(t, b.driver, in.DatabaseID)
+			require.NotEqual(t, before, after)
+			require.True(t, processGone(before))
+			cl = client(t, in.Port, in.Password)
+			require.Equal(t, int64(5), cl.DBSize(ctx).Val(), "no key lost")
+			require.Equal(t, "3", cl.Get(ctx, "key3").Val())
+			dbDir := filepath.Join(dir, fmt.Sprint(in.DatabaseID))
+			require.Equal(t, "7.0", versionFileOf(t, dbDir))
+			_, statErr := os.Stat(filepath.Join(dbDir, "upgrade.pending"))
+			require.True(t, os.IsNotExist(statErr), "the saved data is loaded: no mark left")
+
+			// The old version is adopted as it runs.
+			in.RedisVersion = "7.0"
+			require.NoError(t, b.driver.Ensure(ctx, in))
+			require.Equal(t, after, pid(t, b.driver, in.DatabaseID))
+		})
+	}
+}
+
+// The version file names the new version only once its server answers: when the new
+// binary does not start and the old one is not offered any more (the operator swapped
+// them), the server stays stopped with its data, which a clouddb given the old binary
+// again serves on it.
+func TestEnsure_UpgradeWithoutOldBinary(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	b := &testBundle{dir: dir, driver: versionedDriver(t, dir, "redis-server")}
+	in := b.instance(t, 1, "aof-every-1-second")
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "k", "v", 0).Err())
+	require.NoError(t, b.driver.Stop(ctx, 1))
+
+	bad, runs := standInOf(t, "7.2.4", true)
+	b.driver = versionedDriver(t, dir, bad)
+	err := b.driver.Ensure(ctx, in)
+	require.ErrorContains(t, err, "database 1: upgrade to Redis 7.2 failed: ")
+	require.ErrorContains(t, err, "the binary of Redis 7.0, which served the data, is not offered: the server stays stopped")
+	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, "7.0", versionFileOf(t, filepath.Join(dir, "1")), "7.2 never served it")
+
+	b.driver = versionedDriver(t, dir, bad, "redis-server")
+	require.NoError(t, b.driver.Ensure(ctx, in), "7.0 again, though 7.2 is the default")
+	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
+}
+
 // An upgrade restarts the server on the new version's binary with all its data, exactly
 // once (no key lost, none applied twice), whatever its persistence, even none; a
 // snapshot older than the data does not come back.
