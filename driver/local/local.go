@@ -375,7 +375,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 				return err
 			}
 			if adopted {
-				d.syncReplica(in)
+				d.syncReplica(in, bin)
 				return nil
 			}
 		}
@@ -390,7 +390,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		// answer): the old one serves the data again rather than nothing.
 		return d.rollBack(ctx, in, want, old, haveOld, served, version, err)
 	}
-	d.syncReplica(in)
+	d.syncReplica(in, bin)
 	return nil
 }
 

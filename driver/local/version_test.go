@@ -368,6 +368,32 @@ func TestEnsure_UpgradeWithoutOldBinary(t *testing.T) {
 	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
 }
 
+// A replicating database's replicator checks what it loads with the binary of the
+// version the database runs: an upgrade restarts it with the new one.
+func TestEnsure_UpgradeRestartsReplicator(t *testing.T) {
+	t.Parallel()
+	b, runs := versionedBundle(t)
+	ctx := ctxT(t)
+	src, dst := b.instance(t, 1, "none"), b.instance(t, 2, "none")
+	require.NoError(t, b.driver.Ensure(ctx, src))
+	s := client(t, src.Port, src.Password)
+	require.NoError(t, s.Set(ctx, "a", "1", 0).Err())
+	dst.ReplicaOf = []clouddb.RedisEndpoint{{Addr: fmt.Sprintf("127.0.0.1:%d", src.Port), Password: src.Password}}
+	require.NoError(t, b.driver.Ensure(ctx, dst))
+	c := client(t, dst.Port, dst.Password)
+	eventuallyT(t, 10*time.Second, func() bool { return c.Get(ctx, "a").Val() == "1" })
+	require.Equal(t, local.BinaryOf(b.driver, "7.0"), local.ReplicaBinary(b.driver, 2))
+
+	dst.RedisVersion = "7.2"
+	require.NoError(t, b.driver.Ensure(ctx, dst))
+	require.Equal(t, local.BinaryOf(b.driver, "7.2"), local.ReplicaBinary(b.driver, 2))
+	// Its first sync loads the source's snapshot into a throwaway 7.2 server.
+	eventuallyT(t, 10*time.Second, func() bool { return runCount(t, runs) >= 2 })
+	require.NoError(t, s.Set(ctx, "b", "2", 0).Err())
+	c = client(t, dst.Port, dst.Password)
+	eventuallyT(t, 10*time.Second, func() bool { return c.Get(ctx, "b").Val() == "2" && c.Get(ctx, "a").Val() == "1" })
+}
+
 // An upgrade restarts the server on the new version's binary with all its data, exactly
 // once (no key lost, none applied twice), whatever its persistence, even none; a
 // snapshot older than the data does not come back.
