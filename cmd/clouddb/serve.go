@@ -500,6 +500,21 @@ func (m *Main) lead(ctx context.Context, lost <-chan struct{}) {
 	defer m.leading.Store(false)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Before the reconciler acts on any stored Redis version: one kept from before
+	// clouddb offered several must not move a server to another version.
+	for {
+		err := m.Engine.NormalizeRedisVersions(wctx)
+		if err == nil || wctx.Err() != nil {
+			break
+		}
+		m.logger.Error("making the stored Redis versions those the servers run", "err", err)
+		select {
+		case <-wctx.Done():
+		case <-lost:
+			cancel()
+		case <-time.After(time.Second):
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		clouddb.Keep(wctx, m.logger, "task engine", func(ctx context.Context) { m.logStopped("task engine", ctx, m.Engine.Run(ctx)) })
