@@ -191,7 +191,7 @@ func (d *Driver) ServedVersion(ctx context.Context, in clouddb.Instance) (string
 // servedVersion is the Redis version that last served the database's data, and whether
 // anything tells: the version file; else the running server pid itself (INFO server),
 // which it then records, as a server started before clouddb kept the file has none;
-// else the version that wrote its data files (see servedOnDisk).
+// else the version that wrote its data files (see dataVersion).
 func (d *Driver) servedVersion(ctx context.Context, in clouddb.Instance, pid int, old serverConfig, haveOld bool) (string, bool) {
 	dir := d.dbDir(in.DatabaseID)
 	if v, ok := readVersionFile(dir); ok {
