@@ -63,12 +63,55 @@ type DatabaseState struct {
 }
 
 // UpgradeState records a database's latest version upgrade: from which version to which,
-// and when it was asked for. Its progress is the database's status (pending while the
-// reconciler restarts the server on the new binary).
+// when it was asked for, and its own outcome, kept apart from the database's status so
+// that a later, unrelated change neither fails nor reopens it.
 type UpgradeState struct {
 	From   string    `json:"from"`
 	Target string    `json:"target"`
 	Time   time.Time `json:"time"`
+	// Generation is the database generation whose provisioning carries the upgrade: the
+	// upgrade's own, or that of a change made before the upgrade went through (its
+	// provisioning restarts the server on the new binary just the same).
+	Generation int `json:"generation,omitempty"`
+	// Status is UpgradeInProgress until Generation settles, then UpgradeDone or
+	// UpgradeFailed. Empty in a record made before upgrades kept their own outcome.
+	Status string `json:"status,omitempty"`
+}
+
+// Upgrade statuses, as GET …/upgrade reports them.
+const (
+	UpgradeInProgress = "in-progress"
+	UpgradeDone       = "done"
+	UpgradeFailed     = "failed"
+)
+
+// Settle records the outcome of the upgrade when generation, now settled with status,
+// carries it; it reports whether the record changed. A settlement of an older
+// generation, or of an upgrade already settled, changes nothing: a server that fails
+// after its upgrade went through does not make the upgrade fail.
+func (u *UpgradeState) Settle(generation int, status DatabaseStatus) bool {
+	if u == nil || u.Status != UpgradeInProgress || generation < u.Generation {
+		return false
+	}
+	switch status {
+	case DatabaseActive:
+		u.Status = UpgradeDone
+	case DatabaseError:
+		u.Status = UpgradeFailed
+	default:
+		return false
+	}
+	return true
+}
+
+// Carry moves an upgrade that has not gone through to generation, a new change of its
+// database: that change's provisioning runs the server on the stored (target) version,
+// so it carries the upgrade, which is in progress again even if it had failed.
+func (u *UpgradeState) Carry(generation int) {
+	if u == nil || u.Status == UpgradeDone || u.Status == "" {
+		return
+	}
+	u.Generation, u.Status = generation, UpgradeInProgress
 }
 
 // OperationStatus is the status of a database's latest backup or import, as the API's
@@ -611,6 +654,11 @@ const (
 // offered version.
 const LatestRedisVersion = "latest"
 
+// DefaultRedisVersion is the version a clouddb offers when it is given no binary's
+// version (a service built in code, tests): that of the redis-server 7.0 this project is
+// built and tested with.
+const DefaultRedisVersion = "7.0"
+
 // RedisVersions are the Redis versions clouddb offers: one per redis-server binary the
 // operator gave it, named by major.minor.
 type RedisVersions struct {
@@ -669,6 +717,28 @@ func versionParts(v string) [2]int {
 	a, _ := strconv.Atoi(major)
 	b, _ := strconv.Atoi(minor)
 	return [2]int{a, b}
+}
+
+// OrDefault is r, or DefaultRedisVersion alone when r offers none.
+func (r RedisVersions) OrDefault() RedisVersions {
+	if len(r.Offered) == 0 {
+		return OneRedisVersion(DefaultRedisVersion)
+	}
+	return r
+}
+
+// Keep is the version a database runs from now on when its data was last served by
+// served and its stored version does not say otherwise: served itself when offered, else
+// the oldest offered version newer than served (the only move its data allows), else
+// served, which no binary runs until the operator gives one back.
+func (r RedisVersions) Keep(served string) string {
+	if r.Offers(served) {
+		return served
+	}
+	if newer := r.Newer(served); len(newer) > 0 {
+		return newer[0]
+	}
+	return served
 }
 
 // Offers reports whether v is one of the offered versions.

@@ -48,7 +48,7 @@ func (h *harness) profileReadPath(ctx context.Context, rep *report) error {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	eng := &task.Engine{Store: db, Ports: &task.Ports{Low: h.cfg.PortBase, High: h.cfg.PortBase + 10, Host: "127.0.0.1"}, Logger: logger}
-	api := &cloudapi.Server{Store: db, Tasks: eng, AdvertiseHost: "127.0.0.1", RedisVersion: "7.0", Logger: logger, RateLimit: benchRateLimit}
+	api := &cloudapi.Server{Store: db, Tasks: eng, AdvertiseHost: "127.0.0.1", Logger: logger, RateLimit: benchRateLimit}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

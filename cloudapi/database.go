@@ -32,12 +32,7 @@ func (s *Server) registerDatabaseRoutes() {
 }
 
 // versions are the Redis versions offered.
-func (s *Server) versions() clouddb.RedisVersions {
-	if len(s.RedisVersions.Offered) == 0 {
-		return clouddb.OneRedisVersion(s.RedisVersion)
-	}
-	return s.RedisVersions
-}
+func (s *Server) versions() clouddb.RedisVersions { return s.RedisVersions.OrDefault() }
 
 // upgradeDatabase moves a database to a newer Redis version (task
 // databaseUpgradeRequest, HTTP 200 like the real API). The task checks the target.
@@ -53,13 +48,6 @@ func (s *Server) upgradeDatabase(r *http.Request, c *caller) (int, any, error) {
 	return s.enqueue(r, c, http.StatusOK, &clouddb.Task{CommandType: clouddb.CommandDatabaseUpgrade, SubscriptionID: sub.ID, DatabaseID: d.ID}, body)
 }
 
-// Upgrade statuses of GET …/upgrade.
-const (
-	upgradeInProgress = "in-progress"
-	upgradeDone       = "done"
-	upgradeFailed     = "failed"
-)
-
 type upgradeView struct {
 	DatabaseID         int     `json:"databaseId"`
 	TargetRedisVersion string  `json:"targetRedisVersion"`
@@ -67,9 +55,9 @@ type upgradeView struct {
 	UpgradeStatus      string  `json:"upgradeStatus"`
 }
 
-// getUpgrade reports the database's latest upgrade: in progress while the database is
-// pending (its server is restarted on the new binary then), failed when it ended in
-// error, else done. A database never upgraded has no upgrade to report (404).
+// getUpgrade reports the database's latest upgrade by its own outcome (see
+// clouddb.UpgradeState): a change or a failure of the database after the upgrade went
+// through does not show here. A database never upgraded has no upgrade to report (404).
 func (s *Server) getUpgrade(r *http.Request, c *caller) (int, any, error) {
 	_, d, err := s.withDatabase(r, c)
 	if err != nil {
@@ -79,13 +67,22 @@ func (s *Server) getUpgrade(r *http.Request, c *caller) (int, any, error) {
 	if u == nil {
 		return 0, nil, clouddb.NotFound(clouddb.ErrTypeNotFound, "database %d has not been upgraded (POST …/databases/%d/upgrade)", d.ID, d.ID)
 	}
-	v := upgradeView{DatabaseID: d.ID, TargetRedisVersion: u.Target, Progress: 100, UpgradeStatus: upgradeDone}
-	switch d.Status {
-	case clouddb.DatabaseError:
-		v.Progress, v.UpgradeStatus = 0, upgradeFailed
-	case clouddb.DatabaseActive:
-	default:
-		v.Progress, v.UpgradeStatus = 0, upgradeInProgress
+	status := u.Status
+	if status == "" {
+		// A record from before upgrades kept their outcome: the database's status is
+		// the best there is.
+		switch d.Status {
+		case clouddb.DatabaseActive:
+			status = clouddb.UpgradeDone
+		case clouddb.DatabaseError:
+			status = clouddb.UpgradeFailed
+		default:
+			status = clouddb.UpgradeInProgress
+		}
+	}
+	v := upgradeView{DatabaseID: d.ID, TargetRedisVersion: u.Target, UpgradeStatus: status}
+	if status == clouddb.UpgradeDone {
+		v.Progress = 100
 	}
 	return http.StatusOK, v, nil
 }

@@ -36,12 +36,11 @@ type Server struct {
 	Tasks Submitter
 	// AdvertiseHost is the host put in database endpoints.
 	AdvertiseHost string
-	// RedisVersion is the version of the redis-server that runs the databases.
-	RedisVersion string
-	Logger       *slog.Logger
-	Now          func() time.Time
-	MaxBodyBytes int64
-	// RedisVersions are the versions offered; when it offers none, RedisVersion alone is.
+	Logger        *slog.Logger
+	Now           func() time.Time
+	MaxBodyBytes  int64
+	// RedisVersions are the versions offered; when it offers none,
+	// clouddb.DefaultRedisVersion alone is.
 	RedisVersions clouddb.RedisVersions
 	// RateLimit is how many requests one API key may make per minute; 0 turns the limit
 	// off.
@@ -70,9 +69,6 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.MaxBodyBytes <= 0 {
 		s.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if s.RedisVersion == "" {
-		s.RedisVersion = "7.0"
 	}
 	if s.RateLimit > 0 {
 		s.limiter = &rateLimiter{limit: s.RateLimit, now: s.Now, windows: map[int]*keyWindow{}}

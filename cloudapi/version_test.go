@@ -41,13 +41,21 @@ func (e *env) storedDatabase(id int) *clouddb.Database {
 // setActive marks a database active, as the reconciler would once it is provisioned.
 func (e *env) setActive(id int) {
 	e.t.Helper()
+	e.settle(id, clouddb.DatabaseActive)
+}
+
+// settle sets the database's status at its current generation through the store the
+// reconciler of `clouddb serve` uses (see task.RecordUpgradeOutcomes), as its
+// provisioning or supervision does.
+func (e *env) settle(id int, status clouddb.DatabaseStatus) {
+	e.t.Helper()
 	ctx := context.Background()
-	require.NoError(e.t, e.store.Update(ctx, func(tx clouddb.Tx) error {
+	require.NoError(e.t, task.RecordUpgradeOutcomes(e.store).Update(ctx, func(tx clouddb.Tx) error {
 		d, err := tx.Database(ctx, 0, id)
 		if err != nil {
 			return err
 		}
-		_, err = tx.SetDatabaseStatus(ctx, id, d.Generation, clouddb.DatabaseActive, "")
+		_, err = tx.SetDatabaseStatus(ctx, id, d.Generation, status, "")
 		return err
 	}))
 }
@@ -306,6 +314,77 @@ func TestUpgradeTask(t *testing.T) {
 	requireError(t, res, http.StatusBadRequest, "MALFORMED_BODY")
 	res = e.do(http.MethodPost, fmt.Sprintf("/v1/subscriptions/%d/databases/999999/upgrade", subID), mainKey, mainSecret, []byte(`{"targetRedisVersion":"7.4"}`))
 	requireError(t, res, http.StatusNotFound, "DATABASE_NOT_FOUND")
+}
+
+// GET …/upgrade reports the upgrade's own outcome, settled with the provisioning that
+// carries it: a later change, pending or failed, or a later failure of the server leaves
+// it; a change made before the upgrade went through carries it, and so does one after it
+// failed (its provisioning runs the target version again).
+func TestUpgradeStatusIsTheUpgradesOwn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, threeVersions)
+	ctx := testCtx(t)
+	subID, _ := e.activeSubscription("own")
+	id := e.newDatabase(subID, client.CreateDatabase{Name: client.Ptr("own-db"), RedisVersion: client.Ptr("7.0")})
+	e.setActive(id)
+	status := func() string {
+		t.Helper()
+		st, err := e.main.GetUpgradeStatus(ctx, subID, id)
+		require.NoError(t, err)
+		require.Equal(t, id, st.DatabaseID)
+		require.Equal(t, map[string]float64{"done": 100}[st.UpgradeStatus], st.Progress)
+		return st.UpgradeStatus
+	}
+	upgrade := func(target string) {
+		t.Helper()
+		tk, err := e.main.UpgradeDatabase(ctx, subID, id, client.Upgrade{TargetRedisVersion: client.Ptr(target)})
+		require.NoError(t, err)
+		_, err = e.main.WaitForTask(ctx, tk.ID)
+		require.NoError(t, err)
+	}
+	update := func(gb float64) {
+		t.Helper()
+		tk, err := e.main.UpdateDatabase(ctx, subID, id, client.UpdateDatabase{MemoryLimitInGB: client.Ptr(gb)})
+		require.NoError(t, err)
+		_, err = e.main.WaitForTask(ctx, tk.ID)
+		require.NoError(t, err)
+	}
+
+	upgrade("7.2")
+	require.Equal(t, "in-progress", status())
+	update(0.2) // before the upgrade went through: its provisioning carries it
+	require.Equal(t, "in-progress", status())
+	upgradeGen := e.storedDatabase(id).Generation
+	require.Equal(t, upgradeGen, e.storedDatabase(id).State.Upgrade.Generation)
+	e.setActive(id)
+	require.Equal(t, "done", status())
+
+	update(0.3)
+	require.Equal(t, "done", status(), "a pending change is not the upgrade's")
+	e.settle(id, clouddb.DatabaseError)
+	require.Equal(t, clouddb.DatabaseError, e.storedDatabase(id).Status)
+	require.Equal(t, "done", status(), "nor is a failed one")
+	update(0.4)
+	e.setActive(id)
+	e.settle(id, clouddb.DatabaseError) // the server failed later, supervised
+	require.Equal(t, "done", status())
+
+	// A failed upgrade stays failed through a later failure, and a change retries it.
+	update(0.5)
+	e.setActive(id)
+	upgrade("7.4")
+	require.Equal(t, "in-progress", status())
+	e.settle(id, clouddb.DatabaseError)
+	require.Equal(t, "failed", status())
+	e.settle(id, clouddb.DatabaseError)
+	require.Equal(t, "failed", status())
+	update(0.6)
+	require.Equal(t, "in-progress", status(), "the change runs 7.4 again")
+	e.setActive(id)
+	require.Equal(t, "done", status())
+	u := e.storedDatabase(id).State.Upgrade
+	require.Equal(t, "7.2", u.From)
+	require.Equal(t, "7.4", u.Target)
 }
 
 // pricingOf checks a completed dry run: no resourceId, and one Shards line per database.

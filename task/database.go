@@ -288,6 +288,7 @@ func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 		d.Status = clouddb.DatabasePending
 	}
 	d.StatusDetail = ""
+	d.State.Upgrade.Carry(d.Generation)
 	if err := tx.UpdateDatabase(ctx, d); errors.Is(err, clouddb.ErrConflict) {
 		return 0, clouddb.Conflict(clouddb.ErrTypeDatabaseNameTaken, "database: name %q is already used in subscription %d", d.Spec.Name, sub.ID)
 	} else if err != nil {

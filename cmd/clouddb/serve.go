@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,11 +226,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.logger = slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
 	redisLog.Store(m.logger)
-	versions, bins, err := redisServers(ctx, c.RedisServers)
+	// Checked before anything is opened: a wrong binary is a wrong command line.
+	bins, err := redisServers(ctx, c.RedisServers)
 	if err != nil {
 		return err
 	}
-	m.logger.Info("Redis versions offered", "versions", strings.Join(versions.Offered, ", "), "default", versions.Default)
 
 	// The workers exist before the store opens: a shared store's change hook, which
 	// wakes them, may fire as soon as it is open.
@@ -279,7 +278,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	drv, err := local.New(local.Config{Dir: filepath.Join(c.DataDir, "databases"), Host: c.AdvertiseHost, Logger: m.logger,
-		RedisServers: bins, DefaultRedisVersion: versions.Default,
+		RedisServers: bins,
 		// A server that exits wakes the reconciler, which restarts it if its database
 		// is still meant to run.
 		Exited: func(int) { m.Reconciler.Notify() },
@@ -294,13 +293,17 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.Driver = drv
+	versions := drv.Versions()
+	m.logger.Info("Redis versions offered", "versions", strings.Join(versions.Offered, ", "), "default", versions.Default)
 	low, high, _ := task.ParseRange(c.DBPorts)
 	tmpDir, releaseTmp, err := makeTempDir(filepath.Join(c.DataDir, "tmp"))
 	if err != nil {
 		return err
 	}
 	defer releaseTmp()
-	m.Reconciler.Store, m.Reconciler.Driver = db, drv
+	// The reconciler's transactions also record how upgrades end (see
+	// task.RecordUpgradeOutcomes).
+	m.Reconciler.Store, m.Reconciler.Driver = task.RecordUpgradeOutcomes(db), drv
 	m.Engine.Store, m.Engine.Driver = db, drv
 	m.Engine.Ports = &task.Ports{Low: low, High: high, Host: c.AdvertiseHost}
 	m.Engine.MemoryLimit, _ = dbMemory(c.DBMemory)
@@ -497,6 +500,21 @@ func (m *Main) lead(ctx context.Context, lost <-chan struct{}) {
 	defer m.leading.Store(false)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Before the reconciler acts on any stored Redis version: one kept from before
+	// clouddb offered several must not move a server to another version.
+	for {
+		err := m.Engine.NormalizeRedisVersions(wctx)
+		if err == nil || wctx.Err() != nil {
+			break
+		}
+		m.logger.Error("making the stored Redis versions those the servers run", "err", err)
+		select {
+		case <-wctx.Done():
+		case <-lost:
+			cancel()
+		case <-time.After(time.Second):
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		clouddb.Keep(wctx, m.logger, "task engine", func(ctx context.Context) { m.logStopped("task engine", ctx, m.Engine.Run(ctx)) })
@@ -669,30 +687,25 @@ func (f *redisServersFlag) Set(v string) error {
 	return nil
 }
 
-// redisServers runs each --redis-server binary's --version and returns the versions
-// offered (the first binary's is the default) and the binary of each. A binary that does
-// not run, or a second binary of a major.minor already given, fails the start.
-func redisServers(ctx context.Context, paths []string) (clouddb.RedisVersions, map[string]string, error) {
+// redisServers runs each --redis-server binary's --version and returns them probed, the
+// first (the default version's) first. A binary that does not run, is older than Redis
+// 7.0, or is a second binary of a major.minor already given fails the start.
+func redisServers(ctx context.Context, paths []string) ([]local.RedisBinary, error) {
 	if len(paths) == 0 {
 		paths = []string{local.DefaultRedisServer}
 	}
-	versions := clouddb.RedisVersions{Full: map[string]string{}}
-	bins := map[string]string{}
+	bins := make([]local.RedisBinary, 0, len(paths))
+	given := map[string]string{} // version → path as given
 	for _, p := range paths {
 		b, err := local.ProbeRedisServer(ctx, p)
 		if err != nil {
-			return clouddb.RedisVersions{}, nil, fmt.Errorf("--redis-server %s: %w", p, err)
+			return nil, fmt.Errorf("--redis-server %s: %w", p, err)
 		}
-		if other, ok := bins[b.Version]; ok {
-			return clouddb.RedisVersions{}, nil, fmt.Errorf("--redis-server %s and %s are both Redis %s: give one binary per major.minor version", other, p, b.Version)
+		if other, ok := given[b.Version]; ok {
+			return nil, fmt.Errorf("--redis-server %s and %s are both Redis %s: give one binary per major.minor version", other, p, b.Version)
 		}
-		bins[b.Version] = p
-		versions.Full[b.Version] = b.Full
-		versions.Offered = append(versions.Offered, b.Version)
-		if versions.Default == "" {
-			versions.Default = b.Version
-		}
+		given[b.Version] = p
+		bins = append(bins, b)
 	}
-	slices.SortFunc(versions.Offered, clouddb.CompareRedisVersions)
-	return versions, bins, nil
+	return bins, nil
 }

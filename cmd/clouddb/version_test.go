@@ -6,13 +6,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"clouddb"
 	"clouddb/cloudapi/client"
+	"clouddb/driver/local"
 )
 
 // standInRedis72 writes a stand-in for a redis-server 7.2 binary and returns its path and
@@ -22,19 +25,25 @@ import (
 // real redis-server with its arguments.
 func standInRedis72(t *testing.T) (bin, runs string) {
 	t.Helper()
+	return standInRedis(t, "7.2.4")
+}
+
+// standInRedis is standInRedis72 for another version, given in full.
+func standInRedis(t *testing.T, full string) (bin, runs string) {
+	t.Helper()
 	real, err := exec.LookPath("redis-server")
 	require.NoError(t, err)
 	dir := t.TempDir()
-	bin, runs = filepath.Join(dir, "redis-server-7.2"), filepath.Join(dir, "runs")
+	bin, runs = filepath.Join(dir, "redis-server-"+full), filepath.Join(dir, "runs")
 	script := fmt.Sprintf(`#!/bin/sh
-# Stand-in for Redis 7.2: only one Redis version can be installed here.
+# Stand-in for Redis %s: only one Redis version can be installed here.
 if [ "$1" = "--version" ]; then
-	echo "Redis server v=7.2.4 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
+	echo "Redis server v=%s sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
 	exit 0
 fi
 echo run >> '%s'
 exec '%s' "$@"
-`, runs, real)
+`, full, full, runs, real)
 	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
 	return bin, runs
 }
@@ -151,6 +160,8 @@ func TestRedisServerFlag(t *testing.T) {
 
 	real, err := exec.LookPath("redis-server")
 	require.NoError(t, err)
+	old, oldRuns := standInRedis(t, "6.2.14")
+	t.Cleanup(func() { require.Zero(t, standInRuns(t, oldRuns), "Redis 6.2 never ran") })
 	notRedis := filepath.Join(t.TempDir(), "not-redis")
 	require.NoError(t, os.WriteFile(notRedis, []byte("#!/bin/sh\necho hello\n"), 0o755))
 	for _, tc := range []struct {
@@ -161,6 +172,7 @@ func TestRedisServerFlag(t *testing.T) {
 		{[]string{"redis-server", notRedis}, "--redis-server " + notRedis + ": " + notRedis + ` --version answered "hello", not a redis-server version`},
 		{[]string{"redis-server", "false"}, "--redis-server false: false --version: exit status 1"},
 		{[]string{bin, "redis-server", real}, "--redis-server redis-server and " + real + " are both Redis 7.0: give one binary per major.minor version"},
+		{[]string{"redis-server", old}, "--redis-server " + old + ": " + old + " is Redis 6.2.14; clouddb needs Redis 7.0 or newer"},
 	} {
 		dir := t.TempDir()
 		m := NewMain(&strings.Builder{}, &strings.Builder{})
@@ -172,4 +184,116 @@ func TestRedisServerFlag(t *testing.T) {
 		_, statErr := os.Stat(filepath.Join(dir, "clouddb.db"))
 		require.True(t, os.IsNotExist(statErr), "nothing was opened")
 	}
+}
+
+// settledVersion waits until the database reads back as active on the version, as it
+// does once the service, started, has made its stored version the one that serves it.
+func (s *service) settledVersion(ctx context.Context, subID, id int, version string) *client.Database {
+	s.t.Helper()
+	var got *client.Database
+	eventually(s.t, 30*time.Second, fmt.Sprintf("database %d active on Redis %s", id, version), func() bool {
+		var err error
+		got, err = s.c.GetDatabase(ctx, subID, id)
+		require.NoError(s.t, err)
+		return got.Status == "active" && got.RedisVersion == version
+	})
+	return got
+}
+
+// editDatabase changes a database's row in the store of a stopped service.
+func editDatabase(t *testing.T, c Config, id int, edit func(*clouddb.Database)) *clouddb.Database {
+	t.Helper()
+	ctx := testContext(t)
+	store, _, err := openState(ctx, c, nil)
+	require.NoError(t, err)
+	defer store.Close()
+	var d *clouddb.Database
+	require.NoError(t, store.Update(ctx, func(tx clouddb.Tx) error {
+		var txErr error
+		if d, txErr = tx.Database(ctx, 0, id); txErr != nil {
+			return txErr
+		}
+		edit(d)
+		return tx.UpdateDatabase(ctx, d)
+	}))
+	return d
+}
+
+// TestLegacyRedisVersions: databases made by a clouddb that stored redisVersion as free
+// text ("7.4", none) and ran the one redis-server it had keep the Redis that serves their
+// data when a clouddb offering versions starts on them, whatever it offers and in what
+// order: they come up active, read back that version (an offered one), and upgrade from
+// there.
+func TestLegacyRedisVersions(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ports := portRange()
+	databases := filepath.Join(dir, "databases")
+	ctx := testContext(t)
+	s := startService(t, dir, options{ports: ports})
+	subID, first := s.activeSubscription(ctx, "legacy", 0.1)
+	stopped := s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("stopped"), MemoryLimitInGB: client.Ptr(0.1),
+		Password: client.Ptr("pw-stopped"), DataPersistence: client.Ptr("aof-every-1-second")})
+	require.NoError(t, redisOf(t, stopped).Set(ctx, "k", "kept", 0).Err())
+	s.stop()
+	cfg := s.m.Config
+	// As an older clouddb left it: "7.4" stored though Redis 7.0 ran it, no version file.
+	editDatabase(t, cfg, stopped.ID, func(d *clouddb.Database) { d.Spec.RedisVersion = "7.4" })
+	require.NoError(t, os.Remove(filepath.Join(databases, strconv.Itoa(stopped.ID), "redis.version")))
+
+	// A host that has Redis 7.0 alone.
+	s = startService(t, dir, options{ports: ports, redisServers: []string{"redis-server"}})
+	got := s.settledVersion(ctx, subID, stopped.ID, "7.0")
+	require.True(t, strings.HasPrefix(got.RedisVersionCompliance, "7.0."), got.RedisVersionCompliance)
+	require.Equal(t, "kept", redisOf(t, got).Get(ctx, "k").Val())
+	s.stop()
+
+	// A server still running, with no version stored, as an older clouddb left it after
+	// a crash.
+	row := editDatabase(t, cfg, first.ID, func(d *clouddb.Database) { d.Spec.RedisVersion = "" })
+	older, err := local.New(local.Config{Dir: databases, Host: "127.0.0.1"})
+	require.NoError(t, err)
+	require.NoError(t, older.Ensure(ctx, clouddb.InstanceOf(row)))
+	require.NoError(t, os.Remove(filepath.Join(databases, strconv.Itoa(first.ID), "redis.version")))
+	livePid, err := older.Pid(first.ID)
+	require.NoError(t, err)
+	require.NoError(t, redisOf(t, first).Set(ctx, "k", "live", 0).Err())
+
+	// Now 7.2 comes first: the default of new databases, not of these.
+	bin, runs := standInRedis72(t)
+	s = startService(t, dir, options{ports: ports, redisServers: []string{bin, "redis-server"}})
+	for _, id := range []int{first.ID, stopped.ID} {
+		s.settledVersion(ctx, subID, id, "7.0")
+		targets, terr := s.c.AvailableTargetVersions(ctx, subID, id)
+		require.NoError(t, terr)
+		require.Equal(t, []string{"7.2"}, targets)
+	}
+	pidNow, err := s.m.Driver.Pid(first.ID)
+	require.NoError(t, err)
+	require.Equal(t, livePid, pidNow, "adopted as it runs")
+	require.Equal(t, "live", redisOf(t, first).Get(ctx, "k").Val())
+	require.Zero(t, standInRuns(t, runs), "nothing moved to 7.2")
+
+	tk, err := s.c.UpgradeDatabase(ctx, subID, stopped.ID, client.Upgrade{TargetRedisVersion: client.Ptr("7.2")})
+	require.NoError(t, err)
+	_, err = s.c.WaitForTask(ctx, tk.ID)
+	require.NoError(t, err)
+	got, err = s.c.WaitForDatabaseStatus(ctx, subID, stopped.ID, "active")
+	require.NoError(t, err)
+	require.Equal(t, "7.2", got.RedisVersion)
+	require.Equal(t, 1, standInRuns(t, runs))
+	require.Equal(t, "kept", redisOf(t, got).Get(ctx, "k").Val())
+	st, err := s.c.GetUpgradeStatus(ctx, subID, stopped.ID)
+	require.NoError(t, err)
+	require.Equal(t, client.UpgradeStatus{DatabaseID: stopped.ID, TargetRedisVersion: "7.2", Progress: 100, UpgradeStatus: "done"}, *st)
+
+	// The reconciler has been over the other one meanwhile: it runs on, as it was.
+	got, err = s.c.GetDatabase(ctx, subID, first.ID)
+	require.NoError(t, err)
+	require.Equal(t, "active", got.Status, got.StatusDetail)
+	require.Equal(t, "7.0", got.RedisVersion)
+	pidNow, err = s.m.Driver.Pid(first.ID)
+	require.NoError(t, err)
+	require.Equal(t, livePid, pidNow)
+	require.Equal(t, "live", redisOf(t, first).Get(ctx, "k").Val())
 }

@@ -158,19 +158,23 @@ func (d *Driver) loadConfig(in clouddb.Instance) redisdata.LoadConfig {
 	return redisdata.LoadConfig{Binary: bin, TempDir: d.dir}
 }
 
-// replica is the replicator of one database and the sources it was started with.
+// replica is the replicator of one database and the sources and binary it was started
+// with.
 type replica struct {
 	r       *redisdata.Replicator
 	sources []clouddb.RedisEndpoint
+	bin     string
 }
 
-// syncReplica makes the database's replicator follow exactly in.ReplicaOf: started,
-// restarted with the new list, or stopped.
-func (d *Driver) syncReplica(in clouddb.Instance) {
+// syncReplica makes the database's replicator follow exactly in.ReplicaOf, checking what
+// it loads with bin, the binary of the version the database runs: started, restarted
+// with the new list or binary (after an upgrade, the old version's may not read what
+// the sources' newer versions write), or stopped.
+func (d *Driver) syncReplica(in clouddb.Instance, bin string) {
 	d.mu.Lock()
 	cur := d.replicas[in.DatabaseID]
 	d.mu.Unlock()
-	if cur != nil && slices.Equal(cur.sources, in.ReplicaOf) {
+	if cur != nil && slices.Equal(cur.sources, in.ReplicaOf) && cur.bin == bin {
 		return
 	}
 	d.stopReplica(in.DatabaseID)
@@ -182,16 +186,16 @@ func (d *Driver) syncReplica(in clouddb.Instance) {
 		srcs[i] = d.endpointOf(s)
 	}
 	id := in.DatabaseID
-	opts := redisdata.ReplicatorOptions{Load: d.loadConfig(in), OnEvent: func(e redisdata.Event) {
+	opts := redisdata.ReplicatorOptions{Load: redisdata.LoadConfig{Binary: bin, TempDir: d.dir}, OnEvent: func(e redisdata.Event) {
 		if d.replicaEvent != nil {
 			d.replicaEvent(id, e)
 		}
 	}}
-	rep := &replica{r: redisdata.Start(context.Background(), d.internalEndpoint(in), srcs, opts), sources: slices.Clone(in.ReplicaOf)}
+	rep := &replica{r: redisdata.Start(context.Background(), d.internalEndpoint(in), srcs, opts), sources: slices.Clone(in.ReplicaOf), bin: bin}
 	d.mu.Lock()
 	d.replicas[id] = rep
 	d.mu.Unlock()
-	d.log.Info("replicating", keyDatabase, id, "sources", len(srcs))
+	d.log.Info("replicating", keyDatabase, id, "sources", len(srcs), "binary", bin)
 }
 
 // stopReplica stops the database's replicator, if any.

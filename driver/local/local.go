@@ -55,13 +55,10 @@ type Config struct {
 	Dir string
 	// Host is the address the servers bind to, e.g. 127.0.0.1.
 	Host string
-	// RedisServer is the redis-server binary, a path or a name looked up in PATH; it
-	// offers the version it reports. RedisServers, when set, replaces it.
-	RedisServer string
-	// RedisServers maps each Redis version offered (major.minor) to its redis-server
-	// binary; DefaultRedisVersion, one of its keys, runs the instances that name none.
-	RedisServers        map[string]string
-	DefaultRedisVersion string
+	// RedisServers are the redis-server binaries, as ProbeRedisServer found them: one per
+	// Redis version offered, the first the default version (that of a new instance that
+	// names none). None means redis-server in PATH.
+	RedisServers []RedisBinary
 	// StartTimeout bounds the wait for a started server to answer PING.
 	StartTimeout time.Duration
 	// Logger receives the driver's logs; it never receives a password.
@@ -90,10 +87,9 @@ type Driver struct {
 	dialSource   func(ctx context.Context, network, addr string) (net.Conn, error)
 	replicaEvent func(int, redisdata.Event)
 
-	// bins maps each Redis version offered to its binary; bin is defaultVersion's, which
-	// runs an instance that names none.
-	bins           map[string]string
-	defaultVersion string
+	// bins maps each Redis version offered to its binary; bin is the default version's.
+	bins     map[string]string
+	versions clouddb.RedisVersions
 
 	mu       sync.Mutex
 	locks    map[int]chan struct{} // per database id, a one-slot semaphore
@@ -121,7 +117,7 @@ func New(cfg Config) (*Driver, error) {
 	// die, a server that is still starting (redis ignores SIGPIPE only once initialised)
 	// would be killed by its next log line: servers inherit an ignored SIGPIPE instead.
 	signal.Ignore(syscall.SIGPIPE)
-	bins, defaultVersion, err := binaries(cfg)
+	bins, versions, err := binaries(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("local driver: %w", err)
 	}
@@ -156,27 +152,27 @@ func New(cfg Config) (*Driver, error) {
 		logger = slog.Default()
 	}
 	return &Driver{
-		dir:            dir,
-		host:           host,
-		connectHost:    connectHost,
-		bin:            bins[defaultVersion],
-		startTimeout:   timeout,
-		stopTimeout:    stopTimeout,
-		log:            logger.With("driver", "local"),
-		exited:         cfg.Exited,
-		dialSource:     cfg.DialSource,
-		replicaEvent:   cfg.ReplicaEvent,
-		locks:          make(map[int]chan struct{}),
-		children:       make(map[int]*child),
-		secrets:        make(map[int]string),
-		checked:        make(map[int]deepCheck),
-		rules:          make(map[int]knownRules),
-		users:          make(map[int]map[string]knownUser),
-		replicas:       make(map[int]*replica),
-		ruleCheck:      make(chan struct{}, 1),
-		checkedRules:   make(map[string]error),
-		bins:           bins,
-		defaultVersion: defaultVersion,
+		dir:          dir,
+		host:         host,
+		connectHost:  connectHost,
+		bin:          bins[versions.Default],
+		startTimeout: timeout,
+		stopTimeout:  stopTimeout,
+		log:          logger.With("driver", "local"),
+		exited:       cfg.Exited,
+		dialSource:   cfg.DialSource,
+		replicaEvent: cfg.ReplicaEvent,
+		locks:        make(map[int]chan struct{}),
+		children:     make(map[int]*child),
+		secrets:      make(map[int]string),
+		checked:      make(map[int]deepCheck),
+		rules:        make(map[int]knownRules),
+		users:        make(map[int]map[string]knownUser),
+		replicas:     make(map[int]*replica),
+		ruleCheck:    make(chan struct{}, 1),
+		checkedRules: make(map[string]error),
+		bins:         bins,
+		versions:     versions,
 	}, nil
 }
 
@@ -329,10 +325,6 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err := validate(in); err != nil {
 		return err
 	}
-	version, _, err := d.binary(in)
-	if err != nil {
-		return err
-	}
 	id := in.DatabaseID
 	unlock, err := d.lock(ctx, id)
 	if err != nil {
@@ -353,13 +345,27 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 
-	changed, err := d.versionChange(id, version)
+	pid := d.livePid(id)
+	served, known := d.servedVersion(ctx, in, pid, old, haveOld)
+	version, bin, err := d.versionFor(in, served, known)
 	if err != nil {
 		return err
 	}
-	if pid := d.livePid(id); pid != 0 {
-		if changed {
-			// An upgrade: the server restarts on the new version's binary with its data.
+	if known && clouddb.CompareRedisVersions(version, served) < 0 {
+		// There is no downgrade: an older redis-server cannot load what a newer one
+		// wrote (its RDB version). The server is left as it is.
+		return fmt.Errorf("database %d: its data was last served by Redis %s, and Redis %s cannot load it: there is no downgrade (keep the --redis-server binary of Redis %s)",
+			id, served, version, served)
+	}
+	upgrade := known && version != served
+	if upgrade {
+		if err := d.upgradeAllowed(ctx, in, bin); err != nil {
+			return fmt.Errorf("database %d: upgrade to Redis %s refused: %w", id, version, err)
+		}
+	}
+	if pid != 0 {
+		if upgrade {
+			// The server restarts on the new version's binary with its data.
 			if err := d.upgradeStop(ctx, in, pid, old, haveOld, version); err != nil {
 				return err
 			}
@@ -369,15 +375,22 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 				return err
 			}
 			if adopted {
-				d.syncReplica(in)
+				d.syncReplica(in, bin)
 				return nil
 			}
 		}
 	}
-	if err := d.start(ctx, in, want, old, haveOld); err != nil {
-		return err
+	if err := d.start(ctx, in, want, old, haveOld, version, bin); err != nil {
+		if !upgrade || errors.Is(err, errLoading) || ctx.Err() != nil {
+			// Not an upgrade; or the new server runs and loads the data (a LOADING
+			// answer), which a later Ensure adopts; or the caller gave up.
+			return err
+		}
+		// The new binary did not come up (it refused its config, died, or did not
+		// answer): the old one serves the data again rather than nothing.
+		return d.rollBack(ctx, in, want, old, haveOld, served, version, err)
 	}
-	d.syncReplica(in)
+	d.syncReplica(in, bin)
 	return nil
 }
 
@@ -538,7 +551,7 @@ func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.In
 // server with the persistence it last ran with, so it loads the data that persistence
 // wrote (redis reads only the AOF when AOF is on, only the RDB when it is off), then
 // switches persistence live.
-func (d *Driver) start(ctx context.Context, in clouddb.Instance, want serverConfig, old serverConfig, haveOld bool) error {
+func (d *Driver) start(ctx context.Context, in clouddb.Instance, want, old serverConfig, haveOld bool, version, bin string) error {
 	id := in.DatabaseID
 	dir := d.dbDir(id)
 	first := want
@@ -562,13 +575,6 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want serverConf
 			}
 		}
 	}
-	version, bin, err := d.binary(in)
-	if err != nil {
-		return err
-	}
-	if err = recordVersion(dir, version); err != nil {
-		return fmt.Errorf("database %d: %w", id, err)
-	}
 	pid, ch, err := d.spawn(id, dir, bin)
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
@@ -587,10 +593,21 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want serverConf
 			_ = os.Remove(filepath.Join(dir, pidFile))
 		default:
 		}
+		if errors.Is(err, errLoading) {
+			// It answered, loading the data: this version serves it now.
+			if rerr := recordVersion(dir, version); rerr != nil {
+				return fmt.Errorf("%w; database %d: %w", err, id, rerr)
+			}
+		}
 		return err
 	}
 	defer c.Close()
-	d.upgraded(id)
+	// Only now that the server answers: until then the version that served the data is
+	// the one before (an upgrade whose new binary does not start rolls back to it).
+	if err = recordVersion(dir, version); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	d.upgraded(id, version)
 	return d.reconfigure(ctx, c, in)
 }
 
@@ -650,7 +667,7 @@ func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch
 		case <-ch.done:
 			return nil, exited()
 		case <-ctx.Done():
-			return nil, fmt.Errorf("database %d: redis-server pid %d did not answer PING on %s within %s (%w): %v; %s",
+			return nil, fmt.Errorf("database %d: redis-server pid %d did not answer PING on %s within %s (%w): %w; %s",
 				id, pid, addr, d.startTimeout, clouddb.ErrServerStarting, last, logTail(dir))
 		case <-time.After(wait):
 			wait = min(wait*3/2, 20*time.Millisecond)

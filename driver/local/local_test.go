@@ -532,7 +532,7 @@ func TestEnsure_PasswordCannotInjectConfig(t *testing.T) {
 
 func TestNew_MissingBinary(t *testing.T) {
 	t.Parallel()
-	_, err := local.New(local.Config{Dir: t.TempDir(), RedisServer: "no-such-redis-server-binary"})
+	_, err := local.New(local.Config{Dir: t.TempDir(), RedisServers: []local.RedisBinary{{Path: "no-such-redis-server-binary", Version: "7.0"}}})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "apt-get install -y redis-server")
 }

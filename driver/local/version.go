@@ -1,14 +1,19 @@
 package local
 
 import (
+	"bufio"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,9 +22,10 @@ import (
 
 // File names of the version bookkeeping inside a database's directory.
 const (
-	// versionFile holds the Redis version (major.minor) of the binary the server was last
-	// started with: a running server whose version differs from its instance's is
-	// upgraded (see upgradeStop), and an older version is refused (see versionChange).
+	// versionFile holds the Redis version (major.minor) of the binary whose server last
+	// served the data, written once that server answered: a server whose version is
+	// older than its instance's is upgraded (see upgradeStop), a newer one is kept (no
+	// downgrade).
 	versionFile = "redis.version"
 	// upgradeFile marks that the server was shut down for an upgrade after writing an
 	// RDB of its whole data set: the next start loads that RDB whatever the persistence,
@@ -27,9 +33,14 @@ const (
 	upgradeFile = "upgrade.pending"
 )
 
+// MinRedisVersion is the oldest Redis clouddb runs: the ACL rules it gives tenants' users
+// need 7.0 (subcommand rules such as -script|debug, %R~ read-only key patterns, selectors
+// off, allchannels).
+const MinRedisVersion = "7.0"
+
 // RedisBinary is a redis-server binary and the version it reports.
 type RedisBinary struct {
-	// Path is the binary as given.
+	// Path is the binary's absolute path (a name is looked up in PATH when it is probed).
 	Path string
 	// Version is its major.minor (7.0), the version clouddb offers it as.
 	Version string
@@ -45,7 +56,8 @@ var versionOutput = regexp.MustCompile(`\bv=([0-9]+\.[0-9]+(?:\.[0-9]+)?)`)
 const probeTimeout = 10 * time.Second
 
 // ProbeRedisServer runs `path --version` and returns the version the binary reports. A
-// binary that is not found, does not run or does not answer like redis-server fails.
+// binary that is not found, does not run, does not answer like redis-server or is older
+// than MinRedisVersion fails.
 func ProbeRedisServer(ctx context.Context, path string) (RedisBinary, error) {
 	abs, err := lookBinary(path)
 	if err != nil {
@@ -70,7 +82,17 @@ func ProbeRedisServer(ctx context.Context, path string) (RedisBinary, error) {
 	if !ok {
 		return RedisBinary{}, fmt.Errorf("%s --version: version %q is not major.minor[.patch]", path, full)
 	}
-	return RedisBinary{Path: path, Version: mm, Full: full}, nil
+	b := RedisBinary{Path: abs, Version: mm, Full: full}
+	return b, b.checkMin()
+}
+
+// checkMin fails for a binary older than MinRedisVersion.
+func (b RedisBinary) checkMin() error {
+	if clouddb.CompareRedisVersions(b.Version, MinRedisVersion) < 0 {
+		return fmt.Errorf("%s is Redis %s; clouddb needs Redis %s or newer (the ACL rules it gives tenants use -script|debug, %%R~ key patterns, selectors off and allchannels)",
+			b.Path, b.Full, MinRedisVersion)
+	}
+	return nil
 }
 
 // lookBinary is the absolute path of a binary given as a path or a name in PATH.
@@ -82,78 +104,266 @@ func lookBinary(name string) (string, error) {
 	return filepath.Abs(bin)
 }
 
-// binaries resolves the Config's binaries into version → absolute path and the default
-// version. Without RedisServers, RedisServer (or redis-server in PATH) is the one
-// version, the one it reports.
-func binaries(cfg Config) (map[string]string, string, error) {
-	if len(cfg.RedisServers) == 0 {
-		name := cfg.RedisServer
-		if name == "" {
-			name = DefaultRedisServer
-		}
-		b, err := ProbeRedisServer(context.Background(), name)
+// binaries resolves the Config's binaries into version → absolute path and the versions
+// offered, the first binary's the default. Without any, redis-server in PATH is probed.
+func binaries(cfg Config) (map[string]string, clouddb.RedisVersions, error) {
+	given := cfg.RedisServers
+	if len(given) == 0 {
+		b, err := ProbeRedisServer(context.Background(), DefaultRedisServer)
 		if err != nil {
-			return nil, "", err
+			return nil, clouddb.RedisVersions{}, err
 		}
-		abs, err := lookBinary(name)
+		given = []RedisBinary{b}
+	}
+	bins := make(map[string]string, len(given))
+	versions := clouddb.RedisVersions{Default: given[0].Version, Full: make(map[string]string, len(given))}
+	for _, b := range given {
+		if _, ok := clouddb.MajorMinor(b.Version); !ok || b.Path == "" {
+			return nil, clouddb.RedisVersions{}, fmt.Errorf("RedisServers: %+v is not a probed binary (see ProbeRedisServer)", b)
+		}
+		if _, dup := bins[b.Version]; dup {
+			return nil, clouddb.RedisVersions{}, fmt.Errorf("RedisServers: two binaries of Redis %s", b.Version)
+		}
+		if err := b.checkMin(); err != nil {
+			return nil, clouddb.RedisVersions{}, err
+		}
+		abs, err := lookBinary(b.Path)
 		if err != nil {
-			return nil, "", err
+			return nil, clouddb.RedisVersions{}, fmt.Errorf("the binary of Redis %s: %w", b.Version, err)
 		}
-		return map[string]string{b.Version: abs}, b.Version, nil
+		bins[b.Version] = abs
+		versions.Full[b.Version] = cmp.Or(b.Full, b.Version)
+		versions.Offered = append(versions.Offered, b.Version)
 	}
-	if _, ok := cfg.RedisServers[cfg.DefaultRedisVersion]; !ok {
-		return nil, "", fmt.Errorf("DefaultRedisVersion %q is not one of the RedisServers versions", cfg.DefaultRedisVersion)
-	}
-	bins := make(map[string]string, len(cfg.RedisServers))
-	for v, name := range cfg.RedisServers {
-		abs, err := lookBinary(name)
-		if err != nil {
-			return nil, "", fmt.Errorf("the binary of Redis %s: %w", v, err)
-		}
-		bins[v] = abs
-	}
-	return bins, cfg.DefaultRedisVersion, nil
+	slices.SortFunc(versions.Offered, clouddb.CompareRedisVersions)
+	return bins, versions, nil
 }
 
-// binary returns the Redis version an instance runs and the binary of that version. A
-// version not offered (its binary was not given to this clouddb) fails.
+// Versions are the Redis versions this Driver offers: one per binary, the first
+// binary's the default.
+func (d *Driver) Versions() clouddb.RedisVersions { return d.versions }
+
+// binary returns the Redis version an instance runs and the binary of that version, as
+// its files tell (see versionFor); it does not ask a running server.
 func (d *Driver) binary(in clouddb.Instance) (version, bin string, err error) {
-	version = in.RedisVersion
-	if version == "" {
-		version = d.defaultVersion
+	served, known := servedOnDisk(d.dbDir(in.DatabaseID))
+	return d.versionFor(in, served, known)
+}
+
+// versionFor is the version an instance runs, its data last served by served (when
+// known), and that version's binary. An offered stored version is the one: an older one
+// than served is refused by the caller (no downgrade), a newer one is an upgrade. Any
+// other stored version (none, or free text kept from before clouddb offered several)
+// keeps what served the data (see RedisVersions.Keep), or the default for a database
+// that never ran. A version without a binary fails, naming it.
+func (d *Driver) versionFor(in clouddb.Instance, served string, known bool) (version, bin string, err error) {
+	switch version = in.RedisVersion; {
+	case d.versions.Offers(version):
+	case known:
+		version = d.versions.Keep(served)
+	default:
+		version = d.versions.Default
 	}
 	bin, ok := d.bins[version]
 	if !ok {
-		offered := make([]string, 0, len(d.bins))
-		for v := range d.bins {
-			offered = append(offered, v)
-		}
-		slices.SortFunc(offered, clouddb.CompareRedisVersions)
-		return "", "", fmt.Errorf("database %d: Redis %s is not offered by this clouddb (it has binaries for %s): start clouddb with a --redis-server binary of Redis %s",
-			in.DatabaseID, version, strings.Join(offered, ", "), version)
+		return "", "", fmt.Errorf("database %d: its data was last served by Redis %s, which is not offered by this clouddb (it has binaries for %s): start clouddb with a --redis-server binary of Redis %s",
+			in.DatabaseID, version, strings.Join(d.versions.Offered, ", "), version)
 	}
 	return version, bin, nil
 }
 
-// versionChange compares the version the database's server was last started with to
-// want: it reports whether they differ, and fails when want is older. There is no
-// downgrade: an older redis-server cannot load what a newer one wrote (its RDB version).
-func (d *Driver) versionChange(id int, want string) (bool, error) {
-	data, err := os.ReadFile(filepath.Join(d.dbDir(id), versionFile))
+// ServedVersion returns the Redis version (major.minor) that last served the database's
+// data, "" when nothing tells (it never ran, or left no data). See servedVersion.
+func (d *Driver) ServedVersion(ctx context.Context, in clouddb.Instance) (string, error) {
+	unlock, err := d.lock(ctx, in.DatabaseID)
 	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			d.log.Warn("unreadable version file; taking the server for the default version", keyDatabase, id, "error", err)
+		return "", err
+	}
+	defer unlock()
+	old, haveOld, err := d.readConfig(in.DatabaseID)
+	if err != nil {
+		return "", fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
+	v, _ := d.servedVersion(ctx, in, d.livePid(in.DatabaseID), old, haveOld)
+	return v, nil
+}
+
+// servedVersion is the Redis version that last served the database's data, and whether
+// anything tells: the version file; else the running server pid itself (INFO server),
+// which it then records, as a server started before clouddb kept the file has none;
+// else the version that wrote its data files (see dataVersion).
+func (d *Driver) servedVersion(ctx context.Context, in clouddb.Instance, pid int, old serverConfig, haveOld bool) (string, bool) {
+	dir := d.dbDir(in.DatabaseID)
+	if v, ok := readVersionFile(dir); ok {
+		return v, true
+	}
+	if pid != 0 {
+		if v, ok := d.liveVersion(ctx, in, pid, old, haveOld); ok {
+			if err := recordVersion(dir, v); err != nil {
+				d.log.Warn("cannot record the Redis version of the running server", keyDatabase, in.DatabaseID, "error", err)
+			} else {
+				d.log.Info("recorded the Redis version of a server started without it", keyDatabase, in.DatabaseID, keyPid, pid, "version", v)
+			}
+			return v, true
 		}
-		// Never started, or started before clouddb offered several versions: then by the
-		// one binary it had, taken for the default version's.
-		return want != d.defaultVersion, nil
 	}
-	ran := strings.TrimSpace(string(data))
-	if clouddb.CompareRedisVersions(want, ran) < 0 {
-		return false, fmt.Errorf("database %d: its data was last served by Redis %s, and Redis %s cannot load it: there is no downgrade (keep the --redis-server binary of Redis %s)",
-			id, ran, want, ran)
+	return dataVersion(dir)
+}
+
+// servedOnDisk is servedVersion without asking a running server.
+func servedOnDisk(dir string) (string, bool) {
+	if v, ok := readVersionFile(dir); ok {
+		return v, true
 	}
-	return ran != want, nil
+	return dataVersion(dir)
+}
+
+// readVersionFile reads the version file.
+func readVersionFile(dir string) (string, bool) {
+	data, err := os.ReadFile(filepath.Join(dir, versionFile))
+	if err != nil {
+		return "", false
+	}
+	return clouddb.MajorMinor(strings.TrimSpace(string(data)))
+}
+
+// liveTimeout bounds the question to a running server about its version: one that does
+// not answer at once is left to adopt, which deals with it.
+const liveTimeout = 2 * time.Second
+
+// liveVersion asks the running server pid its version (INFO server), logged in as adopt
+// would be.
+func (d *Driver) liveVersion(ctx context.Context, in clouddb.Instance, pid int, old serverConfig, haveOld bool) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, liveTimeout)
+	defer cancel()
+	port := in.Port
+	creds := []cred{{"", in.Password}}
+	if haveOld {
+		if old.Port != 0 {
+			port = old.Port
+		}
+		if old.InternalSecret != "" {
+			creds = append([]cred{{internalUser, old.InternalSecret}}, creds...)
+		}
+		if old.Password != "" && old.Password != in.Password {
+			creds = append(creds, cred{"", old.Password})
+		}
+	}
+	for _, cr := range creds {
+		c, err := d.probe(ctx, port, cr, pid)
+		if err != nil {
+			continue
+		}
+		info, err := c.Info(ctx, "server").Result()
+		c.Close()
+		if err != nil {
+			return "", false
+		}
+		return clouddb.MajorMinor(infoField(info, "redis_version"))
+	}
+	return "", false
+}
+
+// dataVersion is the newest Redis version that wrote one of the database's data files
+// (its RDB, the base of its AOF), read from the redis-ver field each RDB carries; a
+// server started by an older clouddb, which kept no version file, left those. Newest:
+// versions only ever go up, so the newest writer is the last.
+func dataVersion(dir string) (string, bool) {
+	files := []string{filepath.Join(dir, rdbFile)}
+	if bases, err := filepath.Glob(filepath.Join(dir, aofDir, "*.base.rdb")); err == nil {
+		files = append(files, bases...)
+	}
+	newest := ""
+	for _, f := range files {
+		if v, ok := rdbRedisVersion(f); ok && (newest == "" || clouddb.CompareRedisVersions(v, newest) > 0) {
+			newest = v
+		}
+	}
+	return newest, newest != ""
+}
+
+// rdbRedisVersion reads the major.minor of the redis-ver auxiliary field of an RDB file:
+// after the "REDIS0010" header, Redis writes its auxiliary fields (opcode 0xFA, then a
+// name and a value, each a length-prefixed string) with redis-ver among the first.
+func rdbRedisVersion(path string) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	r := bufio.NewReader(io.LimitReader(f, 4096))
+	header := make([]byte, 9)
+	if _, err := io.ReadFull(r, header); err != nil || string(header[:5]) != "REDIS" {
+		return "", false
+	}
+	for range 16 {
+		op, err := r.ReadByte()
+		if err != nil || op != 0xFA {
+			return "", false
+		}
+		name, err := rdbString(r)
+		if err != nil {
+			return "", false
+		}
+		value, err := rdbString(r)
+		if err != nil {
+			return "", false
+		}
+		if name == "redis-ver" {
+			return clouddb.MajorMinor(value)
+		}
+	}
+	return "", false
+}
+
+// rdbString reads a string of an RDB file's auxiliary field: a plain one, or an integer
+// one (as Redis writes numbers such as redis-bits). Compressed strings, which Redis does
+// not use for these fields, fail.
+func rdbString(r *bufio.Reader) (string, error) {
+	b, err := r.ReadByte()
+	if err != nil {
+		return "", err
+	}
+	var n int
+	switch b >> 6 {
+	case 0:
+		n = int(b & 0x3F)
+	case 1:
+		next, err := r.ReadByte()
+		if err != nil {
+			return "", err
+		}
+		n = int(b&0x3F)<<8 | int(next)
+	case 2:
+		if b != 0x80 {
+			return "", errors.New("rdb: string too long for an auxiliary field")
+		}
+		var buf [4]byte
+		if _, err := io.ReadFull(r, buf[:]); err != nil {
+			return "", err
+		}
+		n = int(binary.BigEndian.Uint32(buf[:]))
+	default:
+		size := map[byte]int{0xC0: 1, 0xC1: 2, 0xC2: 4}[b]
+		if size == 0 {
+			return "", errors.New("rdb: compressed auxiliary field")
+		}
+		buf := make([]byte, 8)
+		if _, err := io.ReadFull(r, buf[:size]); err != nil {
+			return "", err
+		}
+		v := int64(binary.LittleEndian.Uint64(buf))
+		v = v << (64 - 8*size) >> (64 - 8*size) // sign-extend
+		return strconv.FormatInt(v, 10), nil
+	}
+	if n > 1024 {
+		return "", errors.New("rdb: string too long for an auxiliary field")
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return "", err
+	}
+	return string(buf), nil
 }
 
 // recordVersion notes the version of the binary a server is started with.
@@ -226,11 +436,47 @@ func (d *Driver) upgradeStop(ctx context.Context, in clouddb.Instance, pid int, 
 	return nil
 }
 
-// upgraded removes the upgrade mark once the new server has loaded the data.
-func (d *Driver) upgraded(id int) {
+// upgradeAllowed is asked before a server is stopped (or, stopped, started) on the
+// binary bin of a newer version for an upgrade; an error refuses the upgrade, and the
+// server runs on as it is. It is the place for the checks that the new version takes what
+// the database has: the integrator has it verify the instance's ACL users' rules on bin
+// (d.checkRulesOn, see acl.go), as a rule the old version took may name a command or
+// category the new one lacks, and the server would then not start.
+func (d *Driver) upgradeAllowed(ctx context.Context, in clouddb.Instance, bin string) error {
+	return nil
+}
+
+// rollBack starts the database's server again on the binary of version from, the one
+// that served its data before an upgrade whose new server did not come up (cause): the
+// data is as the old server left it, the RDB that SHUTDOWN SAVE wrote included (the
+// upgrade mark keeps it). The upgrade still fails, saying whether the old version runs.
+func (d *Driver) rollBack(ctx context.Context, in clouddb.Instance, want, old serverConfig, haveOld bool, from, to string, cause error) error {
+	id := in.DatabaseID
+	fail := fmt.Errorf("database %d: upgrade to Redis %s failed: %w", id, to, cause)
+	bin, ok := d.bins[from]
+	if !ok {
+		return fmt.Errorf("%w; the binary of Redis %s, which served the data, is not offered: the server stays stopped", fail, from)
+	}
+	// The new server may still run (it did not answer in time): it goes without a word
+	// to its files, which belong to the old version.
+	if pid := d.livePid(id); pid != 0 {
+		if err := d.kill(ctx, id, pid); err != nil {
+			return fmt.Errorf("%w; %w", fail, err)
+		}
+	}
+	d.log.Warn("upgrade failed; starting redis-server again on the version that served its data", keyDatabase, id, "version", from, "to_version", to, "error", cause)
+	if err := d.start(ctx, in, want, old, haveOld, from, bin); err != nil {
+		return fmt.Errorf("%w; and on Redis %s again: %w", fail, from, err)
+	}
+	return fmt.Errorf("%w; it runs Redis %s again, with its data", fail, from)
+}
+
+// upgraded removes the upgrade mark once a server has loaded the data saved for the
+// upgrade.
+func (d *Driver) upgraded(id int, version string) {
 	err := os.Remove(filepath.Join(d.dbDir(id), upgradeFile))
 	if err == nil {
-		d.log.Info("redis-server upgraded with its data", keyDatabase, id)
+		d.log.Info("redis-server loaded the data saved for its upgrade", keyDatabase, id, "version", version)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		d.log.Warn("cannot remove the upgrade mark", keyDatabase, id, "error", err)
 	}

@@ -18,29 +18,40 @@ import (
 	"clouddb/driver/local"
 )
 
-// standIn writes a stand-in for a redis-server of another version and returns its path
+// standInOf writes a stand-in for a redis-server of another version and returns its path
 // and the file each of its runs appends a line to. Only one Redis version (7.0) can be
-// installed on the machines these tests run on, so a second version is played by this
-// script: it answers --version as Redis 7.2.4 and otherwise records the run and execs
-// the real redis-server with its arguments.
-func standIn(t *testing.T) (bin, runs string) {
+// installed on the machines these tests run on, so other versions are played by this
+// script: it answers --version as Redis full (e.g. 7.2.4) and otherwise records the run
+// and execs the real redis-server with its arguments or, when refuse is set, fails as a
+// binary that rejects its config file does.
+func standInOf(t *testing.T, full string, refuse bool) (bin, runs string) {
 	t.Helper()
 	real, err := exec.LookPath("redis-server")
 	require.NoError(t, err)
 	dir := t.TempDir()
-	bin = filepath.Join(dir, "redis-server-7.2")
+	bin = filepath.Join(dir, "redis-server-"+full)
 	runs = filepath.Join(dir, "runs")
+	run := fmt.Sprintf("exec '%s' \"$@\"", real)
+	if refuse {
+		run = fmt.Sprintf("echo '*** FATAL CONFIG FILE ERROR (Redis %s) ***' >&2\nexit 1", full)
+	}
 	script := fmt.Sprintf(`#!/bin/sh
-# Stand-in for Redis 7.2: only one Redis version can be installed here.
+# Stand-in for Redis %s: only one Redis version can be installed here.
 if [ "$1" = "--version" ]; then
-	echo "Redis server v=7.2.4 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
+	echo "Redis server v=%s sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
 	exit 0
 fi
 echo run >> '%s'
-exec '%s' "$@"
-`, runs, real)
+%s
+`, full, full, runs, run)
 	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
 	return bin, runs
+}
+
+// standIn is a stand-in for Redis 7.2.4 that runs the real redis-server.
+func standIn(t *testing.T) (bin, runs string) {
+	t.Helper()
+	return standInOf(t, "7.2.4", false)
 }
 
 // runCount is how many servers the stand-in started.
@@ -54,22 +65,47 @@ func runCount(t *testing.T, runs string) int {
 	return strings.Count(string(b), "run\n")
 }
 
+// probed probes the binaries, as clouddb serve does with its --redis-server flags.
+func probed(t *testing.T, paths ...string) []local.RedisBinary {
+	t.Helper()
+	out := make([]local.RedisBinary, 0, len(paths))
+	for _, p := range paths {
+		b, err := local.ProbeRedisServer(context.Background(), p)
+		require.NoError(t, err)
+		out = append(out, b)
+	}
+	return out
+}
+
+// versionedDriver is a driver on dir offering the binaries, the first the default.
+func versionedDriver(t *testing.T, dir string, paths ...string) *local.Driver {
+	t.Helper()
+	d, err := local.New(local.Config{
+		Dir:          dir,
+		Host:         "127.0.0.1",
+		StartTimeout: 10 * time.Second,
+		RedisServers: probed(t, paths...),
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	require.NoError(t, err)
+	return d
+}
+
 // versionedBundle is a driver offering Redis 7.0 (the real binary, the default) and
 // 7.2 (the stand-in).
 func versionedBundle(t *testing.T) (b *testBundle, runs string) {
 	t.Helper()
 	bin, runs := standIn(t)
 	dir := t.TempDir()
-	d, err := local.New(local.Config{
-		Dir:                 dir,
-		Host:                "127.0.0.1",
-		StartTimeout:        10 * time.Second,
-		RedisServers:        map[string]string{"7.0": "redis-server", "7.2": bin},
-		DefaultRedisVersion: "7.0",
-		Logger:              slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	return &testBundle{dir: dir, driver: versionedDriver(t, dir, "redis-server", bin)}, runs
+}
+
+// versionFileOf reads a database's redis.version.
+func versionFileOf(t *testing.T, dbDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dbDir, "redis.version"))
 	require.NoError(t, err)
-	return &testBundle{dir: dir, driver: d}, runs
+	return strings.TrimSpace(string(b))
 }
 
 func runID(t *testing.T, ctx context.Context, c *redis.Client) string {
@@ -90,11 +126,14 @@ func TestProbeRedisServer(t *testing.T) {
 	ctx := ctxT(t)
 	out, err := exec.Command("redis-server", "--version").Output()
 	require.NoError(t, err)
+	real, err := exec.LookPath("redis-server")
+	require.NoError(t, err)
 	got, err := local.ProbeRedisServer(ctx, "redis-server")
 	require.NoError(t, err)
 	require.Contains(t, string(out), "v="+got.Full+" ")
 	require.Equal(t, "7.0", got.Version, "the installed redis-server is 7.0")
 	require.True(t, strings.HasPrefix(got.Full, "7.0."), got.Full)
+	require.Equal(t, real, got.Path, "looked up in PATH once, here")
 
 	bin, runs := standIn(t)
 	got, err = local.ProbeRedisServer(ctx, bin)
@@ -110,12 +149,35 @@ func TestProbeRedisServer(t *testing.T) {
 	require.ErrorContains(t, err, "false --version")
 }
 
-func TestNew_DefaultVersionMustBeOffered(t *testing.T) {
+// Redis older than 7.0 lacks what clouddb's ACL rules for tenants use: its binary is
+// refused, probed or given.
+func TestProbeRedisServer_Minimum(t *testing.T) {
 	t.Parallel()
-	_, err := local.New(local.Config{Dir: t.TempDir(), RedisServers: map[string]string{"7.0": "redis-server"}, DefaultRedisVersion: "7.2"})
-	require.ErrorContains(t, err, `DefaultRedisVersion "7.2"`)
-	_, err = local.New(local.Config{Dir: t.TempDir(), RedisServers: map[string]string{"7.0": "no-such-redis-server-binary"}, DefaultRedisVersion: "7.0"})
+	old, runs := standInOf(t, "6.2.14", false)
+	_, err := local.ProbeRedisServer(ctxT(t), old)
+	require.EqualError(t, err, old+" is Redis 6.2.14; clouddb needs Redis 7.0 or newer (the ACL rules it gives tenants use -script|debug, %R~ key patterns, selectors off and allchannels)")
+	require.Zero(t, runCount(t, runs))
+	_, err = local.New(local.Config{Dir: t.TempDir(), RedisServers: []local.RedisBinary{{Path: old, Version: "6.2", Full: "6.2.14"}}})
+	require.ErrorContains(t, err, "is Redis 6.2.14; clouddb needs Redis 7.0 or newer")
+}
+
+// The binaries given make the versions offered: the first one's is the default, and a
+// version has one binary.
+func TestNew_RedisServers(t *testing.T) {
+	t.Parallel()
+	bin, _ := standIn(t)
+	real := probed(t, "redis-server")[0]
+	d := versionedDriver(t, t.TempDir(), bin, "redis-server")
+	require.Equal(t, clouddb.RedisVersions{Default: "7.2", Offered: []string{"7.0", "7.2"}, Full: map[string]string{"7.0": real.Full, "7.2": "7.2.4"}}, d.Versions())
+	d = versionedDriver(t, t.TempDir())
+	require.Equal(t, clouddb.OneRedisVersion(real.Full), d.Versions(), "none given: redis-server in PATH")
+
+	_, err := local.New(local.Config{Dir: t.TempDir(), RedisServers: []local.RedisBinary{real, {Path: bin, Version: "7.0", Full: "7.0.1"}}})
+	require.ErrorContains(t, err, "two binaries of Redis 7.0")
+	_, err = local.New(local.Config{Dir: t.TempDir(), RedisServers: []local.RedisBinary{{Path: "no-such-redis-server-binary", Version: "7.0"}}})
 	require.ErrorContains(t, err, "the binary of Redis 7.0: redis-server not found")
+	_, err = local.New(local.Config{Dir: t.TempDir(), RedisServers: []local.RedisBinary{{Path: bin}}})
+	require.ErrorContains(t, err, "is not a probed binary")
 }
 
 // A database runs the binary of its version; one without a version runs the default's.
@@ -147,20 +209,189 @@ func TestEnsure_VersionChoosesBinary(t *testing.T) {
 	require.Equal(t, 1, runCount(t, runs))
 }
 
-// A version whose binary this clouddb was not given fails Ensure, naming the version and
-// the flag, and starts nothing.
+// A stored version that is not offered (free text kept from before clouddb offered
+// several) runs the default when nothing ran yet; a database whose data a version that
+// is not offered served fails, naming that version and the flag, and starts nothing.
 func TestEnsure_VersionNotOffered(t *testing.T) {
 	t.Parallel()
 	b, runs := versionedBundle(t)
 	ctx := ctxT(t)
 	in := b.instance(t, 1, "none")
 	in.RedisVersion = "6.2"
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.NoError(t, client(t, in.Port, in.Password).Ping(ctx).Err())
+	require.Zero(t, runCount(t, runs), "the default, 7.0")
+	require.Equal(t, "7.0", versionFileOf(t, filepath.Join(b.dir, "1")))
+
+	// Its data last served by 7.2, on a clouddb that offers 7.0 alone.
+	in.RedisVersion = "7.2"
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.Equal(t, 1, runCount(t, runs))
+	require.NoError(t, b.driver.Stop(ctx, 1))
+	only70 := versionedDriver(t, b.dir, "redis-server")
+	for _, stored := range []string{"7.2", "", "latest"} {
+		in.RedisVersion = stored
+		err := only70.Ensure(ctx, in)
+		require.ErrorContains(t, err, "database 1: its data was last served by Redis 7.2, which is not offered by this clouddb (it has binaries for 7.0): start clouddb with a --redis-server binary of Redis 7.2", stored)
+		_, err = only70.Pid(1)
+		require.ErrorIs(t, err, os.ErrNotExist, "nothing started")
+	}
+}
+
+// A database made by a clouddb that kept no version file (its stored redisVersion free
+// text, "7.4" or none) keeps the Redis that serves its data, whatever the stored text and
+// the order of the binaries: a running server is adopted as it is, its version read from
+// the server and recorded; a stopped one starts on the version that wrote its files.
+func TestEnsure_LegacyVersionKeepsWhatRuns(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	b := &testBundle{dir: dir, driver: versionedDriver(t, dir, "redis-server")}
+	live, stopped := b.instance(t, 1, "none"), b.instance(t, 2, "aof-every-1-second")
+	for _, in := range []clouddb.Instance{live, stopped} {
+		require.NoError(t, b.driver.Ensure(ctx, in))
+		require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "k", "v", 0).Err())
+	}
+	require.NoError(t, b.driver.Stop(ctx, 2))
+	for _, id := range []string{"1", "2"} {
+		require.NoError(t, os.Remove(filepath.Join(dir, id, "redis.version")), "as an older clouddb left it")
+	}
+	livePid := pid(t, b.driver, 1)
+
+	// The new clouddb offers 7.2 first (its default) and 7.0.
+	bin, runs := standIn(t)
+	b.driver = versionedDriver(t, dir, bin, "redis-server")
+	served, err := b.driver.ServedVersion(ctx, live)
+	require.NoError(t, err)
+	require.Equal(t, "7.0", served, "asked of the running server")
+	require.Equal(t, "7.0", versionFileOf(t, filepath.Join(dir, "1")), "and recorded")
+	served, err = b.driver.ServedVersion(ctx, stopped)
+	require.NoError(t, err)
+	require.Equal(t, "7.0", served, "read from the files it wrote")
+
+	for _, stored := range []string{"7.4", "", "latest", "6.0.5"} {
+		live.RedisVersion, stopped.RedisVersion = stored, stored
+		require.NoError(t, b.driver.Ensure(ctx, live), stored)
+		require.Equal(t, livePid, pid(t, b.driver, 1), "adopted, not restarted")
+		require.NoError(t, b.driver.Ensure(ctx, stopped), stored)
+		require.Zero(t, runCount(t, runs), "%q: neither moved to 7.2", stored)
+		for _, in := range []clouddb.Instance{live, stopped} {
+			require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
+		}
+		require.Equal(t, "7.0", versionFileOf(t, filepath.Join(dir, "2")))
+	}
+
+	// Once it stores an offered version, an upgrade works from there.
+	live.RedisVersion = "7.2"
+	require.NoError(t, b.driver.Ensure(ctx, live))
+	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, "v", client(t, live.Port, live.Password).Get(ctx, "k").Val())
+	require.Equal(t, "7.2", versionFileOf(t, filepath.Join(dir, "1")))
+}
+
+// An upgrade whose new binary does not start (it refuses its config) brings the server
+// back on the old binary with its data, whatever its persistence, running or stopped,
+// and fails saying so; the version file still names the old version.
+func TestEnsure_UpgradeRollsBack(t *testing.T) {
+	t.Parallel()
+	for i, c := range []struct {
+		persistence string
+		stopped     bool
+	}{{"none", false}, {"aof-every-1-second", false}, {"snapshot-every-1-hour", true}} {
+		t.Run(fmt.Sprintf("%s stopped=%v", c.persistence, c.stopped), func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			dir := t.TempDir()
+			bad, runs := standInOf(t, "7.2.4", true)
+			b := &testBundle{dir: dir, driver: versionedDriver(t, dir, "redis-server", bad)}
+			in := b.instance(t, 20+i, c.persistence)
+			require.NoError(t, b.driver.Ensure(ctx, in))
+			cl := client(t, in.Port, in.Password)
+			for j := range 5 {
+				require.NoError(t, cl.Set(ctx, fmt.Sprint("key", j), j, 0).Err())
+			}
+			before := pid(t, b.driver, in.DatabaseID)
+			if c.stopped {
+				require.NoError(t, b.driver.Stop(ctx, in.DatabaseID))
+			}
+
+			in.RedisVersion = "7.2"
+			err := b.driver.Ensure(ctx, in)
+			require.ErrorContains(t, err, fmt.Sprintf("database %d: upgrade to Redis 7.2 failed: ", in.DatabaseID))
+			require.ErrorContains(t, err, "FATAL CONFIG FILE ERROR", "why")
+			require.ErrorContains(t, err, "it runs Redis 7.0 again, with its data")
+			require.Equal(t, 1, runCount(t, runs), "the new binary was tried once")
+			after := pid(t, b.driver, in.DatabaseID)
+			require.NotEqual(t, before, after)
+			require.True(t, processGone(before))
+			cl = client(t, in.Port, in.Password)
+			require.Equal(t, int64(5), cl.DBSize(ctx).Val(), "no key lost")
+			require.Equal(t, "3", cl.Get(ctx, "key3").Val())
+			dbDir := filepath.Join(dir, fmt.Sprint(in.DatabaseID))
+			require.Equal(t, "7.0", versionFileOf(t, dbDir))
+			_, statErr := os.Stat(filepath.Join(dbDir, "upgrade.pending"))
+			require.True(t, os.IsNotExist(statErr), "the saved data is loaded: no mark left")
+
+			// The old version is adopted as it runs.
+			in.RedisVersion = "7.0"
+			require.NoError(t, b.driver.Ensure(ctx, in))
+			require.Equal(t, after, pid(t, b.driver, in.DatabaseID))
+		})
+	}
+}
+
+// The version file names the new version only once its server answers: when the new
+// binary does not start and the old one is not offered any more (the operator swapped
+// them), the server stays stopped with its data, which a clouddb given the old binary
+// again serves on it.
+func TestEnsure_UpgradeWithoutOldBinary(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	b := &testBundle{dir: dir, driver: versionedDriver(t, dir, "redis-server")}
+	in := b.instance(t, 1, "aof-every-1-second")
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "k", "v", 0).Err())
+	require.NoError(t, b.driver.Stop(ctx, 1))
+
+	bad, runs := standInOf(t, "7.2.4", true)
+	b.driver = versionedDriver(t, dir, bad)
 	err := b.driver.Ensure(ctx, in)
-	require.ErrorContains(t, err, "Redis 6.2 is not offered by this clouddb (it has binaries for 7.0, 7.2)")
-	require.ErrorContains(t, err, "--redis-server")
-	_, err = os.Stat(filepath.Join(b.dir, "1"))
-	require.True(t, os.IsNotExist(err), "nothing was set up: %v", err)
-	require.Zero(t, runCount(t, runs))
+	require.ErrorContains(t, err, "database 1: upgrade to Redis 7.2 failed: ")
+	require.ErrorContains(t, err, "the binary of Redis 7.0, which served the data, is not offered: the server stays stopped")
+	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, "7.0", versionFileOf(t, filepath.Join(dir, "1")), "7.2 never served it")
+
+	b.driver = versionedDriver(t, dir, bad, "redis-server")
+	require.NoError(t, b.driver.Ensure(ctx, in), "7.0 again, though 7.2 is the default")
+	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
+}
+
+// A replicating database's replicator checks what it loads with the binary of the
+// version the database runs: an upgrade restarts it with the new one.
+func TestEnsure_UpgradeRestartsReplicator(t *testing.T) {
+	t.Parallel()
+	b, runs := versionedBundle(t)
+	ctx := ctxT(t)
+	src, dst := b.instance(t, 1, "none"), b.instance(t, 2, "none")
+	require.NoError(t, b.driver.Ensure(ctx, src))
+	s := client(t, src.Port, src.Password)
+	require.NoError(t, s.Set(ctx, "a", "1", 0).Err())
+	dst.ReplicaOf = []clouddb.RedisEndpoint{{Addr: fmt.Sprintf("127.0.0.1:%d", src.Port), Password: src.Password}}
+	require.NoError(t, b.driver.Ensure(ctx, dst))
+	c := client(t, dst.Port, dst.Password)
+	eventuallyT(t, 10*time.Second, func() bool { return c.Get(ctx, "a").Val() == "1" })
+	require.Equal(t, local.BinaryOf(b.driver, "7.0"), local.ReplicaBinary(b.driver, 2))
+
+	dst.RedisVersion = "7.2"
+	require.NoError(t, b.driver.Ensure(ctx, dst))
+	require.Equal(t, local.BinaryOf(b.driver, "7.2"), local.ReplicaBinary(b.driver, 2))
+	// Its first sync loads the source's snapshot into a throwaway 7.2 server.
+	eventuallyT(t, 10*time.Second, func() bool { return runCount(t, runs) >= 2 })
+	require.NoError(t, s.Set(ctx, "b", "2", 0).Err())
+	c = client(t, dst.Port, dst.Password)
+	eventuallyT(t, 10*time.Second, func() bool { return c.Get(ctx, "b").Val() == "2" && c.Get(ctx, "a").Val() == "1" })
 }
 
 // An upgrade restarts the server on the new version's binary with all its data, exactly
@@ -268,8 +499,8 @@ func TestEnsure_UpgradeOfStoppedServer(t *testing.T) {
 }
 
 // There is no downgrade: a database whose server last ran 7.2 is refused 7.0, running
-// or stopped, and its server is left as it is. A new database may run an older version
-// than the default.
+// or stopped, and its server is left as it is; naming no version, it keeps 7.2. A new
+// database may run an older version than the default.
 func TestEnsure_NoDowngrade(t *testing.T) {
 	t.Parallel()
 	b, runs := versionedBundle(t)
@@ -288,12 +519,13 @@ func TestEnsure_NoDowngrade(t *testing.T) {
 	require.ErrorContains(t, b.driver.Ensure(ctx, in), "there is no downgrade")
 	require.Equal(t, 1, runCount(t, runs))
 	in.RedisVersion = ""
-	require.ErrorContains(t, b.driver.Ensure(ctx, in), "there is no downgrade", "the default is 7.0")
+	require.NoError(t, b.driver.Ensure(ctx, in), "no version named: it keeps 7.2, not the default 7.0")
+	require.Equal(t, 2, runCount(t, runs))
+	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
 
 	// A driver whose default is 7.2 starts a new database on 7.0.
 	bin, runs2 := standIn(t)
-	d, err := local.New(local.Config{Dir: t.TempDir(), Host: "127.0.0.1", RedisServers: map[string]string{"7.0": "redis-server", "7.2": bin}, DefaultRedisVersion: "7.2"})
-	require.NoError(t, err)
+	d := versionedDriver(t, t.TempDir(), bin, "redis-server")
 	old := clouddb.Instance{DatabaseID: 2, Port: freePort(t), Password: "pw-old", MaxMemoryBytes: 64 * mb, EvictionPolicy: "volatile-lru", DataPersistence: "none", RedisVersion: "7.0"}
 	t.Cleanup(func() { require.NoError(t, d.Remove(context.Background(), 2)) })
 	require.NoError(t, d.Ensure(ctx, old))
