@@ -58,12 +58,14 @@ func TestCheckRulesOn(t *testing.T) {
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
 	bins := map[string]string{}
+	var servers []RedisBinary
 	for _, v := range []string{"7.0", "7.2"} {
 		bins[v] = filepath.Join(dir, "redis-server-"+v)
 		script := fmt.Sprintf("#!/bin/sh\necho %s >> '%s'\nexec '%s' \"$@\"\n", v, runs, real)
 		require.NoError(t, os.WriteFile(bins[v], []byte(script), 0o755))
+		servers = append(servers, RedisBinary{Path: bins[v], Version: v, Full: v + ".0"})
 	}
-	d, err := New(Config{Dir: filepath.Join(dir, "dbs"), RedisServers: bins, DefaultRedisVersion: "7.0", StartTimeout: 10 * time.Second})
+	d, err := New(Config{Dir: filepath.Join(dir, "dbs"), RedisServers: servers, StartTimeout: 10 * time.Second})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

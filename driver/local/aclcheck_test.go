@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -60,16 +61,25 @@ echo run >> '%s'
 	return bin, runs
 }
 
-// checkDriver is a driver offering the given versions, by binary.
+// checkDriver is a driver offering the given versions, by binary, def first (the
+// default).
 func checkDriver(t *testing.T, bins map[string]string, def string) *local.Driver {
 	t.Helper()
+	var servers []local.RedisBinary
+	for _, v := range append([]string{def}, slices.Sorted(maps.Keys(bins))...) {
+		if v == def && len(servers) > 0 {
+			continue
+		}
+		b, err := local.ProbeRedisServer(t.Context(), bins[v])
+		require.NoError(t, err)
+		servers = append(servers, b)
+	}
 	d, err := local.New(local.Config{
-		Dir:                 t.TempDir(),
-		Host:                "127.0.0.1",
-		StartTimeout:        20 * time.Second,
-		RedisServers:        bins,
-		DefaultRedisVersion: def,
-		Logger:              slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Dir:          t.TempDir(),
+		Host:         "127.0.0.1",
+		StartTimeout: 20 * time.Second,
+		RedisServers: servers,
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 	})
 	require.NoError(t, err)
 	return d
@@ -250,8 +260,8 @@ const checkHelperEnv = "CLOUDDB_ACLCHECK_HELPER"
 // rules takes the throwaway server with it.
 func TestCheckServerDiesWithClouddb(t *testing.T) {
 	if bin := os.Getenv(checkHelperEnv); bin != "" {
-		d, err := local.New(local.Config{Dir: t.TempDir(), RedisServers: map[string]string{"7.0": bin},
-			DefaultRedisVersion: "7.0", StartTimeout: time.Minute})
+		d, err := local.New(local.Config{Dir: t.TempDir(), RedisServers: []local.RedisBinary{{Path: bin, Version: "7.0", Full: "7.0.15"}},
+			StartTimeout: time.Minute})
 		require.NoError(t, err)
 		err = d.CheckACLRules(t.Context(), []string{"+get ~never-answered"})
 		t.Fatalf("the check was to wait until killed, not end: %v", err)

@@ -100,10 +100,9 @@ type Driver struct {
 	replicas map[int]*replica      // running replicators, by database id
 
 	// The named ACL users (see acl.go): by database id, as its server last showed them;
-	// one CheckACLRule server at a time, and its verdicts by rule.
-	users        map[int]map[string]knownUser
-	ruleCheck    chan struct{}
-	checkedRules map[string]error
+	// one CheckACLRules server at a time (the verdicts are acl.go's verdicts).
+	users     map[int]map[string]knownUser
+	ruleCheck chan struct{}
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -170,7 +169,6 @@ func New(cfg Config) (*Driver, error) {
 		users:        make(map[int]map[string]knownUser),
 		replicas:     make(map[int]*replica),
 		ruleCheck:    make(chan struct{}, 1),
-		checkedRules: make(map[string]error),
 		bins:         bins,
 		versions:     versions,
 	}, nil

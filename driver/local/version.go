@@ -438,12 +438,18 @@ func (d *Driver) upgradeStop(ctx context.Context, in clouddb.Instance, pid int, 
 
 // upgradeAllowed is asked before a server is stopped (or, stopped, started) on the
 // binary bin of a newer version for an upgrade; an error refuses the upgrade, and the
-// server runs on as it is. It is the place for the checks that the new version takes what
-// the database has: the integrator has it verify the instance's ACL users' rules on bin
-// (d.checkRulesOn, see acl.go), as a rule the old version took may name a command or
-// category the new one lacks, and the server would then not start.
+// server runs on as it is. The new version must take the database's ACL users: a rule
+// the old version took may name a command or category the new one lacks, and a server
+// whose config it refuses does not start.
 func (d *Driver) upgradeAllowed(ctx context.Context, in clouddb.Instance, bin string) error {
-	return nil
+	if len(in.Users) == 0 {
+		return nil
+	}
+	rules := make([]string, 0, len(in.Users))
+	for _, u := range in.Users {
+		rules = append(rules, u.Rule)
+	}
+	return d.checkRulesOn(ctx, bin, rules)
 }
 
 // rollBack starts the database's server again on the binary of version from, the one

@@ -532,3 +532,52 @@ func TestEnsure_NoDowngrade(t *testing.T) {
 	require.NoError(t, client(t, old.Port, old.Password).Ping(ctx).Err())
 	require.Zero(t, runCount(t, runs2))
 }
+
+// TestEnsure_UpgradeChecksUsersRules: before a server is stopped for an upgrade, the new
+// version verifies the database's ACL users' rules (a server whose config names a command
+// it lacks does not start); when it cannot, the upgrade is refused and the server runs on,
+// with its data, on its version. The stand-in 7.2 here fails as a binary that refuses the
+// rules would: it will not run the throwaway server the rules are checked on (the one
+// listening on a unix socket), while it runs database servers.
+func TestEnsure_UpgradeChecksUsersRules(t *testing.T) {
+	t.Parallel()
+	real, err := exec.LookPath("redis-server")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "redis-server-7.2.4")
+	script := fmt.Sprintf(`#!/bin/sh
+# Stand-in for Redis 7.2.4: only one Redis version can be installed here.
+if [ "$1" = "--version" ]; then
+	echo "Redis server v=7.2.4 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
+	exit 0
+fi
+if grep -q '^unixsocket ' "$1"; then
+	echo "*** FATAL CONFIG FILE ERROR: Unknown command or category name in ACL ***" >&2
+	exit 1
+fi
+exec '%s' "$@"
+`, real)
+	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
+	b := &testBundle{dir: t.TempDir()}
+	b.driver = versionedDriver(t, b.dir, "redis-server", bin)
+	ctx := ctxT(t)
+
+	in := b.instance(t, 1, "none")
+	in.Users = []clouddb.DatabaseUser{{Name: "app", Password: "App.pa55word", Rule: "+@read ~*"}}
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	c := client(t, in.Port, in.Password)
+	require.NoError(t, c.Set(ctx, "key", "kept", 0).Err())
+	pidBefore := pid(t, b.driver, in.DatabaseID)
+
+	in.RedisVersion = "7.2"
+	err = b.driver.Ensure(ctx, in)
+	require.ErrorContains(t, err, "upgrade to Redis 7.2 refused")
+	require.Equal(t, pidBefore, pid(t, b.driver, in.DatabaseID), "the 7.0 server runs on")
+	require.Equal(t, "kept", c.Get(ctx, "key").Val())
+
+	// Without users there is nothing to check: the same stand-in takes the upgrade.
+	in.Users = nil
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.NotEqual(t, pidBefore, pid(t, b.driver, in.DatabaseID))
+	require.Equal(t, "kept", client(t, in.Port, in.Password).Get(ctx, "key").Val())
+}
