@@ -16,6 +16,7 @@ import (
 	"clouddb"
 	"clouddb/cloudapi/client"
 	"clouddb/driver/local"
+	"clouddb/internal/redistest"
 )
 
 // standInRedis72 writes a stand-in for a redis-server 7.2 binary and returns its path and
@@ -23,39 +24,16 @@ import (
 // installed on the machines these tests run on, so the second version is played by this
 // script: it answers --version as Redis 7.2.4 and otherwise records the run and execs the
 // real redis-server with its arguments.
-func standInRedis72(t *testing.T) (bin, runs string) {
+func standInRedis72(t *testing.T) (bin string, runs *redistest.StandIn) {
 	t.Helper()
 	return standInRedis(t, "7.2.4")
 }
 
 // standInRedis is standInRedis72 for another version, given in full.
-func standInRedis(t *testing.T, full string) (bin, runs string) {
+func standInRedis(t *testing.T, full string) (bin string, runs *redistest.StandIn) {
 	t.Helper()
-	real, err := exec.LookPath("redis-server")
-	require.NoError(t, err)
-	dir := t.TempDir()
-	bin, runs = filepath.Join(dir, "redis-server-"+full), filepath.Join(dir, "runs")
-	script := fmt.Sprintf(`#!/bin/sh
-# Stand-in for Redis %s: only one Redis version can be installed here.
-if [ "$1" = "--version" ]; then
-	echo "Redis server v=%s sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
-	exit 0
-fi
-echo run >> '%s'
-exec '%s' "$@"
-`, full, full, runs, real)
-	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
-	return bin, runs
-}
-
-func standInRuns(t *testing.T, runs string) int {
-	t.Helper()
-	b, err := os.ReadFile(runs)
-	if os.IsNotExist(err) {
-		return 0
-	}
-	require.NoError(t, err)
-	return strings.Count(string(b), "run\n")
+	s := redistest.NewStandIn(t, full, "")
+	return s.Path, s
 }
 
 // TestUpgradeEndToEnd: a service offering Redis 7.0 (default) and 7.2 upgrades a live
@@ -75,7 +53,7 @@ func TestUpgradeEndToEnd(t *testing.T) {
 	subID, db := s.activeSubscription(ctx, "upg", 0.1)
 	require.Equal(t, "7.0", db.RedisVersion)
 	require.Equal(t, "none", db.DataPersistence)
-	require.Zero(t, standInRuns(t, runs), "7.0 runs the real binary")
+	require.Zero(t, runs.Runs(t), "7.0 runs the real binary")
 	r := redisOf(t, db)
 	require.NoError(t, r.Set(ctx, "greeting", "hello", 0).Err())
 	for range 7 {
@@ -104,7 +82,7 @@ func TestUpgradeEndToEnd(t *testing.T) {
 	require.Equal(t, "7.2", got.RedisVersion)
 	require.Equal(t, "7.2.4", got.RedisVersionCompliance)
 	require.Equal(t, db.PublicEndpoint, got.PublicEndpoint, "same port")
-	require.Equal(t, 1, standInRuns(t, runs), "the server was started by the 7.2 binary, once")
+	require.Equal(t, 1, runs.Runs(t), "the server was started by the 7.2 binary, once")
 	pidAfter, err := s.m.Driver.Pid(db.ID)
 	require.NoError(t, err)
 	require.NotEqual(t, pidBefore, pidAfter)
@@ -135,13 +113,13 @@ func TestUpgradeEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "7.2", again.RedisVersion)
 	require.Equal(t, "active", again.Status)
-	require.Equal(t, 1, standInRuns(t, runs), "a refused upgrade restarts nothing")
+	require.Equal(t, 1, runs.Runs(t), "a refused upgrade restarts nothing")
 
 	// A database created at 7.2 runs the 7.2 binary from the start.
 	newer := s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("newer"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw-newer"),
 		RedisVersion: client.Ptr("7.2")})
 	require.Equal(t, "7.2", newer.RedisVersion)
-	require.Equal(t, 2, standInRuns(t, runs))
+	require.Equal(t, 2, runs.Runs(t))
 	require.NoError(t, redisOf(t, newer).Ping(ctx).Err())
 }
 
@@ -161,7 +139,7 @@ func TestRedisServerFlag(t *testing.T) {
 	real, err := exec.LookPath("redis-server")
 	require.NoError(t, err)
 	old, oldRuns := standInRedis(t, "6.2.14")
-	t.Cleanup(func() { require.Zero(t, standInRuns(t, oldRuns), "Redis 6.2 never ran") })
+	t.Cleanup(func() { require.Zero(t, oldRuns.Runs(t), "Redis 6.2 never ran") })
 	notRedis := filepath.Join(t.TempDir(), "not-redis")
 	require.NoError(t, os.WriteFile(notRedis, []byte("#!/bin/sh\necho hello\n"), 0o755))
 	for _, tc := range []struct {
@@ -272,7 +250,7 @@ func TestLegacyRedisVersions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, livePid, pidNow, "adopted as it runs")
 	require.Equal(t, "live", redisOf(t, first).Get(ctx, "k").Val())
-	require.Zero(t, standInRuns(t, runs), "nothing moved to 7.2")
+	require.Zero(t, runs.Runs(t), "nothing moved to 7.2")
 
 	tk, err := s.c.UpgradeDatabase(ctx, subID, stopped.ID, client.Upgrade{TargetRedisVersion: client.Ptr("7.2")})
 	require.NoError(t, err)
@@ -281,7 +259,7 @@ func TestLegacyRedisVersions(t *testing.T) {
 	got, err = s.c.WaitForDatabaseStatus(ctx, subID, stopped.ID, "active")
 	require.NoError(t, err)
 	require.Equal(t, "7.2", got.RedisVersion)
-	require.Equal(t, 1, standInRuns(t, runs))
+	require.Equal(t, 1, runs.Runs(t))
 	require.Equal(t, "kept", redisOf(t, got).Get(ctx, "k").Val())
 	st, err := s.c.GetUpgradeStatus(ctx, subID, stopped.ID)
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 
 	"clouddb"
 	"clouddb/driver/local"
+	"clouddb/internal/redistest"
 )
 
 // Environment of the test binary when it plays a redis-server (TestFakeRedisServer).
@@ -29,36 +30,21 @@ const (
 	fakeRedisRefuse = "CLOUDDB_FAKE_REDIS_REFUSE"
 )
 
-// recordingServer writes a stand-in redis-server of version (major.minor) and returns its
-// path and the file each of its runs appends a line to. The stand-in answers --version
-// as that version; otherwise it records the run and execs the real redis-server or, with
-// fake, this test binary playing one that accepts every ACL rule but those naming a word
-// of refuse (see TestFakeRedisServer): one Redis version only can be installed here, and
-// no real one accepts a command that 7.0 does not know.
-func recordingServer(t *testing.T, version string, fake bool, refuse ...string) (bin, runs string) {
+// recordingServer is a stand-in redis-server of version (major.minor, see redistest)
+// that runs the real redis-server or, with fake, this test binary playing one that
+// accepts every ACL rule but those naming a word of refuse (see TestFakeRedisServer): no
+// real Redis installable here refuses a command that 7.0 knows.
+func recordingServer(t *testing.T, version string, fake bool, refuse ...string) (bin string, runs *redistest.StandIn) {
 	t.Helper()
-	real, err := exec.LookPath("redis-server")
-	require.NoError(t, err)
-	self, err := os.Executable()
-	require.NoError(t, err)
-	dir := t.TempDir()
-	bin = filepath.Join(dir, "redis-server-"+version)
-	runs = filepath.Join(dir, "runs")
-	run := fmt.Sprintf("exec '%s' \"$@\"", real)
+	run := ""
 	if fake {
+		self, err := os.Executable()
+		require.NoError(t, err)
 		run = fmt.Sprintf("%s=\"$1\" %s='%s' exec '%s' -test.run='^TestFakeRedisServer$'",
 			fakeRedisConf, fakeRedisRefuse, strings.Join(refuse, " "), self)
 	}
-	script := fmt.Sprintf(`#!/bin/sh
-if [ "$1" = "--version" ]; then
-	echo "Redis server v=%s.0 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
-	exit 0
-fi
-echo run >> '%s'
-%s
-`, version, runs, run)
-	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
-	return bin, runs
+	s := redistest.NewStandIn(t, version+".0", run)
+	return s.Path, s
 }
 
 // checkDriver is a driver offering the given versions, by binary, def first (the
@@ -96,15 +82,15 @@ func TestCheckACLRules_EveryVersion(t *testing.T) {
 	d := checkDriver(t, map[string]string{"7.4": newer, "7.0": older}, "7.4")
 
 	require.NoError(t, d.CheckACLRules(ctx, []string{"+@read ~*"}))
-	require.Equal(t, 1, startCount(t, olderRuns))
-	require.Equal(t, 1, startCount(t, newerRuns))
+	require.Equal(t, 1, olderRuns.Runs(t))
+	require.Equal(t, 1, newerRuns.Runs(t))
 	err := d.CheckACLRules(ctx, []string{"+@read ~*", "+hexpire ~*"})
 	e := clouddb.AsError(err)
 	require.NotNil(t, e, "%v", err)
 	require.Equal(t, clouddb.ErrTypeACLRulePatternInvalid, e.Type)
 	require.Equal(t, `Invalid ACL redis rule "+hexpire ~*": Redis 7.0 refuses "+hexpire": Unknown command or category name in ACL`, e.Description)
-	require.Equal(t, 2, startCount(t, olderRuns), "the older version, not the default, is asked")
-	require.Equal(t, 1, startCount(t, newerRuns), "refused by the oldest: the newer one is not asked")
+	require.Equal(t, 2, olderRuns.Runs(t), "the older version, not the default, is asked")
+	require.Equal(t, 1, newerRuns.Runs(t), "refused by the oldest: the newer one is not asked")
 
 	// And what the default version alone refuses is refused too.
 	refusing, _ := recordingServer(t, "7.4", true, "+@newcategory")
@@ -130,34 +116,23 @@ func TestCheckACLRules_OneServerPerBinary(t *testing.T) {
 	text, _, ok := clouddb.ACLRuleRefusal(d.CheckACLRules(ctx, rules))
 	require.True(t, ok)
 	require.Equal(t, "+nosuchcommand ~*", text, "the first rule refused")
-	require.Equal(t, 1, startCount(t, runs70), "one server for the whole batch")
-	require.Zero(t, startCount(t, runs72), "refused by the oldest version: no need to ask the next")
+	require.Equal(t, 1, runs70.Runs(t), "one server for the whole batch")
+	require.Zero(t, runs72.Runs(t), "refused by the oldest version: no need to ask the next")
 
 	// Remembered: the same refusal, no server.
 	text, _, _ = clouddb.ACLRuleRefusal(d.CheckACLRules(ctx, rules))
 	require.Equal(t, "+nosuchcommand ~*", text)
-	require.Equal(t, 1, startCount(t, runs70))
+	require.Equal(t, 1, runs70.Runs(t))
 	require.NoError(t, d.CheckACLRules(ctx, good))
-	require.Equal(t, 1, startCount(t, runs70), "7.0's verdicts are remembered")
-	require.Equal(t, 1, startCount(t, runs72))
+	require.Equal(t, 1, runs70.Runs(t), "7.0's verdicts are remembered")
+	require.Equal(t, 1, runs72.Runs(t))
 	require.NoError(t, d.CheckACLRules(ctx, good))
-	require.Equal(t, 1, startCount(t, runs70))
-	require.Equal(t, 1, startCount(t, runs72))
+	require.Equal(t, 1, runs70.Runs(t))
+	require.Equal(t, 1, runs72.Runs(t))
 
 	require.NoError(t, d.CheckACLRules(ctx, append(slices.Clone(good), "+hget ~h:*")))
-	require.Equal(t, 2, startCount(t, runs70))
-	require.Equal(t, 2, startCount(t, runs72))
-}
-
-// startCount is how many servers a stand-in of recordingServer started.
-func startCount(t *testing.T, runs string) int {
-	t.Helper()
-	b, err := os.ReadFile(runs)
-	if os.IsNotExist(err) {
-		return 0
-	}
-	require.NoError(t, err)
-	return strings.Count(string(b), "run\n")
+	require.Equal(t, 2, runs70.Runs(t))
+	require.Equal(t, 2, runs72.Runs(t))
 }
 
 // TestFakeRedisServer is no test: run by a stand-in of recordingServer, it plays a

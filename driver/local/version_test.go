@@ -16,53 +16,25 @@ import (
 
 	"clouddb"
 	"clouddb/driver/local"
+	"clouddb/internal/redistest"
 )
 
-// standInOf writes a stand-in for a redis-server of another version and returns its path
-// and the file each of its runs appends a line to. Only one Redis version (7.0) can be
-// installed on the machines these tests run on, so other versions are played by this
-// script: it answers --version as Redis full (e.g. 7.2.4) and otherwise records the run
-// and execs the real redis-server with its arguments or, when refuse is set, fails as a
-// binary that rejects its config file does.
-func standInOf(t *testing.T, full string, refuse bool) (bin, runs string) {
+// standInOf is a stand-in for Redis full (see redistest) that runs the real
+// redis-server or, when refuse is set, fails as a binary that rejects its config file.
+func standInOf(t *testing.T, full string, refuse bool) (bin string, runs *redistest.StandIn) {
 	t.Helper()
-	real, err := exec.LookPath("redis-server")
-	require.NoError(t, err)
-	dir := t.TempDir()
-	bin = filepath.Join(dir, "redis-server-"+full)
-	runs = filepath.Join(dir, "runs")
-	run := fmt.Sprintf("exec '%s' \"$@\"", real)
+	run := ""
 	if refuse {
 		run = fmt.Sprintf("echo '*** FATAL CONFIG FILE ERROR (Redis %s) ***' >&2\nexit 1", full)
 	}
-	script := fmt.Sprintf(`#!/bin/sh
-# Stand-in for Redis %s: only one Redis version can be installed here.
-if [ "$1" = "--version" ]; then
-	echo "Redis server v=%s sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
-	exit 0
-fi
-echo run >> '%s'
-%s
-`, full, full, runs, run)
-	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
-	return bin, runs
+	s := redistest.NewStandIn(t, full, run)
+	return s.Path, s
 }
 
 // standIn is a stand-in for Redis 7.2.4 that runs the real redis-server.
-func standIn(t *testing.T) (bin, runs string) {
+func standIn(t *testing.T) (bin string, runs *redistest.StandIn) {
 	t.Helper()
 	return standInOf(t, "7.2.4", false)
-}
-
-// runCount is how many servers the stand-in started.
-func runCount(t *testing.T, runs string) int {
-	t.Helper()
-	b, err := os.ReadFile(runs)
-	if os.IsNotExist(err) {
-		return 0
-	}
-	require.NoError(t, err)
-	return strings.Count(string(b), "run\n")
 }
 
 // probed probes the binaries, as clouddb serve does with its --redis-server flags.
@@ -93,7 +65,7 @@ func versionedDriver(t *testing.T, dir string, paths ...string) *local.Driver {
 
 // versionedBundle is a driver offering Redis 7.0 (the real binary, the default) and
 // 7.2 (the stand-in).
-func versionedBundle(t *testing.T) (b *testBundle, runs string) {
+func versionedBundle(t *testing.T) (b *testBundle, runs *redistest.StandIn) {
 	t.Helper()
 	bin, runs := standIn(t)
 	dir := t.TempDir()
@@ -139,7 +111,7 @@ func TestProbeRedisServer(t *testing.T) {
 	got, err = local.ProbeRedisServer(ctx, bin)
 	require.NoError(t, err)
 	require.Equal(t, local.RedisBinary{Path: bin, Version: "7.2", Full: "7.2.4"}, got)
-	require.Zero(t, runCount(t, runs), "--version starts no server")
+	require.Zero(t, runs.Runs(t), "--version starts no server")
 
 	_, err = local.ProbeRedisServer(ctx, "no-such-redis-server-binary")
 	require.ErrorContains(t, err, "not found")
@@ -156,7 +128,7 @@ func TestProbeRedisServer_Minimum(t *testing.T) {
 	old, runs := standInOf(t, "6.2.14", false)
 	_, err := local.ProbeRedisServer(ctxT(t), old)
 	require.EqualError(t, err, old+" is Redis 6.2.14; clouddb needs Redis 7.0 or newer (the ACL rules it gives tenants use -script|debug, %R~ key patterns, selectors off and allchannels)")
-	require.Zero(t, runCount(t, runs))
+	require.Zero(t, runs.Runs(t))
 	_, err = local.New(local.Config{Dir: t.TempDir(), RedisServers: []local.RedisBinary{{Path: old, Version: "6.2", Full: "6.2.14"}}})
 	require.ErrorContains(t, err, "is Redis 6.2.14; clouddb needs Redis 7.0 or newer")
 }
@@ -189,24 +161,24 @@ func TestEnsure_VersionChoosesBinary(t *testing.T) {
 	plain := b.instance(t, 1, "none")
 	require.NoError(t, b.driver.Ensure(ctx, plain))
 	require.NoError(t, client(t, plain.Port, plain.Password).Ping(ctx).Err())
-	require.Zero(t, runCount(t, runs), "no version: the default binary")
+	require.Zero(t, runs.Runs(t), "no version: the default binary")
 
 	old := b.instance(t, 2, "none")
 	old.RedisVersion = "7.0"
 	require.NoError(t, b.driver.Ensure(ctx, old))
-	require.Zero(t, runCount(t, runs), "7.0: the real binary")
+	require.Zero(t, runs.Runs(t), "7.0: the real binary")
 
 	newer := b.instance(t, 3, "none")
 	newer.RedisVersion = "7.2"
 	require.NoError(t, b.driver.Ensure(ctx, newer))
 	require.NoError(t, client(t, newer.Port, newer.Password).Ping(ctx).Err())
-	require.Equal(t, 1, runCount(t, runs), "7.2: the stand-in")
+	require.Equal(t, 1, runs.Runs(t), "7.2: the stand-in")
 
 	// Ensured again, it is adopted, not restarted.
 	require.NoError(t, b.driver.Ensure(ctx, newer))
-	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, 1, runs.Runs(t))
 	require.NoError(t, b.driver.Ensure(ctx, plain))
-	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, 1, runs.Runs(t))
 }
 
 // A stored version that is not offered (free text kept from before clouddb offered
@@ -220,13 +192,13 @@ func TestEnsure_VersionNotOffered(t *testing.T) {
 	in.RedisVersion = "6.2"
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	require.NoError(t, client(t, in.Port, in.Password).Ping(ctx).Err())
-	require.Zero(t, runCount(t, runs), "the default, 7.0")
+	require.Zero(t, runs.Runs(t), "the default, 7.0")
 	require.Equal(t, "7.0", versionFileOf(t, filepath.Join(b.dir, "1")))
 
 	// Its data last served by 7.2, on a clouddb that offers 7.0 alone.
 	in.RedisVersion = "7.2"
 	require.NoError(t, b.driver.Ensure(ctx, in))
-	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, 1, runs.Runs(t))
 	require.NoError(t, b.driver.Stop(ctx, 1))
 	only70 := versionedDriver(t, b.dir, "redis-server")
 	for _, stored := range []string{"7.2", "", "latest"} {
@@ -274,7 +246,7 @@ func TestEnsure_LegacyVersionKeepsWhatRuns(t *testing.T) {
 		require.NoError(t, b.driver.Ensure(ctx, live), stored)
 		require.Equal(t, livePid, pid(t, b.driver, 1), "adopted, not restarted")
 		require.NoError(t, b.driver.Ensure(ctx, stopped), stored)
-		require.Zero(t, runCount(t, runs), "%q: neither moved to 7.2", stored)
+		require.Zero(t, runs.Runs(t), "%q: neither moved to 7.2", stored)
 		for _, in := range []clouddb.Instance{live, stopped} {
 			require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
 		}
@@ -284,7 +256,7 @@ func TestEnsure_LegacyVersionKeepsWhatRuns(t *testing.T) {
 	// Once it stores an offered version, an upgrade works from there.
 	live.RedisVersion = "7.2"
 	require.NoError(t, b.driver.Ensure(ctx, live))
-	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, 1, runs.Runs(t))
 	require.Equal(t, "v", client(t, live.Port, live.Password).Get(ctx, "k").Val())
 	require.Equal(t, "7.2", versionFileOf(t, filepath.Join(dir, "1")))
 }
@@ -320,7 +292,7 @@ func TestEnsure_UpgradeRollsBack(t *testing.T) {
 			require.ErrorContains(t, err, fmt.Sprintf("database %d: upgrade to Redis 7.2 failed: ", in.DatabaseID))
 			require.ErrorContains(t, err, "FATAL CONFIG FILE ERROR", "why")
 			require.ErrorContains(t, err, "it runs Redis 7.0 again, with its data")
-			require.Equal(t, 1, runCount(t, runs), "the new binary was tried once")
+			require.Equal(t, 1, runs.Runs(t), "the new binary was tried once")
 			after := pid(t, b.driver, in.DatabaseID)
 			require.NotEqual(t, before, after)
 			require.True(t, processGone(before))
@@ -359,12 +331,12 @@ func TestEnsure_UpgradeWithoutOldBinary(t *testing.T) {
 	err := b.driver.Ensure(ctx, in)
 	require.ErrorContains(t, err, "database 1: upgrade to Redis 7.2 failed: ")
 	require.ErrorContains(t, err, "the binary of Redis 7.0, which served the data, is not offered: the server stays stopped")
-	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, 1, runs.Runs(t))
 	require.Equal(t, "7.0", versionFileOf(t, filepath.Join(dir, "1")), "7.2 never served it")
 
 	b.driver = versionedDriver(t, dir, bad, "redis-server")
 	require.NoError(t, b.driver.Ensure(ctx, in), "7.0 again, though 7.2 is the default")
-	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, 1, runs.Runs(t))
 	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
 }
 
@@ -388,7 +360,7 @@ func TestEnsure_UpgradeRestartsReplicator(t *testing.T) {
 	require.NoError(t, b.driver.Ensure(ctx, dst))
 	require.Equal(t, local.BinaryOf(b.driver, "7.2"), local.ReplicaBinary(b.driver, 2))
 	// Its first sync loads the source's snapshot into a throwaway 7.2 server.
-	eventuallyT(t, 10*time.Second, func() bool { return runCount(t, runs) >= 2 })
+	eventuallyT(t, 10*time.Second, func() bool { return runs.Runs(t) >= 2 })
 	require.NoError(t, s.Set(ctx, "b", "2", 0).Err())
 	c = client(t, dst.Port, dst.Password)
 	eventuallyT(t, 10*time.Second, func() bool { return c.Get(ctx, "b").Val() == "2" && c.Get(ctx, "a").Val() == "1" })
@@ -424,7 +396,7 @@ func TestEnsure_UpgradeKeepsData(t *testing.T) {
 
 			in.RedisVersion = "7.2"
 			require.NoError(t, b.driver.Ensure(ctx, in))
-			require.Equal(t, 1, runCount(t, runs), "the server was started by the 7.2 binary")
+			require.Equal(t, 1, runs.Runs(t), "the server was started by the 7.2 binary")
 			require.True(t, processGone(pidBefore), "the 7.0 server is gone")
 			adm = admin(t, dbDir, in.Port)
 			require.NotEqual(t, before, runID(t, ctx, adm), "a new server runs")
@@ -444,13 +416,13 @@ func TestEnsure_UpgradeKeepsData(t *testing.T) {
 			after := runID(t, ctx, adm)
 			require.NoError(t, b.driver.Ensure(ctx, in))
 			require.Equal(t, after, runID(t, ctx, admin(t, dbDir, in.Port)))
-			require.Equal(t, 1, runCount(t, runs))
+			require.Equal(t, 1, runs.Runs(t))
 
 			// A later restart starts the 7.2 binary again, with what the persistence
 			// keeps (nothing for none: the upgrade's RDB is not loaded twice).
 			require.NoError(t, b.driver.Stop(ctx, in.DatabaseID))
 			require.NoError(t, b.driver.Ensure(ctx, in))
-			require.Equal(t, 2, runCount(t, runs))
+			require.Equal(t, 2, runs.Runs(t))
 			c = client(t, in.Port, in.Password)
 			if persistence == "none" {
 				require.Zero(t, c.DBSize(ctx).Val(), "persistence none keeps nothing over a restart")
@@ -479,7 +451,7 @@ func TestEnsure_UpgradeResumesAfterCrash(t *testing.T) {
 
 	in.RedisVersion = "7.2"
 	require.NoError(t, b.driver.Ensure(ctx, in))
-	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, 1, runs.Runs(t))
 	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
 }
 
@@ -494,7 +466,7 @@ func TestEnsure_UpgradeOfStoppedServer(t *testing.T) {
 	require.NoError(t, b.driver.Stop(ctx, 1))
 	in.RedisVersion = "7.2"
 	require.NoError(t, b.driver.Ensure(ctx, in))
-	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, 1, runs.Runs(t))
 	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
 }
 
@@ -517,10 +489,10 @@ func TestEnsure_NoDowngrade(t *testing.T) {
 	require.Equal(t, p, pid(t, b.driver, 1), "the server runs on")
 	require.NoError(t, b.driver.Stop(ctx, 1))
 	require.ErrorContains(t, b.driver.Ensure(ctx, in), "there is no downgrade")
-	require.Equal(t, 1, runCount(t, runs))
+	require.Equal(t, 1, runs.Runs(t))
 	in.RedisVersion = ""
 	require.NoError(t, b.driver.Ensure(ctx, in), "no version named: it keeps 7.2, not the default 7.0")
-	require.Equal(t, 2, runCount(t, runs))
+	require.Equal(t, 2, runs.Runs(t))
 	require.Equal(t, "v", client(t, in.Port, in.Password).Get(ctx, "k").Val())
 
 	// A driver whose default is 7.2 starts a new database on 7.0.
@@ -530,7 +502,7 @@ func TestEnsure_NoDowngrade(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, d.Remove(context.Background(), 2)) })
 	require.NoError(t, d.Ensure(ctx, old))
 	require.NoError(t, client(t, old.Port, old.Password).Ping(ctx).Err())
-	require.Zero(t, runCount(t, runs2))
+	require.Zero(t, runs2.Runs(t))
 }
 
 // TestEnsure_UpgradeChecksUsersRules: before a server is stopped for an upgrade, the new
@@ -541,23 +513,9 @@ func TestEnsure_NoDowngrade(t *testing.T) {
 // listening on a unix socket), while it runs database servers.
 func TestEnsure_UpgradeChecksUsersRules(t *testing.T) {
 	t.Parallel()
-	real, err := exec.LookPath("redis-server")
-	require.NoError(t, err)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "redis-server-7.2.4")
-	script := fmt.Sprintf(`#!/bin/sh
-# Stand-in for Redis 7.2.4: only one Redis version can be installed here.
-if [ "$1" = "--version" ]; then
-	echo "Redis server v=7.2.4 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=0000000000000000"
-	exit 0
-fi
-if grep -q '^unixsocket ' "$1"; then
-	echo "*** FATAL CONFIG FILE ERROR: Unknown command or category name in ACL ***" >&2
-	exit 1
-fi
-exec '%s' "$@"
-`, real)
-	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
+	bin := redistest.NewStandIn(t, "7.2.4", "if grep -q '^unixsocket ' \"$1\"; then\n"+
+		"\techo '*** FATAL CONFIG FILE ERROR: Unknown command or category name in ACL ***' >&2\n\texit 1\nfi\n"+
+		redistest.ExecReal(t)).Path
 	b := &testBundle{dir: t.TempDir()}
 	b.driver = versionedDriver(t, b.dir, "redis-server", bin)
 	ctx := ctxT(t)
@@ -570,7 +528,7 @@ exec '%s' "$@"
 	pidBefore := pid(t, b.driver, in.DatabaseID)
 
 	in.RedisVersion = "7.2"
-	err = b.driver.Ensure(ctx, in)
+	err := b.driver.Ensure(ctx, in)
 	require.ErrorContains(t, err, "upgrade to Redis 7.2 refused")
 	require.Equal(t, pidBefore, pid(t, b.driver, in.DatabaseID), "the 7.0 server runs on")
 	require.Equal(t, "kept", c.Get(ctx, "key").Val())
