@@ -50,9 +50,10 @@ func (s *service) completed(ctx context.Context) func(*client.Task, error) int {
 
 // TestACLUsersOnTheirDatabases: an ACL user logs in, with its own name and password, to
 // the databases its role binds a rule to, limited by that rule, and to no other; a role
-// change moves its access, a password change replaces its password, both on the live
-// servers; it keeps its access across a restart of clouddb (and no file of the data dir
-// holds its password in the clear); deleting it removes it from the servers.
+// change moves its access, a password change replaces its password, a rule change
+// narrows it, all on the live servers; it keeps its access across a restart of clouddb
+// (and no file of the data dir holds its password in the clear); deleting it removes it
+// from the servers.
 func TestACLUsersOnTheirDatabases(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -126,6 +127,17 @@ func TestACLUsersOnTheirDatabases(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, refusedLogin(ctx, t, db2, user, pass), "the old password is gone")
 	require.Equal(t, "2", userOf(t, db2, user, pass2).Get(ctx, "app:counter").Val())
+
+	// A new text of the rule reaches the live server: app-keys no longer writes.
+	tk, err = s.c.UpdateRedisRule(ctx, ruleID, client.CreateRedisRule{Name: client.Ptr("app-keys"), RedisRule: client.Ptr("+@read ~app:*")})
+	s.completed(ctx)(tk, err)
+	_, err = s.c.WaitForRedisRuleStatus(ctx, ruleID, client.ACLActive)
+	require.NoError(t, err)
+	_, err = s.c.WaitForUserStatus(ctx, userID, client.ACLActive)
+	require.NoError(t, err)
+	a2 = userOf(t, db2, user, pass2)
+	require.True(t, noPermission(a2.Set(ctx, "app:counter", "3", 0).Err()), "the rule's new text holds")
+	require.Equal(t, "2", a2.Get(ctx, "app:counter").Val())
 
 	// Deleted: gone from the API and from the server.
 	tk, err = s.c.DeleteUser(ctx, userID)
