@@ -15,24 +15,14 @@ func newACLRole(accountID int, name string, rules ...clouddb.ACLRoleRule) *cloud
 // aclRole reads a role in a transaction of its own.
 func (bn *bundle) aclRole(t *testing.T, accountID, id int) (*clouddb.ACLRole, error) {
 	t.Helper()
-	var r *clouddb.ACLRole
-	err := bn.store.View(bn.ctx, func(tx clouddb.Tx) error {
-		var err error
-		r, err = tx.ACLRole(bn.ctx, accountID, id)
-		return err
-	})
-	return r, err
+	return read(bn, func(tx clouddb.Tx) (*clouddb.ACLRole, error) { return tx.ACLRole(bn.ctx, accountID, id) })
 }
 
 // aclRoles lists the roles of an account in a transaction of its own.
 func (bn *bundle) aclRoles(t *testing.T, accountID int) []*clouddb.ACLRole {
 	t.Helper()
-	var out []*clouddb.ACLRole
-	bn.view(t, func(tx clouddb.Tx) error {
-		var err error
-		out, err = tx.ACLRoles(bn.ctx, accountID)
-		return err
-	})
+	out, err := read(bn, func(tx clouddb.Tx) ([]*clouddb.ACLRole, error) { return tx.ACLRoles(bn.ctx, accountID) })
+	require.NoError(t, err)
 	return out
 }
 

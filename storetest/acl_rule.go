@@ -26,24 +26,14 @@ func newACLRule(accountID int, name, acl string) *clouddb.ACLRule {
 // aclRule reads a rule in a transaction of its own.
 func (bn *bundle) aclRule(t *testing.T, accountID, id int) (*clouddb.ACLRule, error) {
 	t.Helper()
-	var r *clouddb.ACLRule
-	err := bn.store.View(bn.ctx, func(tx clouddb.Tx) error {
-		var err error
-		r, err = tx.ACLRule(bn.ctx, accountID, id)
-		return err
-	})
-	return r, err
+	return read(bn, func(tx clouddb.Tx) (*clouddb.ACLRule, error) { return tx.ACLRule(bn.ctx, accountID, id) })
 }
 
 // aclRules lists the rules of an account in a transaction of its own.
 func (bn *bundle) aclRules(t *testing.T, accountID int) []*clouddb.ACLRule {
 	t.Helper()
-	var out []*clouddb.ACLRule
-	bn.view(t, func(tx clouddb.Tx) error {
-		var err error
-		out, err = tx.ACLRules(bn.ctx, accountID)
-		return err
-	})
+	out, err := read(bn, func(tx clouddb.Tx) ([]*clouddb.ACLRule, error) { return tx.ACLRules(bn.ctx, accountID) })
+	require.NoError(t, err)
 	return out
 }
 

@@ -15,24 +15,14 @@ func newACLUser(accountID int, name string, roleID int) *clouddb.ACLUser {
 // aclUser reads a user in a transaction of its own.
 func (bn *bundle) aclUser(t *testing.T, accountID, id int) (*clouddb.ACLUser, error) {
 	t.Helper()
-	var u *clouddb.ACLUser
-	err := bn.store.View(bn.ctx, func(tx clouddb.Tx) error {
-		var err error
-		u, err = tx.ACLUser(bn.ctx, accountID, id)
-		return err
-	})
-	return u, err
+	return read(bn, func(tx clouddb.Tx) (*clouddb.ACLUser, error) { return tx.ACLUser(bn.ctx, accountID, id) })
 }
 
 // aclUsers lists the users of an account in a transaction of its own.
 func (bn *bundle) aclUsers(t *testing.T, accountID int) []*clouddb.ACLUser {
 	t.Helper()
-	var out []*clouddb.ACLUser
-	bn.view(t, func(tx clouddb.Tx) error {
-		var err error
-		out, err = tx.ACLUsers(bn.ctx, accountID)
-		return err
-	})
+	out, err := read(bn, func(tx clouddb.Tx) ([]*clouddb.ACLUser, error) { return tx.ACLUsers(bn.ctx, accountID) })
+	require.NoError(t, err)
 	return out
 }
 

@@ -100,6 +100,17 @@ func (bn *bundle) update(t *testing.T, fn func(tx clouddb.Tx) error) {
 }
 
 // view runs fn in a read transaction that must succeed.
+// read runs get in a read-only transaction of its own and returns what it read.
+func read[T any](bn *bundle, get func(tx clouddb.Tx) (T, error)) (T, error) {
+	var out T
+	err := bn.store.View(bn.ctx, func(tx clouddb.Tx) error {
+		var err error
+		out, err = get(tx)
+		return err
+	})
+	return out, err
+}
+
 func (bn *bundle) view(t *testing.T, fn func(tx clouddb.Tx) error) {
 	t.Helper()
 	require.NoError(t, bn.store.View(bn.ctx, fn))
