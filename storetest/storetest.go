@@ -99,7 +99,6 @@ func (bn *bundle) update(t *testing.T, fn func(tx clouddb.Tx) error) {
 	require.NoError(t, bn.store.Update(bn.ctx, fn))
 }
 
-// view runs fn in a read transaction that must succeed.
 // read runs get in a read-only transaction of its own and returns what it read.
 func read[T any](bn *bundle, get func(tx clouddb.Tx) (T, error)) (T, error) {
 	var out T
@@ -111,6 +110,7 @@ func read[T any](bn *bundle, get func(tx clouddb.Tx) (T, error)) (T, error) {
 	return out, err
 }
 
+// view runs fn in a read transaction that must succeed.
 func (bn *bundle) view(t *testing.T, fn func(tx clouddb.Tx) error) {
 	t.Helper()
 	require.NoError(t, bn.store.View(bn.ctx, fn))
