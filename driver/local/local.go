@@ -379,9 +379,12 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		}
 	}
 	if err := d.start(ctx, in, want, old, haveOld, version, bin); err != nil {
-		if !upgrade || errors.Is(err, errLoading) || ctx.Err() != nil {
+		var answered answeredError
+		if !upgrade || errors.Is(err, errLoading) || errors.As(err, &answered) || ctx.Err() != nil {
 			// Not an upgrade; or the new server runs and loads the data (a LOADING
-			// answer), which a later Ensure adopts; or the caller gave up.
+			// answer) or answered and then failed to be configured, which a later Ensure
+			// adopts (it may have taken writes: it is never killed for the old one); or
+			// the caller gave up.
 			return err
 		}
 		// The new binary did not come up (it refused its config, died, or did not
@@ -606,8 +609,18 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want, old serve
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 	d.upgraded(id, version)
-	return d.reconfigure(ctx, c, in)
+	if err = d.reconfigure(ctx, c, in); err != nil {
+		return answeredError{err}
+	}
+	return nil
 }
+
+// answeredError is a failure of a started server after it answered: it runs with the
+// data, on the version recorded for it, and a later Ensure adopts it; an upgrade is not
+// rolled back then.
+type answeredError struct{ error }
+
+func (e answeredError) Unwrap() error { return e.error }
 
 // waitReady polls until the started server answers a PING authenticated as cr as process pid,
 // up to StartTimeout. If the process exits first (a port in use, a bad config), the error

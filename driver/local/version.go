@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"clouddb"
 )
 
@@ -410,9 +412,14 @@ func (d *Driver) upgradeStop(ctx context.Context, in clouddb.Instance, pid int, 
 	}
 	deadline := time.Now().Add(d.stopTimeout)
 	for {
-		err = c.ShutdownSave(ctx).Err()
-		if err == nil {
-			// The connection closed: the server saved and is exiting.
+		// SHUTDOWN SAVE answers only once the save is done, which takes longer than the
+		// client's read timeout on a large dataset: it gets the whole stop timeout.
+		sctx, cancel := context.WithTimeout(ctx, d.stopTimeout)
+		err = c.ShutdownSave(sctx).Err()
+		cancel()
+		if err == nil || gone(pid) {
+			// The connection closed, or the process is gone: redis exits only once its
+			// data is saved.
 			if !d.waitGone(ctx, pid, d.stopTimeout) {
 				return fmt.Errorf("database %d: upgrade to Redis %s: redis-server pid %d saved its data but did not exit", id, to, pid)
 			}
@@ -422,9 +429,16 @@ func (d *Driver) upgradeStop(ctx context.Context, in clouddb.Instance, pid int, 
 		// when the RDB cannot be written: try again until the stop timeout. Until then
 		// it runs on, with its data, and no RDB of it is to be loaded.
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			if rerr := os.Remove(filepath.Join(dir, upgradeFile)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				d.log.Warn("cannot remove the upgrade mark", keyDatabase, id, "error", rerr)
+			var refused redis.Error
+			if errors.As(err, &refused) {
+				// The server answered that it will not stop: it runs on, and the mark
+				// must not make a later start keep an older RDB.
+				if rerr := os.Remove(filepath.Join(dir, upgradeFile)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+					d.log.Warn("cannot remove the upgrade mark", keyDatabase, id, "error", rerr)
+				}
 			}
+			// Otherwise (no answer: it may still be saving, then exit) the mark stays, so
+			// that the next start loads what it saved instead of deleting it.
 			return fmt.Errorf("database %d: upgrade to Redis %s: SHUTDOWN SAVE: %w; %s", id, to, classify(err), logTail(dir))
 		}
 		select {
