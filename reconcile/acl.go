@@ -144,6 +144,24 @@ func (r *Reconciler) noteUsers(id int, in clouddb.Instance, err error) {
 	r.users[id] = rec
 }
 
+// usersInFlight records, before Ensure or SetUsers is asked to give in's users to
+// database id's server, that the server may soon have them: until the call ends, no ACL
+// row is settled on what the server had before (a user deleted meanwhile would otherwise
+// have its row removed while a call made for the older rows puts it back).
+func (r *Reconciler) usersInFlight(id int, in clouddb.Instance) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, known := r.users[id]
+	if !known {
+		return // nothing is known of it: it holds every row of its account back already
+	}
+	rec.fp = ""
+	for _, u := range in.Users {
+		rec.names[u.Name] = true
+	}
+	r.users[id] = rec
+}
+
 // usersApplied reports whether database id's server is known to have the named users of
 // in.
 func (r *Reconciler) usersApplied(id int, in clouddb.Instance) bool {
@@ -165,6 +183,7 @@ func (r *Reconciler) setUsers(ctx context.Context, d *clouddb.Database, in cloud
 	if !ok || r.usersApplied(d.ID, in) {
 		return
 	}
+	r.usersInFlight(d.ID, in)
 	err := r.withDriver(ctx, func() error { return setter.SetUsers(ctx, in) })
 	if ctx.Err() != nil {
 		return

@@ -111,6 +111,8 @@ func (r *Reconciler) databaseFailed(ctx context.Context, d *clouddb.Database) {
 // provisionDatabase makes the server match the database's generation and settles its
 // status, unless a newer change arrived meanwhile (the next pass handles that one).
 func (r *Reconciler) provisionDatabase(ctx context.Context, d *clouddb.Database, in clouddb.Instance) error {
+	// Marked before the delay: the call is under way from now on.
+	r.usersInFlight(d.ID, in)
 	if !r.delay(ctx) {
 		return nil
 	}
@@ -319,6 +321,7 @@ func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database,
 		}
 	}
 	// Not running, or not ensured by this process yet: adopt or start it.
+	r.usersInFlight(d.ID, in)
 	err := r.withDriver(ctx, func() error { return r.Driver.Ensure(ctx, in) })
 	if ctx.Err() != nil {
 		return nil
