@@ -465,6 +465,7 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 		}
 	}
 	defer c.Close()
+	d.finishUpgrade(id)
 	if port != in.Port {
 		d.log.Info("port changes; restarting redis-server", keyDatabase, id, keyPid, pid, "old_port", port, keyPort, in.Port)
 		return false, d.terminate(ctx, id, pid)

@@ -493,6 +493,21 @@ func (d *Driver) rollBack(ctx context.Context, in clouddb.Instance, want, old se
 
 // upgraded removes the upgrade mark once a server has loaded the data saved for the
 // upgrade.
+// finishUpgrade removes the upgrade mark of an adopted server that answers on the version
+// the upgrade was for: it has loaded the data saved for it (it was still loading when its
+// start gave up waiting). Left, the mark would make a later start of a database without
+// persistence load that old snapshot instead of starting empty.
+func (d *Driver) finishUpgrade(id int) {
+	dir := d.dbDir(id)
+	b, err := os.ReadFile(filepath.Join(dir, upgradeFile))
+	if err != nil {
+		return
+	}
+	if v, ok := readVersionFile(dir); ok && v == strings.TrimSpace(string(b)) {
+		d.upgraded(id, v)
+	}
+}
+
 func (d *Driver) upgraded(id int, version string) {
 	err := os.Remove(filepath.Join(d.dbDir(id), upgradeFile))
 	if err == nil {

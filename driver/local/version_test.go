@@ -539,3 +539,29 @@ func TestEnsure_UpgradeChecksUsersRules(t *testing.T) {
 	require.NotEqual(t, pidBefore, pid(t, b.driver, in.DatabaseID))
 	require.Equal(t, "kept", client(t, in.Port, in.Password).Get(ctx, "key").Val())
 }
+
+// TestEnsure_AdoptFinishesUpgrade: a server that was still loading the data saved for its
+// upgrade when its start gave up, and is adopted later on the new version, drops the
+// upgrade mark; left, the mark would make a later start of a database without
+// persistence load that old snapshot instead of starting empty.
+func TestEnsure_AdoptFinishesUpgrade(t *testing.T) {
+	t.Parallel()
+	b, _ := versionedBundle(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 1, "none")
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	dbDir := filepath.Join(b.dir, fmt.Sprint(in.DatabaseID))
+	require.Equal(t, "7.0", versionFileOf(t, dbDir))
+	mark := filepath.Join(dbDir, "upgrade.pending")
+	require.NoError(t, os.WriteFile(mark, []byte("7.0\n"), 0o600)) // as an upgrade to 7.0 leaves it
+
+	require.NoError(t, b.driver.Ensure(ctx, in)) // adopted, answering
+	_, err := os.Stat(mark)
+	require.True(t, os.IsNotExist(err), "the mark of an upgrade whose server serves is gone")
+
+	// A mark for another version (an upgrade not yet done) stays.
+	require.NoError(t, os.WriteFile(mark, []byte("7.2\n"), 0o600))
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	_, err = os.Stat(mark)
+	require.NoError(t, err)
+}
