@@ -378,6 +378,11 @@ func TestUpgradeStatusIsTheUpgradesOwn(t *testing.T) {
 	require.Equal(t, "failed", status())
 	e.settle(id, clouddb.DatabaseError)
 	require.Equal(t, "failed", status())
+	upgrade("7.4") // asked again: the failed upgrade came from 7.2, which serves the data
+	require.Equal(t, "in-progress", status())
+	require.Equal(t, "7.2", e.storedDatabase(id).State.Upgrade.From)
+	e.settle(id, clouddb.DatabaseError)
+	require.Equal(t, "failed", status())
 	update(0.6)
 	require.Equal(t, "in-progress", status(), "the change runs 7.4 again")
 	e.setActive(id)

@@ -26,6 +26,11 @@ func upgradeDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task
 	}
 	versions := v.versions()
 	from := versions.Resolve(d.Spec.RedisVersion)
+	if u := d.State.Upgrade; u != nil && u.Status == clouddb.UpgradeFailed && u.Target == d.Spec.RedisVersion {
+		// The stored version is the target of an upgrade that failed (the server was
+		// rolled back): what serves the data is the version it came from.
+		from = u.From
+	}
 	if err := versions.CheckUpgrade(from, req.TargetRedisVersion); err != nil {
 		return 0, err
 	}
