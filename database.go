@@ -144,6 +144,44 @@ func (s *DatabaseSpec) SizeGB() float64 {
 	return s.DatasetSizeInGB
 }
 
+// OpsPerShard is the throughput one shard is sized for: an OSS Cluster database gets one
+// primary shard per OpsPerShard operations per second of its throughputMeasurement,
+// rounded up (Redis Cloud publishes no formula; this is clouddb's).
+const OpsPerShard = 25000
+
+// MaxShards bounds the primary shards of one database (each is a redis-server, twice
+// with replication, on the host's cores).
+const MaxShards = 16
+
+// NumberOfShards is the database's count of primary shards: 1 without the OSS Cluster
+// API (no proxy hides shards behind one endpoint), else one per OpsPerShard operations
+// per second (or the count itself when throughputMeasurement.by is number-of-shards),
+// at least 1.
+func (s *DatabaseSpec) NumberOfShards() int {
+	if !s.SupportOSSClusterAPI || s.ThroughputMeasurement == nil {
+		return 1
+	}
+	t := s.ThroughputMeasurement
+	n := t.Value
+	if t.By != "number-of-shards" {
+		n = (t.Value + OpsPerShard - 1) / OpsPerShard
+	}
+	return max(n, 1)
+}
+
+// InstanceTLS is how the database serves TLS, nil when it does not. A client
+// certificate turns TLS on even without enableTls (the legacy mTLS request).
+func (s *DatabaseSpec) InstanceTLS() *InstanceTLS {
+	certs := s.ClientTLSCertificates
+	if s.ClientSSLCertificate != "" {
+		certs = []string{s.ClientSSLCertificate}
+	}
+	if !s.EnableTLS && len(certs) == 0 {
+		return nil
+	}
+	return &InstanceTLS{ClientCertificates: certs}
+}
+
 // MaxMemoryBytes is the server's maxmemory.
 func (s *DatabaseSpec) MaxMemoryBytes() int64 {
 	return int64(s.SizeGB() * (1 << 30))

@@ -98,6 +98,40 @@ type Instance struct {
 	// Users are the ACL users the server has besides the default user, by name: the users
 	// whose role binds a rule to this database. Any other user is removed.
 	Users []DatabaseUser
+
+	// The topology: Shards primaries (at least 1), each with a replica when Replication
+	// is set. A replica takes over when its primary dies, and the endpoint (Port) stays
+	// the same. More than one shard needs OSSCluster: there is no proxy that could hide
+	// several shards behind one endpoint. OSSCluster makes the nodes a Redis Cluster that
+	// announces, in CLUSTER SLOTS and CLUSTER SHARDS, addresses clients can reach; Port is
+	// the node the endpoint names. MaxMemoryBytes is the whole database's: each shard
+	// gets its share.
+	Shards      int
+	Replication bool
+	OSSCluster  bool
+	// TLS, when set, makes the database serve TLS only, with a server certificate from
+	// the installation's CertificateAuthority.
+	TLS *InstanceTLS
+}
+
+// InstanceTLS is how a database serves TLS.
+type InstanceTLS struct {
+	// ClientCertificates are PEM certificates; when there is any, a client must present
+	// one of them (mutual TLS) and no other certificate is accepted.
+	ClientCertificates []string
+}
+
+// CertificateAuthority is the installation's CA, made once and kept with its key sealed
+// at rest: it issues the certificates databases serve TLS with, and those clouddb's own
+// connections present to a database that asks for a client certificate.
+type CertificateAuthority interface {
+	// CertificatePEM is the CA certificate a client trusts to reach a TLS database.
+	CertificatePEM() []byte
+	// IssueServer issues a server certificate for hosts (DNS names or IP addresses).
+	IssueServer(hosts []string) (certPEM, keyPEM []byte, err error)
+	// IssueClient issues a client certificate clouddb's own connections present (between
+	// the nodes of a database, and to it for backups and imports).
+	IssueClient(name string) (certPEM, keyPEM []byte, err error)
 }
 
 // DatabaseUser is an ACL user of one database's server: the tenant's rule, to which the
@@ -127,5 +161,9 @@ func InstanceOf(d *Database) Instance {
 		DataPersistence: persistence,
 		RedisVersion:    d.Spec.RedisVersion,
 		DefaultUserOff:  d.Spec.EnableDefaultUser != nil && !*d.Spec.EnableDefaultUser,
+		Shards:          d.Spec.NumberOfShards(),
+		Replication:     d.Spec.Replication,
+		OSSCluster:      d.Spec.SupportOSSClusterAPI,
+		TLS:             d.Spec.InstanceTLS(),
 	}
 }
