@@ -353,15 +353,15 @@ func usersKey(in clouddb.Instance) string {
 // madeUsers are the named users clouddb defined on the database's server, as far as it
 // knows: those its config file lists and those it defined since this Driver started.
 // Deleting one of them is no sign of a stranger (see bringInLine).
-func (d *Driver) madeUsers(id int) map[string]bool {
+func (d *Driver) madeUsers(n node) map[string]bool {
 	made := map[string]bool{}
-	if c, ok, err := d.readConfig(id); err == nil && ok {
+	if c, ok, err := d.readConfig(n); err == nil && ok {
 		for _, u := range c.Users {
 			made[u.Name] = true
 		}
 	}
 	d.mu.Lock()
-	for name := range d.users[id] {
+	for name := range d.users[n] {
 		made[name] = true
 	}
 	d.mu.Unlock()
@@ -397,11 +397,23 @@ func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
 		return err
 	}
 	defer unlock()
-	conf, ok, err := d.readConfig(id)
+	// Both nodes: a replica serves reads to the same users.
+	for idx := range 2 {
+		if err := d.setUsersOn(ctx, in, d.nodeOf(id, idx)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setUsersOn is SetUsers for node n's server.
+func (d *Driver) setUsersOn(ctx context.Context, in clouddb.Instance, n node) error {
+	id := in.DatabaseID
+	conf, ok, err := d.readConfig(n)
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
-	pid := d.livePid(id)
+	pid := d.livePid(n)
 	if !ok {
 		if pid != 0 {
 			return fmt.Errorf("database %d: redis-server pid %d runs without a %s to reach it with", id, pid, confFile)
@@ -411,7 +423,7 @@ func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
 	want := conf
 	want.Users = in.Users
 	if pid == 0 {
-		if werr := d.writeConfig(id, want); werr != nil {
+		if werr := d.writeConfig(n, want); werr != nil {
 			return fmt.Errorf("database %d: write %s: %w", id, confFile, werr)
 		}
 		return nil
@@ -424,16 +436,16 @@ func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
 		return fmt.Errorf("database %d: reach redis-server pid %d to set its users: %w", id, pid, err)
 	}
 	defer c.Close()
-	users, changed, err := applyUsers(ctx, c, want, d.madeUsers(id))
+	users, changed, err := applyUsers(ctx, c, want, d.madeUsers(n))
 	if err != nil {
 		return fmt.Errorf("database %d: set users: %w", id, err)
 	}
 	d.mu.Lock()
-	d.users[id] = users
+	d.users[n] = users
 	d.mu.Unlock()
 	// After the server, as in reconfigure: a crash in between leaves users the next
 	// SetUsers or Ensure defines again.
-	if err := d.writeConfig(id, want); err != nil {
+	if err := d.writeConfig(n, want); err != nil {
 		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
 	}
 	if len(changed) > 0 {

@@ -145,7 +145,7 @@ const (
 	changedRules       = "default user rules"
 	changedUsers       = "foreign users"       // users clouddb did not make
 	changedNamed       = "named users"         // the instance's users: added, redefined or deleted
-	changedReplication = "foreign replication" // REPLICAOF, which clouddb never uses
+	changedReplication = "foreign replication" // REPLICAOF other than a replica node's of its primary
 	// Connections applyLive closed because they may have been opened, or put in a
 	// state (MONITOR, a replica's stream), under rules clouddb did not give.
 	closedDefault  = "default user's connections closed"
@@ -173,33 +173,40 @@ func liveSettings(ctx context.Context, c *redis.Client) (map[string]string, erro
 	return cmd.Val(), nil
 }
 
-// isReplica reads the reply of ROLE: whether the server replicates from a master
-// (REPLICAOF). clouddb never makes it one: its replicaOf copies through a client of its
-// own, the server staying a master.
-func isReplica(cmd *redis.Cmd) (bool, error) {
+// primaryOf reads the reply of ROLE: "host port" of the master the server replicates
+// from (REPLICAOF), "" for a master. clouddb makes only a replica node one (see node.go):
+// its replicaOf copies through a client of its own, the primary staying a master.
+func primaryOf(cmd *redis.Cmd) (string, error) {
 	v, err := cmd.Slice()
 	if err != nil {
-		return false, fmt.Errorf("ROLE: %w", classify(err))
+		return "", fmt.Errorf("ROLE: %w", classify(err))
 	}
 	if len(v) == 0 {
-		return false, errors.New("ROLE: empty reply")
+		return "", errors.New("ROLE: empty reply")
 	}
-	return fmt.Sprint(v[0]) != "master", nil
+	switch role := fmt.Sprint(v[0]); {
+	case role == "master":
+		return "", nil
+	case role == "slave" && len(v) >= 3:
+		return fmt.Sprint(v[1], " ", v[2]), nil
+	default:
+		return role, nil // a sentinel, or a reply clouddb does not know: never the one wanted
+	}
 }
 
-// usersAndRole reads, in one round trip, the server's ACL users and whether it is a
-// replica.
-func usersAndRole(ctx context.Context, c *redis.Client) ([]string, bool, error) {
+// usersAndRole reads, in one round trip, the server's ACL users and the master it
+// replicates from, if any (see primaryOf).
+func usersAndRole(ctx context.Context, c *redis.Client) ([]string, string, error) {
 	pipe := c.Pipeline()
 	users := redis.NewStringSliceCmd(ctx, "acl", "users")
 	_ = pipe.Process(ctx, users)
 	role := pipe.Do(ctx, "role")
 	_, _ = pipe.Exec(ctx) // each command keeps its own error
 	if err := users.Err(); err != nil {
-		return nil, false, fmt.Errorf("ACL USERS: %w", classify(err))
+		return nil, "", fmt.Errorf("ACL USERS: %w", classify(err))
 	}
-	replica, err := isReplica(role)
-	return users.Val(), replica, err
+	primary, err := primaryOf(role)
+	return users.Val(), primary, err
 }
 
 // errUnruly means that users or replication clouddb did not set up came back every time
@@ -226,11 +233,12 @@ func bringInLine(ctx context.Context, c *redis.Client, want serverConfig, made m
 		}
 	}
 	for round := 0; ; round++ {
-		users, replica, err := usersAndRole(ctx, c)
+		users, primary, err := usersAndRole(ctx, c)
 		if err != nil {
 			return wrong, err
 		}
 		foreign := foreignUsers(users, want.Users)
+		replica := primary != want.Primary // replication clouddb did not set up
 		if round > 0 && len(foreign) == 0 && !replica {
 			return wrong, nil
 		}
@@ -274,7 +282,11 @@ func bringInLine(ctx context.Context, c *redis.Client, want serverConfig, made m
 			cmds = append(cmds, p.Do(ctx, args...))
 		}
 		if replica {
-			cmds = append(cmds, p.Do(ctx, "replicaof", "no", "one"))
+			if host, port, ok := strings.Cut(want.Primary, " "); ok {
+				cmds = append(cmds, p.Do(ctx, "replicaof", host, port))
+			} else {
+				cmds = append(cmds, p.Do(ctx, "replicaof", "no", "one"))
+			}
 		}
 		_, _ = p.Exec(ctx) // each command's error is read below
 		for _, cmd := range cmds {
@@ -575,11 +587,11 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 		diff = append(diff, changedUsers)
 		break
 	}
-	replica, err := isReplica(role)
+	primary, err := primaryOf(role)
 	if err != nil {
 		return nil, err
 	}
-	if replica {
+	if primary != want.Primary {
 		diff = append(diff, changedReplication)
 	}
 	if err = mem.Err(); err != nil {

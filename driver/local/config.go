@@ -75,6 +75,9 @@ type serverConfig struct {
 	// Users are the named ACL users. The file holds their passwords' hashes only, so
 	// parseConfig reads back their names.
 	Users []clouddb.DatabaseUser
+	// Primary is "host port" of the server a replica node follows, logged in as the
+	// internal user; "" for a primary.
+	Primary string
 }
 
 // render produces the config file for a server whose data directory is dir.
@@ -128,6 +131,12 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 	// appends to itself, which a tenant's script could grow without bound.
 	line("logfile", "")
 	line("repl-diskless-sync-delay", "0")
+	if c.Primary != "" {
+		host, port, _ := strings.Cut(c.Primary, " ")
+		line("replicaof", host, port)
+		line("masteruser", internalUser)
+		line("masterauth", c.InternalSecret)
+	}
 	return b.Bytes(), nil
 }
 
@@ -192,6 +201,8 @@ func parseConfig(data []byte) (serverConfig, error) {
 			p.appendfsync = val
 		case "save":
 			p.save = strings.Join(args[1:], " ")
+		case "replicaof":
+			c.Primary = strings.Join(args[1:], " ")
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -130,7 +130,7 @@ func (d *Driver) ownEndpoint(e clouddb.RedisEndpoint) (redisdata.Endpoint, bool)
 		return redisdata.Endpoint{}, false
 	}
 	for _, id := range ids {
-		c, ok, err := d.readConfig(id)
+		c, ok, err := d.readConfig(d.primaryNode(id))
 		if err != nil || !ok || c.Port != port || c.InternalSecret == "" {
 			continue
 		}

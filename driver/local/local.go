@@ -47,6 +47,7 @@ const (
 	keyPort     = "port"
 	keyExit     = "exit"
 	keyChanged  = "changed"
+	keyNode     = "node"
 )
 
 // Config configures a Driver.
@@ -95,13 +96,13 @@ type Driver struct {
 	locks    map[int]chan struct{} // per database id, a one-slot semaphore
 	children map[int]*child        // by pid, servers this Driver started and has not reaped
 	secrets  map[int]string        // internal-user secrets made but not yet in a config file
-	checked  map[int]deepCheck     // by database id, when Running last saw its server answer
-	rules    map[int]knownRules    // by database id, the default user's rules as its server last showed them
+	checked  map[node]deepCheck     // by node, when Running last saw its server answer
+	rules    map[node]knownRules    // by node, the default user's rules as its server last showed them
 	replicas map[int]*replica      // running replicators, by database id
 
 	// The named ACL users (see acl.go): by database id, as its server last showed them;
 	// one CheckACLRules server at a time (the verdicts are acl.go's verdicts).
-	users     map[int]map[string]knownUser
+	users     map[node]map[string]knownUser
 	ruleCheck chan struct{}
 }
 
@@ -164,9 +165,9 @@ func New(cfg Config) (*Driver, error) {
 		locks:        make(map[int]chan struct{}),
 		children:     make(map[int]*child),
 		secrets:      make(map[int]string),
-		checked:      make(map[int]deepCheck),
-		rules:        make(map[int]knownRules),
-		users:        make(map[int]map[string]knownUser),
+		checked:      make(map[node]deepCheck),
+		rules:        make(map[node]knownRules),
+		users:        make(map[node]map[string]knownUser),
 		replicas:     make(map[int]*replica),
 		ruleCheck:    make(chan struct{}, 1),
 		bins:         bins,
@@ -194,10 +195,13 @@ func (d *Driver) lock(ctx context.Context, id int) (func(), error) {
 	}
 }
 
-// Pid returns the pid recorded in the database's pid file. The error wraps
-// os.ErrNotExist when there is none (the server is stopped or was never started).
-func (d *Driver) Pid(id int) (int, error) {
-	path := filepath.Join(d.dbDir(id), pidFile)
+// Pid returns the pid recorded in the pid file of the database's primary. The error
+// wraps os.ErrNotExist when there is none (the server is stopped or was never started).
+func (d *Driver) Pid(id int) (int, error) { return d.pidOf(d.primaryNode(id)) }
+
+// pidOf returns the pid recorded in node n's pid file.
+func (d *Driver) pidOf(n node) (int, error) {
+	path := filepath.Join(n.dir, pidFile)
 	for range 3 {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -216,14 +220,17 @@ func (d *Driver) Pid(id int) (int, error) {
 	return 0, fmt.Errorf("pid file %s is empty", path)
 }
 
-// livePid returns the pid of the database's running server, or 0 if none runs. A pid
-// file naming a dead process, or one that is not this database's server, is removed.
-func (d *Driver) livePid(id int) int {
-	dir := d.dbDir(id)
-	pid, err := d.Pid(id)
+// livePid returns the pid of node n's running server, or 0 if none runs. A pid file
+// naming a dead process, or one that is not this node's server, is removed.
+func (d *Driver) livePid(n node) int {
+	id, dir := n.db, n.dir
+	pid, err := d.pidOf(n)
 	if err != nil {
+		if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
+			return 0 // no node there: no server to look for
+		}
 		if !errors.Is(err, os.ErrNotExist) {
-			d.log.Warn("unreadable pid file; ignoring it", keyDatabase, id, "error", err)
+			d.log.Warn("unreadable pid file; ignoring it", keyDatabase, id, keyNode, n.idx, "error", err)
 		}
 		// A server whose pid file is not written yet (clouddb died right after starting
 		// it) is found by its working directory, so it is never started twice.
@@ -232,16 +239,16 @@ func (d *Driver) livePid(id int) int {
 	if ours(pid, dir) {
 		return pid
 	}
-	d.log.Info("removing stale pid file", keyDatabase, id, keyPid, pid)
+	d.log.Info("removing stale pid file", keyDatabase, id, keyNode, n.idx, keyPid, pid)
 	if err := os.Remove(filepath.Join(dir, pidFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		d.log.Warn("cannot remove stale pid file", keyDatabase, id, "error", err)
+		d.log.Warn("cannot remove stale pid file", keyDatabase, id, keyNode, n.idx, "error", err)
 	}
 	return 0
 }
 
-// readConfig returns the config clouddb last wrote for the database, if any.
-func (d *Driver) readConfig(id int) (serverConfig, bool, error) {
-	data, err := os.ReadFile(filepath.Join(d.dbDir(id), confFile))
+// readConfig returns the config clouddb last wrote for node n, if any.
+func (d *Driver) readConfig(n node) (serverConfig, bool, error) {
+	data, err := os.ReadFile(filepath.Join(n.dir, confFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return serverConfig{}, false, nil
 	}
@@ -255,18 +262,19 @@ func (d *Driver) readConfig(id int) (serverConfig, bool, error) {
 	return c, true, nil
 }
 
-// writeConfig writes the database's config file atomically, mode 0600.
-func (d *Driver) writeConfig(id int, c serverConfig) error {
-	dir := d.dbDir(id)
-	data, err := c.render(id, dir)
+// writeConfig writes node n's config file atomically, mode 0600.
+func (d *Driver) writeConfig(n node, c serverConfig) error {
+	dir := n.dir
+	data, err := c.render(n.db, dir)
 	if err != nil {
 		return err
 	}
 	return writeFileAtomic(filepath.Join(dir, confFile), data, 0o600)
 }
 
-func (d *Driver) configOf(in clouddb.Instance) serverConfig {
+func (d *Driver) configOf(in server) serverConfig {
 	return serverConfig{
+		Primary:        in.primary,
 		Port:           in.Port,
 		Host:           d.host,
 		Password:       in.Password,
@@ -280,11 +288,14 @@ func (d *Driver) configOf(in clouddb.Instance) serverConfig {
 	}
 }
 
-// internalSecret is the password of the database's internal user: the one in its config
-// file, or a new random one until the file has it.
+// internalSecret is the password of the database's internal user, the same on its
+// nodes (a replica logs in to its primary as it): the one in a node's config file, or a
+// new random one until a file has it.
 func (d *Driver) internalSecret(id int) string {
-	if c, ok, err := d.readConfig(id); err == nil && ok && c.InternalSecret != "" {
-		return c.InternalSecret
+	for idx := range 2 {
+		if c, ok, err := d.readConfig(d.nodeOf(id, idx)); err == nil && ok && c.InternalSecret != "" {
+			return c.InternalSecret
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -315,10 +326,16 @@ func validate(in clouddb.Instance) error {
 	return validateUsers(in)
 }
 
-// Ensure makes the database's server run with the instance's configuration. A running
+// Ensure makes the database's servers run with the instance's configuration. A running
 // server is adopted and reconfigured live (CONFIG SET) without a restart, unless its port
 // changes; a stopped one is started on in.Port with the data in its directory. It returns
 // once the server answers an authenticated PING with the instance's password.
+//
+// With replication, the replica is made and kept as well (see node.go); when the
+// primary's server is gone and the replica has its data, the replica takes over first
+// (see failover): a primary is started on its own files only when no live replica holds
+// the data, so a restarted empty primary never becomes the source its replica syncs
+// from, which would empty it.
 func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err := validate(in); err != nil {
 		return err
@@ -329,23 +346,55 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return err
 	}
 	defer unlock()
+	if err := makeDir(d.dbDir(id)); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	topo, err := d.readTopology(id)
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	p := d.nodeOf(id, topo.Primary)
+	r := d.other(p)
+	if p, r, err = d.failover(ctx, in, p, r); err != nil {
+		return err
+	}
+	if !in.Replication {
+		if err := d.removeNode(ctx, r); err != nil {
+			return err
+		}
+		return d.ensureServer(ctx, d.primaryServer(in, p))
+	}
+	if err := makeDir(r.dir); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	// The replica first: an upgrade must give it the new binary before the primary
+	// writes data an older one could not load.
+	if err := d.ensureServer(ctx, d.replicaServer(in, r)); err != nil {
+		return err
+	}
+	return d.ensureServer(ctx, d.primaryServer(in, p))
+}
 
-	dir := d.dbDir(id)
-	if err = os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("database %d: %w", id, err)
+// makeDir makes a node's directory, private to clouddb.
+func makeDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
 	}
-	if err = os.Chmod(dir, 0o700); err != nil {
-		return fmt.Errorf("database %d: %w", id, err)
-	}
+	return os.Chmod(dir, 0o700)
+}
+
+// ensureServer makes one node's server run as in says (the body of Ensure for a node).
+func (d *Driver) ensureServer(ctx context.Context, in server) error {
+	id := in.DatabaseID
 	want := d.configOf(in)
-	old, haveOld, err := d.readConfig(id)
+	old, haveOld, err := d.readConfig(in.node)
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 
-	pid := d.livePid(id)
+	pid := d.livePid(in.node)
 	served, known := d.servedVersion(ctx, in, pid, old, haveOld)
-	version, bin, err := d.versionFor(in, served, known)
+	version, bin, err := d.versionFor(in.Instance, served, known)
 	if err != nil {
 		return err
 	}
@@ -373,7 +422,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 				return err
 			}
 			if adopted {
-				d.syncReplica(in, bin)
+				d.syncSources(in, bin)
 				return nil
 			}
 		}
@@ -391,8 +440,16 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		// answer): the old one serves the data again rather than nothing.
 		return d.rollBack(ctx, in, want, old, haveOld, served, version, err)
 	}
-	d.syncReplica(in, bin)
+	d.syncSources(in, bin)
 	return nil
+}
+
+// syncSources runs the replicators of the database's replicaOf sources, which write into
+// its primary.
+func (d *Driver) syncSources(in server, bin string) {
+	if in.primary == "" {
+		d.syncReplica(in.Instance, bin)
+	}
 }
 
 // adopt reconfigures the running server pid, removing what clouddb did not set up on it
@@ -404,7 +461,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 // be anything after a crash between two password changes (the server took one, the
 // config file still has an older one, the store wants a newer one), and a server must not
 // be restarted, losing what it does not persist, for that.
-func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old serverConfig, haveOld bool) (bool, error) {
+func (d *Driver) adopt(ctx context.Context, in server, pid int, old serverConfig, haveOld bool) (bool, error) {
 	id := in.DatabaseID
 	port := in.Port
 	if haveOld && old.Port != 0 {
@@ -428,7 +485,7 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 		d.log.Warn("running redis-server refuses the known passwords; restarting it", keyDatabase, id, keyPid, pid)
 		return false, d.terminate(ctx, id, pid)
 	case errors.Is(err, errLoading):
-		return false, fmt.Errorf("database %d: redis-server pid %d is still loading its data on port %d: %w; %s", id, pid, port, err, logTail(d.dbDir(id)))
+		return false, fmt.Errorf("database %d: redis-server pid %d is still loading its data on port %d: %w; %s", id, pid, port, err, logTail(in.dir))
 	case err != nil:
 		// The process is ours (its directory says so) but does not serve its port: it
 		// moved (CONFIG SET port, as tenants once could), hangs, or a stranger holds the
@@ -465,7 +522,7 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 		}
 	}
 	defer c.Close()
-	d.finishUpgrade(id)
+	d.finishUpgrade(in.node)
 	if port != in.Port {
 		d.log.Info("port changes; restarting redis-server", keyDatabase, id, keyPid, pid, "old_port", port, keyPort, in.Port)
 		return false, d.terminate(ctx, id, pid)
@@ -520,23 +577,23 @@ func (d *Driver) connect(ctx context.Context, pid, port int, creds []cred) (*red
 // reconfigure applies the instance's settings to the server behind c, then records them
 // in the config file (after the server has them, so a crash in between leaves a config
 // whose password the server still accepts, or the instance's).
-func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.Instance) error {
+func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in server) error {
 	id := in.DatabaseID
 	want := d.configOf(in)
-	changed, user, users, err := d.applyLive(ctx, c, want, d.madeUsers(id))
+	changed, user, users, err := d.applyLive(ctx, c, want, d.madeUsers(in.node))
 	if err != nil {
 		return fmt.Errorf("database %d: apply configuration: %w", id, err)
 	}
 	d.mu.Lock()
-	d.rules[id] = knownRules{want.ReadOnly, want.DefaultOff, user.rules}
-	d.users[id] = users
+	d.rules[in.node] = knownRules{want.ReadOnly, want.DefaultOff, user.rules}
+	d.users[in.node] = users
 	d.mu.Unlock()
-	if err := d.writeConfig(id, want); err != nil {
+	if err := d.writeConfig(in.node, want); err != nil {
 		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
 	}
 	if len(changed) > 0 {
 		d.log.Info("applied configuration to running redis-server", keyDatabase, id, keyChanged, changed)
-		if slices.Contains(changed, changedPassword) && !want.DefaultOff {
+		if slices.Contains(changed, changedPassword) && !want.DefaultOff && in.primary == "" {
 			// Check that a new connection gets in with the new password.
 			pid, _ := strconv.Atoi(infoField(c.Info(ctx, "server").Val(), "process_id"))
 			nc, err := d.probe(ctx, in.Port, cred{"", in.Password}, pid)
@@ -553,14 +610,14 @@ func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.In
 // server with the persistence it last ran with, so it loads the data that persistence
 // wrote (redis reads only the AOF when AOF is on, only the RDB when it is off), then
 // switches persistence live.
-func (d *Driver) start(ctx context.Context, in clouddb.Instance, want, old serverConfig, haveOld bool, version, bin string) error {
+func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, haveOld bool, version, bin string) error {
 	id := in.DatabaseID
-	dir := d.dbDir(id)
+	dir := in.dir
 	first := want
 	if haveOld && old.Persistence != "" {
 		first.Persistence = old.Persistence
 	}
-	if err := d.writeConfig(id, first); err != nil {
+	if err := d.writeConfig(in.node, first); err != nil {
 		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
 	}
 	if haveOld && first.Persistence == "none" {
@@ -585,7 +642,7 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want, old serve
 	if werr := writeFileAtomic(filepath.Join(dir, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o600); werr != nil {
 		d.log.Warn("cannot write pid file", keyDatabase, id, keyPid, pid, "error", werr)
 	}
-	d.log.Info("started redis-server", keyDatabase, id, keyPid, pid, keyPort, in.Port)
+	d.log.Info("started redis-server", keyDatabase, id, keyNode, in.idx, keyPid, pid, keyPort, in.Port)
 
 	// The internal user, since what follows administers the server.
 	c, err := d.waitReady(ctx, in, pid, ch, cred{internalUser, first.InternalSecret})
@@ -609,7 +666,7 @@ func (d *Driver) start(ctx context.Context, in clouddb.Instance, want, old serve
 	if err = recordVersion(dir, version); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
-	d.upgraded(id, version)
+	d.upgraded(in.node, version)
 	if err = d.reconfigure(ctx, c, in); err != nil {
 		return answeredError{err}
 	}
@@ -627,9 +684,9 @@ func (e answeredError) Unwrap() error { return e.error }
 // up to StartTimeout. If the process exits first (a port in use, a bad config), the error
 // says so and carries the tail of its log. A server still starting at the deadline is
 // left running, so the next Ensure adopts it.
-func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch *child, cr cred) (*redis.Client, error) {
+func (d *Driver) waitReady(ctx context.Context, in server, pid int, ch *child, cr cred) (*redis.Client, error) {
 	id := in.DatabaseID
-	dir := d.dbDir(id)
+	dir := in.dir
 	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
 	defer cancel()
 	addr := fmt.Sprintf("%s:%d", d.host, in.Port)
@@ -698,22 +755,46 @@ const deepCheckEvery = 10 * time.Second
 // instance's port with the instance's settings, password and default user's rules, its
 // named users (see usersDrift), no other user and no replication from a master. A server
 // whose configuration drifted reports false, so that Ensure puts it back.
+//
+// With replication, the replica must run too and follow the primary; without, no
+// replica may be left.
 func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error) {
 	unlock, err := d.lock(ctx, in.DatabaseID)
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
+	topo, err := d.readTopology(in.DatabaseID)
+	if err != nil {
+		return false, nil // Ensure reports it
+	}
+	p := d.nodeOf(in.DatabaseID, topo.Primary)
+	r := d.other(p)
+	ok, err := d.serverRunning(ctx, d.primaryServer(in, p))
+	if !ok || err != nil {
+		return ok, err
+	}
+	if in.Replication {
+		return d.serverRunning(ctx, d.replicaServer(in, r))
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, confFile)); err == nil {
+		return false, nil // a replica no longer wanted: Ensure removes it
+	}
+	return true, nil
+}
+
+// serverRunning is Running for one node's server.
+func (d *Driver) serverRunning(ctx context.Context, in server) (bool, error) {
 	id := in.DatabaseID
-	pid := d.livePid(id)
+	pid := d.livePid(in.node)
 	if pid == 0 {
 		return false, nil
 	}
-	key := checkKey{pid, in.Port, in.Password, usersKey(in)}
+	key := checkKey{pid, in.Port, in.Password, usersKey(in.Instance)}
 	d.mu.Lock()
-	last, ok := d.checked[id]
-	known := d.rules[id]
-	knownUsers := d.users[id]
+	last, ok := d.checked[in.node]
+	known := d.rules[in.node]
+	knownUsers := d.users[in.node]
 	d.mu.Unlock()
 	if ok && last.key == key && time.Since(last.at) < deepCheckEvery {
 		return true, nil
@@ -732,7 +813,7 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 		rules, err = normalRules(ctx, c, want.ReadOnly, want.DefaultOff)
 		if err == nil {
 			d.mu.Lock()
-			d.rules[id] = knownRules{want.ReadOnly, want.DefaultOff, rules}
+			d.rules[in.node] = knownRules{want.ReadOnly, want.DefaultOff, rules}
 			d.mu.Unlock()
 		}
 	}
@@ -745,15 +826,15 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		d.log.Warn("cannot compare redis-server's configuration", keyDatabase, id, "error", err)
+		d.log.Warn("cannot compare redis-server's configuration", keyDatabase, id, keyNode, in.idx, "error", err)
 		return false, nil
 	}
 	if len(diff) > 0 {
-		d.log.Warn("redis-server's configuration drifted from the desired one", keyDatabase, id, keyPid, pid, keyChanged, diff)
+		d.log.Warn("redis-server's configuration drifted from the desired one", keyDatabase, id, keyNode, in.idx, keyPid, pid, keyChanged, diff)
 		return false, nil
 	}
 	d.mu.Lock()
-	d.checked[id] = deepCheck{key, time.Now()}
+	d.checked[in.node] = deepCheck{key, time.Now()}
 	d.mu.Unlock()
 	return true, nil
 }
@@ -786,14 +867,17 @@ func (d *Driver) Stop(ctx context.Context, id int) error {
 	}
 	defer unlock()
 	d.stopReplica(id)
-	pid := d.livePid(id)
-	if pid == 0 {
-		return nil
+	p := d.primaryNode(id)
+	for _, n := range []node{d.other(p), p} {
+		pid := d.livePid(n)
+		if pid == 0 {
+			continue
+		}
+		if err := d.terminate(ctx, id, pid); err != nil {
+			return err
+		}
+		d.log.Info("stopped redis-server", keyDatabase, id, keyNode, n.idx, keyPid, pid)
 	}
-	if err := d.terminate(ctx, id, pid); err != nil {
-		return err
-	}
-	d.log.Info("stopped redis-server", keyDatabase, id, keyPid, pid)
 	return nil
 }
 
@@ -809,29 +893,18 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 	}
 	defer unlock()
 	d.stopReplica(id)
-	d.mu.Lock()
-	delete(d.rules, id)
-	delete(d.users, id)
-	delete(d.checked, id)
-	d.mu.Unlock()
-	dir := d.dbDir(id)
-	if pid := d.livePid(id); pid != 0 {
-		if err := d.shutdownNoSave(ctx, id, pid); err != nil {
-			return err
+	for idx := range 2 {
+		n := d.nodeOf(id, idx)
+		d.forget(n)
+		if pid := d.livePid(n); pid != 0 {
+			if err := d.shutdownNoSave(ctx, n, pid); err != nil {
+				return err
+			}
+			d.log.Info("stopped redis-server for removal", keyDatabase, id, keyNode, idx, keyPid, pid)
 		}
-		d.log.Info("stopped redis-server for removal", keyDatabase, id, keyPid, pid)
 	}
-	// A fork child (a background save) may still be writing a file as the parent goes;
-	// try again briefly.
-	for i := 0; ; i++ {
-		err := os.RemoveAll(dir)
-		if err == nil {
-			break
-		}
-		if i == 20 {
-			return fmt.Errorf("database %d: remove %s: %w", id, dir, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := removeAll(d.dbDir(id)); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
 	}
 	d.log.Info("removed database directory", keyDatabase, id)
 	return nil
@@ -857,8 +930,9 @@ func (d *Driver) Instances(ctx context.Context) ([]int, error) {
 
 // shutdownNoSave stops the server with SHUTDOWN NOSAVE (its background save, if any, is
 // stopped too), and with SIGKILL if it cannot be reached.
-func (d *Driver) shutdownNoSave(ctx context.Context, id, pid int) error {
-	conf, ok, err := d.readConfig(id)
+func (d *Driver) shutdownNoSave(ctx context.Context, n node, pid int) error {
+	id := n.db
+	conf, ok, err := d.readConfig(n)
 	if err == nil && ok && conf.Port != 0 {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		cr := cred{"", conf.Password}

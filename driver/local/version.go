@@ -148,7 +148,7 @@ func (d *Driver) Versions() clouddb.RedisVersions { return d.versions }
 // binary returns the Redis version an instance runs and the binary of that version, as
 // its files tell (see versionFor); it does not ask a running server.
 func (d *Driver) binary(in clouddb.Instance) (version, bin string, err error) {
-	served, known := servedOnDisk(d.dbDir(in.DatabaseID))
+	served, known := servedOnDisk(d.primaryNode(in.DatabaseID).dir)
 	return d.versionFor(in, served, known)
 }
 
@@ -182,11 +182,12 @@ func (d *Driver) ServedVersion(ctx context.Context, in clouddb.Instance) (string
 		return "", err
 	}
 	defer unlock()
-	old, haveOld, err := d.readConfig(in.DatabaseID)
+	p := d.primaryServer(in, d.primaryNode(in.DatabaseID))
+	old, haveOld, err := d.readConfig(p.node)
 	if err != nil {
 		return "", fmt.Errorf("database %d: %w", in.DatabaseID, err)
 	}
-	v, _ := d.servedVersion(ctx, in, d.livePid(in.DatabaseID), old, haveOld)
+	v, _ := d.servedVersion(ctx, p, d.livePid(p.node), old, haveOld)
 	return v, nil
 }
 
@@ -194,8 +195,8 @@ func (d *Driver) ServedVersion(ctx context.Context, in clouddb.Instance) (string
 // anything tells: the version file; else the running server pid itself (INFO server),
 // which it then records, as a server started before clouddb kept the file has none;
 // else the version that wrote its data files (see dataVersion).
-func (d *Driver) servedVersion(ctx context.Context, in clouddb.Instance, pid int, old serverConfig, haveOld bool) (string, bool) {
-	dir := d.dbDir(in.DatabaseID)
+func (d *Driver) servedVersion(ctx context.Context, in server, pid int, old serverConfig, haveOld bool) (string, bool) {
+	dir := in.dir
 	if v, ok := readVersionFile(dir); ok {
 		return v, true
 	}
@@ -235,7 +236,7 @@ const liveTimeout = 2 * time.Second
 
 // liveVersion asks the running server pid its version (INFO server), logged in as adopt
 // would be.
-func (d *Driver) liveVersion(ctx context.Context, in clouddb.Instance, pid int, old serverConfig, haveOld bool) (string, bool) {
+func (d *Driver) liveVersion(ctx context.Context, in server, pid int, old serverConfig, haveOld bool) (string, bool) {
 	ctx, cancel := context.WithTimeout(ctx, liveTimeout)
 	defer cancel()
 	port := in.Port
@@ -386,9 +387,9 @@ func upgrading(dir string) bool {
 // load it even with persistence none, whose start otherwise drops old files. With AOF on
 // the new server loads the AOF, as complete as the RDB; with AOF off it loads the RDB,
 // which SHUTDOWN SAVE has just replaced: no older file can win over it.
-func (d *Driver) upgradeStop(ctx context.Context, in clouddb.Instance, pid int, old serverConfig, haveOld bool, to string) error {
+func (d *Driver) upgradeStop(ctx context.Context, in server, pid int, old serverConfig, haveOld bool, to string) error {
 	id := in.DatabaseID
-	dir := d.dbDir(id)
+	dir := in.dir
 	port := in.Port
 	var creds []cred
 	if haveOld {
@@ -455,7 +456,7 @@ func (d *Driver) upgradeStop(ctx context.Context, in clouddb.Instance, pid int, 
 // server runs on as it is. The new version must take the database's ACL users: a rule
 // the old version took may name a command or category the new one lacks, and a server
 // whose config it refuses does not start.
-func (d *Driver) upgradeAllowed(ctx context.Context, in clouddb.Instance, bin string) error {
+func (d *Driver) upgradeAllowed(ctx context.Context, in server, bin string) error {
 	if len(in.Users) == 0 {
 		return nil
 	}
@@ -470,7 +471,7 @@ func (d *Driver) upgradeAllowed(ctx context.Context, in clouddb.Instance, bin st
 // that served its data before an upgrade whose new server did not come up (cause): the
 // data is as the old server left it, the RDB that SHUTDOWN SAVE wrote included (the
 // upgrade mark keeps it). The upgrade still fails, saying whether the old version runs.
-func (d *Driver) rollBack(ctx context.Context, in clouddb.Instance, want, old serverConfig, haveOld bool, from, to string, cause error) error {
+func (d *Driver) rollBack(ctx context.Context, in server, want, old serverConfig, haveOld bool, from, to string, cause error) error {
 	id := in.DatabaseID
 	fail := fmt.Errorf("database %d: upgrade to Redis %s failed: %w", id, to, cause)
 	bin, ok := d.bins[from]
@@ -479,7 +480,7 @@ func (d *Driver) rollBack(ctx context.Context, in clouddb.Instance, want, old se
 	}
 	// The new server may still run (it did not answer in time): it goes without a word
 	// to its files, which belong to the old version.
-	if pid := d.livePid(id); pid != 0 {
+	if pid := d.livePid(in.node); pid != 0 {
 		if err := d.kill(ctx, id, pid); err != nil {
 			return fmt.Errorf("%w; %w", fail, err)
 		}
@@ -497,22 +498,22 @@ func (d *Driver) rollBack(ctx context.Context, in clouddb.Instance, want, old se
 // the upgrade was for: it has loaded the data saved for it (it was still loading when its
 // start gave up waiting). Left, the mark would make a later start of a database without
 // persistence load that old snapshot instead of starting empty.
-func (d *Driver) finishUpgrade(id int) {
-	dir := d.dbDir(id)
+func (d *Driver) finishUpgrade(n node) {
+	dir := n.dir
 	b, err := os.ReadFile(filepath.Join(dir, upgradeFile))
 	if err != nil {
 		return
 	}
 	if v, ok := readVersionFile(dir); ok && v == strings.TrimSpace(string(b)) {
-		d.upgraded(id, v)
+		d.upgraded(n, v)
 	}
 }
 
-func (d *Driver) upgraded(id int, version string) {
-	err := os.Remove(filepath.Join(d.dbDir(id), upgradeFile))
+func (d *Driver) upgraded(n node, version string) {
+	err := os.Remove(filepath.Join(n.dir, upgradeFile))
 	if err == nil {
-		d.log.Info("redis-server loaded the data saved for its upgrade", keyDatabase, id, "version", version)
+		d.log.Info("redis-server loaded the data saved for its upgrade", keyDatabase, n.db, keyNode, n.idx, "version", version)
 	} else if !errors.Is(err, os.ErrNotExist) {
-		d.log.Warn("cannot remove the upgrade mark", keyDatabase, id, "error", err)
+		d.log.Warn("cannot remove the upgrade mark", keyDatabase, n.db, keyNode, n.idx, "error", err)
 	}
 }

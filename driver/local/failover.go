@@ -1,0 +1,173 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"clouddb"
+)
+
+// failover makes the replica r the primary when the primary p's server is gone and r's
+// holds the data (see promotable), and returns the nodes in their new roles. It also
+// finishes a failover that a crash cut short: a replica node that already serves as a
+// primary. Without a live replica that has the data, the roles stay: the primary starts
+// again on its own files, and a replica that never synced has nothing to lose.
+func (d *Driver) failover(ctx context.Context, in clouddb.Instance, p, r node) (node, node, error) {
+	if d.livePid(p) != 0 {
+		return p, r, nil
+	}
+	rpid := d.livePid(r)
+	if rpid == 0 {
+		return p, r, nil
+	}
+	conf, ok, err := d.readConfig(r)
+	if err != nil || !ok || conf.InternalSecret == "" {
+		// Not a replica clouddb can reach: Ensure deals with it as a server.
+		return p, r, nil
+	}
+	c, err := d.probe(ctx, 0, cred{internalUser, conf.InternalSecret}, rpid)
+	if err != nil {
+		d.log.Warn("the primary is gone and its replica does not answer; the primary starts on its own data", keyDatabase, in.DatabaseID, keyNode, r.idx, "error", err)
+		return p, r, nil
+	}
+	defer c.Close()
+	has, why, err := promotable(ctx, c)
+	if err != nil {
+		return p, r, fmt.Errorf("database %d: ask the replica whether it has the data: %w", in.DatabaseID, err)
+	}
+	if !has {
+		d.log.Warn("the primary is gone and its replica never synced; the primary starts on its own data", keyDatabase, in.DatabaseID, keyNode, r.idx, "why", why)
+		return p, r, nil
+	}
+	start := time.Now()
+	if err := d.promote(ctx, c, in); err != nil {
+		return p, r, fmt.Errorf("database %d: promote the replica: %w", in.DatabaseID, err)
+	}
+	// The roles are the topology file's from now on: a crash before it is written finds
+	// the replica serving as a primary, which promotable accepts.
+	if err := d.writeTopology(in.DatabaseID, topology{Primary: r.idx}); err != nil {
+		return p, r, fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
+	d.mu.Lock()
+	delete(d.checked, r)
+	delete(d.checked, p)
+	d.mu.Unlock()
+	d.log.Warn("the primary's server is gone: its replica took over the endpoint", keyDatabase, in.DatabaseID, keyNode, r.idx, keyPid, rpid, keyPort, in.Port, "took", time.Since(start).Round(time.Microsecond))
+	return r, p, nil
+}
+
+// promotable reports whether a replica holds its primary's data: its link to the primary
+// was up once (redis reports master_link_down_since_seconds -1 until then) and it is not
+// in the middle of a full sync, which empties it first. A server that already serves as a
+// primary (a failover cut short) holds it too.
+func promotable(ctx context.Context, c *redis.Client) (bool, string, error) {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return false, "", classify(err)
+	}
+	switch {
+	case infoField(info, "role") == "master":
+		return true, "", nil
+	case infoField(info, "master_sync_in_progress") == "1":
+		return false, "a full sync is in progress", nil
+	case infoField(info, "master_link_status") == "up":
+		return true, "", nil
+	}
+	down, err := strconv.Atoi(infoField(info, "master_link_down_since_seconds"))
+	if err != nil {
+		return false, "", fmt.Errorf("INFO replication: master_link_down_since_seconds: %w", err)
+	}
+	if down < 0 {
+		return false, "its link to the primary was never up", nil
+	}
+	return true, "", nil
+}
+
+// promote makes the replica behind c a primary serving the database's port: it stops
+// replicating (keeping its data) and listens where the primary did, so that clients
+// reconnect to the same endpoint.
+func (d *Driver) promote(ctx context.Context, c *redis.Client, in clouddb.Instance) error {
+	if err := c.Do(ctx, "replicaof", "no", "one").Err(); err != nil {
+		return fmt.Errorf("REPLICAOF NO ONE: %w", classify(err))
+	}
+	port := strconv.Itoa(in.Port)
+	args := []any{"config", "set", "port", port}
+	if in.TLS != nil {
+		args = []any{"config", "set", "port", "0", "tls-port", port}
+	}
+	// The dead primary's port is free at once (its socket closed with the process); a
+	// listener a stranger took meanwhile makes this fail, and Ensure tries again.
+	if err := c.Do(ctx, args...).Err(); err != nil {
+		return fmt.Errorf("CONFIG SET port %s: %w", port, classify(err))
+	}
+	return nil
+}
+
+// removeNode stops node n's server without saving and deletes its files: the replica of
+// a database whose replication was turned off (node 1's directory, or node 0's files
+// when node 1 serves since a failover). Nothing to remove does nothing.
+func (d *Driver) removeNode(ctx context.Context, n node) error {
+	d.forget(n)
+	if _, err := os.Stat(filepath.Join(n.dir, confFile)); errors.Is(err, os.ErrNotExist) {
+		if n.idx != 0 {
+			return nil
+		}
+		if _, err := os.Stat(filepath.Join(n.dir, pidFile)); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+	}
+	if pid := d.livePid(n); pid != 0 {
+		if err := d.shutdownNoSave(ctx, n, pid); err != nil {
+			return err
+		}
+		d.log.Info("stopped redis-server for removal", keyDatabase, n.db, keyNode, n.idx, keyPid, pid)
+	}
+	if n.idx != 0 {
+		return removeAll(n.dir)
+	}
+	// Node 0's files share the database's directory with node 1's and the topology.
+	entries, err := os.ReadDir(n.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == replicaDir || e.Name() == topologyFile {
+			continue
+		}
+		if err := removeAll(filepath.Join(n.dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forget drops what the Driver remembers of node n's server.
+func (d *Driver) forget(n node) {
+	d.mu.Lock()
+	delete(d.rules, n)
+	delete(d.users, n)
+	delete(d.checked, n)
+	d.mu.Unlock()
+}
+
+// removeAll removes path, trying again briefly: a fork child (a background save) may
+// still be writing a file as its parent goes.
+func removeAll(path string) error {
+	for i := 0; ; i++ {
+		err := os.RemoveAll(path)
+		if err == nil {
+			return nil
+		}
+		if i == 20 {
+			return fmt.Errorf("remove %s: %w", path, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,125 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"clouddb"
+)
+
+// A database runs on one or two nodes, each a redis-server with its own directory: node
+// 0, whose directory is the database's own (the only node a database had before
+// replication, so servers of an older clouddb are adopted there), and, with replication,
+// node 1 in a subdirectory. One node is the primary: it serves the database's port. The
+// other replicates from it and listens on its unix socket only (port 0), so that taking
+// over is CONFIG SET port on the same endpoint. Which node is the primary the topology
+// file says; it changes at each failover.
+type node struct {
+	db  int    // the database's id
+	idx int    // 0 or 1
+	dir string // its data directory
+}
+
+// topologyFile, in the database's directory, names the primary node.
+const topologyFile = "topology.json"
+
+// replicaDir is node 1's directory inside the database's.
+const replicaDir = "node1"
+
+// nodeOf returns node idx of database id.
+func (d *Driver) nodeOf(id, idx int) node {
+	dir := d.dbDir(id)
+	if idx != 0 {
+		dir = filepath.Join(dir, replicaDir)
+	}
+	return node{db: id, idx: idx, dir: dir}
+}
+
+// other is the database's other node.
+func (d *Driver) other(n node) node { return d.nodeOf(n.db, 1-n.idx) }
+
+// server is what one node runs: the database's instance, with the port the node serves
+// (the database's for the primary, 0 for a replica) and, for a replica, the address of
+// the primary it follows.
+type server struct {
+	clouddb.Instance
+	node
+	// primary is "host port" of the server this one replicates, "" for the primary.
+	primary string
+}
+
+// primaryServer and replicaServer are what the nodes of in run.
+func (d *Driver) primaryServer(in clouddb.Instance, n node) server {
+	return server{Instance: in, node: n}
+}
+
+func (d *Driver) replicaServer(in clouddb.Instance, n node) server {
+	s := server{Instance: in, node: n, primary: d.connectHost + " " + strconv.Itoa(in.Port)}
+	s.Port = 0
+	return s
+}
+
+// replicaAddr is the primary's address as a replica dials it.
+func (s server) primaryAddr() (string, bool) {
+	if s.primary == "" {
+		return "", false
+	}
+	host, port, _ := cutSpace(s.primary)
+	return net.JoinHostPort(host, port), true
+}
+
+func cutSpace(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ' ' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+type topology struct {
+	// Primary is the index of the node that serves the database's port.
+	Primary int `json:"primary"`
+}
+
+// readTopology reads the database's topology file; none means node 0 is the primary.
+func (d *Driver) readTopology(id int) (topology, error) {
+	data, err := os.ReadFile(filepath.Join(d.dbDir(id), topologyFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return topology{}, nil
+	}
+	if err != nil {
+		return topology{}, err
+	}
+	var t topology
+	if err := json.Unmarshal(data, &t); err != nil {
+		return topology{}, fmt.Errorf("%s: %w", topologyFile, err)
+	}
+	if t.Primary != 0 && t.Primary != 1 {
+		return topology{}, fmt.Errorf("%s: primary node %d: want 0 or 1", topologyFile, t.Primary)
+	}
+	return t, nil
+}
+
+func (d *Driver) writeTopology(id int, t topology) error {
+	data, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(d.dbDir(id), topologyFile), append(data, '\n'), 0o600)
+}
+
+// primaryNode is the database's primary node as its topology file says (node 0 when the
+// file cannot be read: the error is Ensure's to report).
+func (d *Driver) primaryNode(id int) node {
+	t, err := d.readTopology(id)
+	if err != nil {
+		return d.nodeOf(id, 0)
+	}
+	return d.nodeOf(id, t.Primary)
+}
