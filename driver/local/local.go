@@ -77,6 +77,7 @@ type Config struct {
 // Driver runs one redis-server process per database.
 type Driver struct {
 	dir          string
+	sockDir      string // see socketDir
 	host         string
 	connectHost  string
 	bin          string
@@ -131,6 +132,10 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local driver: %w", err)
 	}
+	sockDir, err := socketDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("local driver: %w", err)
+	}
 	host := cfg.Host
 	if host == "" {
 		host = DefaultHost
@@ -152,6 +157,7 @@ func New(cfg Config) (*Driver, error) {
 	}
 	return &Driver{
 		dir:          dir,
+		sockDir:      sockDir,
 		host:         host,
 		connectHost:  connectHost,
 		bin:          bins[versions.Default],
@@ -269,6 +275,7 @@ func (d *Driver) configOf(in clouddb.Instance) serverConfig {
 	return serverConfig{
 		Port:           in.Port,
 		Host:           d.host,
+		Socket:         d.sockPath(in.DatabaseID),
 		Password:       in.Password,
 		MaxMemory:      in.MaxMemoryBytes,
 		Policy:         in.EvictionPolicy,
@@ -418,7 +425,7 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 	if haveOld && old.Password != "" && old.Password != in.Password {
 		creds = append(creds, cred{"", old.Password})
 	}
-	c, cr, err := d.connect(ctx, pid, port, creds)
+	c, cr, err := d.connect(ctx, id, pid, port, creds)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Given up by the caller (clouddb shutting down): no verdict on the server, which
@@ -453,7 +460,7 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 			d.log.Warn("running redis-server refuses clouddb's internal user; restarting it", keyDatabase, id, keyPid, pid, "error", classify(err))
 			return false, d.terminate(ctx, id, pid)
 		}
-		if c, _, err = d.connect(ctx, pid, port, []cred{{internalUser, secret}}); err != nil {
+		if c, _, err = d.connect(ctx, id, pid, port, []cred{{internalUser, secret}}); err != nil {
 			return false, fmt.Errorf("database %d: redis-server pid %d refuses the internal user it was just given: %w", id, pid, err)
 		}
 		if gerr == nil && prior.canLogIn() {
@@ -487,14 +494,14 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 // connect waits, up to StartTimeout, until the server pid on port accepts one of the
 // passwords, and returns a client authenticated with it. It gives up at once when every
 // password is refused (the error wraps errAuth) or the process is gone.
-func (d *Driver) connect(ctx context.Context, pid, port int, creds []cred) (*redis.Client, cred, error) {
+func (d *Driver) connect(ctx context.Context, id, pid, port int, creds []cred) (*redis.Client, cred, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
 	defer cancel()
 	for {
 		var last error
 		refused := 0
 		for _, cr := range creds {
-			c, err := d.probe(ctx, port, cr, pid)
+			c, err := d.probe(ctx, id, port, cr, pid)
 			if err == nil {
 				return c, cr, nil
 			}
@@ -539,7 +546,7 @@ func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.In
 		if slices.Contains(changed, changedPassword) && !want.DefaultOff {
 			// Check that a new connection gets in with the new password.
 			pid, _ := strconv.Atoi(infoField(c.Info(ctx, "server").Val(), "process_id"))
-			nc, err := d.probe(ctx, in.Port, cred{"", in.Password}, pid)
+			nc, err := d.probe(ctx, id, in.Port, cred{"", in.Password}, pid)
 			if err != nil {
 				return fmt.Errorf("database %d: new password not accepted: %w", id, err)
 			}
@@ -658,7 +665,7 @@ func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch
 		// exit of our process must not wait for it.
 		res := make(chan result, 1)
 		go func() {
-			c, err := d.probe(ctx, in.Port, cr, pid)
+			c, err := d.probe(ctx, id, in.Port, cr, pid)
 			res <- result{c, err}
 		}()
 		select {
@@ -719,7 +726,7 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 		return true, nil
 	}
 	want := d.configOf(in)
-	c, err := d.probe(ctx, in.Port, cred{internalUser, want.InternalSecret}, pid)
+	c, err := d.probe(ctx, id, in.Port, cred{internalUser, want.InternalSecret}, pid)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -833,6 +840,11 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if d.sockDir != "" {
+		if err := os.Remove(d.sockPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("database %d: %w", id, err)
+		}
+	}
 	d.log.Info("removed database directory", keyDatabase, id)
 	return nil
 }
@@ -859,13 +871,13 @@ func (d *Driver) Instances(ctx context.Context) ([]int, error) {
 // stopped too), and with SIGKILL if it cannot be reached.
 func (d *Driver) shutdownNoSave(ctx context.Context, id, pid int) error {
 	conf, ok, err := d.readConfig(id)
-	if err == nil && ok && conf.Port != 0 {
+	if err == nil && ok && (conf.Port != 0 || isSocket(d.sockPath(id))) {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		cr := cred{"", conf.Password}
 		if conf.InternalSecret != "" {
 			cr = cred{internalUser, conf.InternalSecret}
 		}
-		c, perr := d.probe(sctx, conf.Port, cr, pid)
+		c, perr := d.probe(sctx, id, conf.Port, cr, pid)
 		if perr == nil {
 			err := c.ShutdownNoSave(sctx).Err()
 			c.Close()
