@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,11 +32,14 @@ var errNoPerm = errors.New("not permitted")
 // (the clients' password).
 type cred struct{ user, password string }
 
-func (d *Driver) newClient(port int, c cred) *redis.Client {
+func (d *Driver) newClient(n node, port int, c cred) *redis.Client {
 	return redis.NewClient(&redis.Options{
-		Addr:                     net.JoinHostPort(d.connectHost, strconv.Itoa(port)),
-		Username:                 c.user,
-		Password:                 c.password,
+		Addr:     d.internalAddr(n, port),
+		Username: c.user,
+		Password: c.password,
+		// The address is chosen at each dial: a server gets its socket only once it has
+		// started (see dialServer).
+		Dialer:                   func(ctx context.Context, _, _ string) (net.Conn, error) { return d.dialServer(ctx, n, port) },
 		Protocol:                 2,
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
@@ -51,11 +55,45 @@ func (d *Driver) newClient(port int, c cred) *redis.Client {
 	})
 }
 
-// probe opens an authenticated connection to the server on port, checks that it answers
-// PING and that it is process pid (so a stranger on the port is not taken for ours), and
-// returns the client. Errors wrap errAuth or errLoading when the server said so.
-func (d *Driver) probe(ctx context.Context, port int, cr cred, pid int) (*redis.Client, error) {
-	c := d.newClient(port, cr)
+// dialServer opens the driver's own connection to the database's server: through its
+// unix socket when it has one, else over TCP on port (a server started by an older
+// clouddb has no socket until its next restart). A socket file that refuses the
+// connection is a dead server's: TCP is tried then.
+func (d *Driver) dialServer(ctx context.Context, n node, port int) (net.Conn, error) {
+	nd := net.Dialer{Timeout: time.Second}
+	sock := d.sockPath(n)
+	if isSocket(sock) {
+		conn, err := nd.DialContext(ctx, "unix", sock)
+		if err == nil || port == 0 {
+			return conn, err
+		}
+	}
+	if port == 0 {
+		return nil, fmt.Errorf("database %d: no unix socket at %s and no TCP port", n.db, sock)
+	}
+	return nd.DialContext(ctx, "tcp", net.JoinHostPort(d.connectHost, strconv.Itoa(port)))
+}
+
+// internalAddr is the address dialServer would try first: the socket's path or host:port.
+func (d *Driver) internalAddr(n node, port int) string {
+	if sock := d.sockPath(n); isSocket(sock) || port == 0 {
+		return sock
+	}
+	return net.JoinHostPort(d.connectHost, strconv.Itoa(port))
+}
+
+// isSocket reports whether path is a unix socket (not a symlink to one).
+func isSocket(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
+// probe opens an authenticated connection to the server of database id (through its
+// socket, or on port), checks that it answers PING and that it is process pid (so a
+// stranger on the port is not taken for ours), and returns the client. Errors wrap
+// errAuth or errLoading when the server said so.
+func (d *Driver) probe(ctx context.Context, n node, port int, cr cred, pid int) (*redis.Client, error) {
+	c := d.newClient(n, port, cr)
 	fail := func(err error) (*redis.Client, error) {
 		c.Close()
 		return nil, err
@@ -69,7 +107,7 @@ func (d *Driver) probe(ctx context.Context, port int, cr cred, pid int) (*redis.
 	}
 	got := infoField(info, "process_id")
 	if got != strconv.Itoa(pid) {
-		return fail(fmt.Errorf("port %d is served by process %s, not redis-server pid %d", port, got, pid))
+		return fail(fmt.Errorf("%s is served by process %s, not redis-server pid %d", d.internalAddr(n, port), got, pid))
 	}
 	return c, nil
 }
@@ -117,6 +155,9 @@ func settings(c serverConfig) map[string]string {
 		"appendfsync":      p.appendfsync,
 		"save":             p.save,
 		"bind":             c.Host,
+		// The tenant's endpoint: the driver itself goes through the socket, so a server
+		// off its port is brought back live.
+		"port": strconv.Itoa(c.Port),
 	}
 	for _, l := range limitSettings(c.MaxMemory) {
 		s[l.name] = l.value
@@ -125,7 +166,7 @@ func settings(c serverConfig) map[string]string {
 }
 
 // settingOrder lists the settings in the order CONFIG SET gets them.
-var settingOrder = []string{"maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "bind",
+var settingOrder = []string{"port", "maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "bind",
 	"sanitize-dump-payload", "maxmemory-clients", "client-output-buffer-limit", "client-query-buffer-limit"}
 
 // liveValue is setting name's value in a CONFIG GET reply, in the form settings gives

@@ -59,8 +59,10 @@ const internalUser = "clouddb-internal"
 
 // serverConfig is what clouddb puts into a database's redis.conf.
 type serverConfig struct {
-	Port        int
-	Host        string
+	Port int
+	Host string
+	// Socket is the unix socket the driver reaches the server through (see socketDir).
+	Socket      string
 	Password    string
 	MaxMemory   int64
 	Policy      string
@@ -101,6 +103,10 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 	line("port", strconv.Itoa(c.Port))
 	line("bind", c.Host)
 	line("protected-mode", "yes")
+	if c.Socket != "" {
+		line("unixsocket", c.Socket)
+		line("unixsocketperm", "700")
+	}
 	// The default user is the tenant's: a user line, not requirepass, so that it gets the
 	// data-plane commands only (see tenantRules).
 	line("user", append([]string{"default"}, defaultUser(">"+c.Password, c.ReadOnly, c.DefaultOff)...)...)
@@ -168,6 +174,8 @@ func parseConfig(data []byte) (serverConfig, error) {
 			c.Port = port
 		case "bind":
 			c.Host = val
+		case "unixsocket":
+			c.Socket = val
 		case "requirepass": // written by clouddb versions before tenantRules
 			c.Password = val
 		case "user":

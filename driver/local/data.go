@@ -20,10 +20,11 @@ import (
 // replicators behind replicaOf. All of them work as the database's internal user, which
 // may write even while clients may not.
 
-// internalEndpoint is how clouddb itself reaches the database's server.
+// internalEndpoint is how clouddb itself reaches the database's server: through its unix
+// socket when it has one (see dialServer).
 func (d *Driver) internalEndpoint(in clouddb.Instance) redisdata.Endpoint {
 	return redisdata.Endpoint{
-		Addr:     net.JoinHostPort(d.connectHost, strconv.Itoa(in.Port)),
+		Addr:     d.internalAddr(d.primaryNode(in.DatabaseID), in.Port),
 		Username: internalUser,
 		Password: d.internalSecret(in.DatabaseID),
 		NoEvict:  true, // its RESTOREs of big keys must pass the clients' memory limit
@@ -138,13 +139,34 @@ func (d *Driver) ownEndpoint(e clouddb.RedisEndpoint) (redisdata.Endpoint, bool)
 			return redisdata.Endpoint{}, false
 		}
 		return redisdata.Endpoint{
-			Addr:     net.JoinHostPort(d.connectHost, portText),
+			Addr:     d.internalAddr(d.primaryNode(id), port),
 			Username: internalUser,
 			Password: c.InternalSecret,
-			Dial:     d.dialSource, // the guard decides as it would for the tenant's user
+			Dial:     d.ownDial(net.JoinHostPort(d.connectHost, portText)),
 		}, true
 	}
 	return redisdata.Endpoint{}, false
+}
+
+// ownDial is the Dial of an own database reached as a source at tcpAddr: the address
+// guard decides as it would for the tenant's user, on that TCP address, even when the
+// connection itself goes through the server's unix socket.
+func (d *Driver) ownDial(tcpAddr string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if d.dialSource == nil {
+		return nil
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if network != "unix" {
+			return d.dialSource(ctx, network, addr)
+		}
+		probe, err := d.dialSource(ctx, "tcp", tcpAddr)
+		if err != nil {
+			return nil, err
+		}
+		probe.Close()
+		var nd net.Dialer
+		return nd.DialContext(ctx, "unix", addr)
+	}
 }
 
 // loadConfig is how files meant for the database are checked: by a throwaway server of
@@ -164,6 +186,7 @@ type replica struct {
 	r       *redisdata.Replicator
 	sources []clouddb.RedisEndpoint
 	bin     string
+	target  string // the address it writes to (the socket appears with a restart)
 }
 
 // syncReplica makes the database's replicator follow exactly in.ReplicaOf, checking what
@@ -174,7 +197,8 @@ func (d *Driver) syncReplica(in clouddb.Instance, bin string) {
 	d.mu.Lock()
 	cur := d.replicas[in.DatabaseID]
 	d.mu.Unlock()
-	if cur != nil && slices.Equal(cur.sources, in.ReplicaOf) && cur.bin == bin {
+	target := d.internalEndpoint(in)
+	if cur != nil && slices.Equal(cur.sources, in.ReplicaOf) && cur.bin == bin && cur.target == target.Addr {
 		return
 	}
 	d.stopReplica(in.DatabaseID)
@@ -191,7 +215,7 @@ func (d *Driver) syncReplica(in clouddb.Instance, bin string) {
 			d.replicaEvent(id, e)
 		}
 	}}
-	rep := &replica{r: redisdata.Start(context.Background(), d.internalEndpoint(in), srcs, opts), sources: slices.Clone(in.ReplicaOf), bin: bin}
+	rep := &replica{r: redisdata.Start(context.Background(), target, srcs, opts), sources: slices.Clone(in.ReplicaOf), bin: bin, target: target.Addr}
 	d.mu.Lock()
 	d.replicas[id] = rep
 	d.mu.Unlock()

@@ -32,7 +32,7 @@ func (d *Driver) failover(ctx context.Context, in clouddb.Instance, p, r node) (
 		// Not a replica clouddb can reach: Ensure deals with it as a server.
 		return p, r, nil
 	}
-	c, err := d.probe(ctx, 0, cred{internalUser, conf.InternalSecret}, rpid)
+	c, err := d.probe(ctx, r, 0, cred{internalUser, conf.InternalSecret}, rpid)
 	if err != nil {
 		d.log.Warn("the primary is gone and its replica does not answer; the primary starts on its own data", keyDatabase, in.DatabaseID, keyNode, r.idx, "error", err)
 		return p, r, nil
@@ -128,6 +128,11 @@ func (d *Driver) removeNode(ctx context.Context, n node) error {
 			return err
 		}
 		d.log.Info("stopped redis-server for removal", keyDatabase, n.db, keyNode, n.idx, keyPid, pid)
+	}
+	if d.sockDir != "" {
+		if err := os.Remove(d.sockPath(n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	if n.idx != 0 {
 		return removeAll(n.dir)

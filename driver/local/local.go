@@ -78,6 +78,7 @@ type Config struct {
 // Driver runs one redis-server process per database.
 type Driver struct {
 	dir          string
+	sockDir      string // see socketDir
 	host         string
 	connectHost  string
 	bin          string
@@ -132,6 +133,10 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local driver: %w", err)
 	}
+	sockDir, err := socketDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("local driver: %w", err)
+	}
 	host := cfg.Host
 	if host == "" {
 		host = DefaultHost
@@ -153,6 +158,7 @@ func New(cfg Config) (*Driver, error) {
 	}
 	return &Driver{
 		dir:          dir,
+		sockDir:      sockDir,
 		host:         host,
 		connectHost:  connectHost,
 		bin:          bins[versions.Default],
@@ -277,6 +283,7 @@ func (d *Driver) configOf(in server) serverConfig {
 		Primary:        in.primary,
 		Port:           in.Port,
 		Host:           d.host,
+		Socket:         d.sockPath(in.node),
 		Password:       in.Password,
 		MaxMemory:      in.MaxMemoryBytes,
 		Policy:         in.EvictionPolicy,
@@ -475,7 +482,7 @@ func (d *Driver) adopt(ctx context.Context, in server, pid int, old serverConfig
 	if haveOld && old.Password != "" && old.Password != in.Password {
 		creds = append(creds, cred{"", old.Password})
 	}
-	c, cr, err := d.connect(ctx, pid, port, creds)
+	c, cr, err := d.connect(ctx, in.node, pid, port, creds)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Given up by the caller (clouddb shutting down): no verdict on the server, which
@@ -510,7 +517,7 @@ func (d *Driver) adopt(ctx context.Context, in server, pid int, old serverConfig
 			d.log.Warn("running redis-server refuses clouddb's internal user; restarting it", keyDatabase, id, keyPid, pid, "error", classify(err))
 			return false, d.terminate(ctx, id, pid)
 		}
-		if c, _, err = d.connect(ctx, pid, port, []cred{{internalUser, secret}}); err != nil {
+		if c, _, err = d.connect(ctx, in.node, pid, port, []cred{{internalUser, secret}}); err != nil {
 			return false, fmt.Errorf("database %d: redis-server pid %d refuses the internal user it was just given: %w", id, pid, err)
 		}
 		if gerr == nil && prior.canLogIn() {
@@ -544,14 +551,14 @@ func (d *Driver) adopt(ctx context.Context, in server, pid int, old serverConfig
 // connect waits, up to StartTimeout, until the server pid on port accepts one of the
 // passwords, and returns a client authenticated with it. It gives up at once when every
 // password is refused (the error wraps errAuth) or the process is gone.
-func (d *Driver) connect(ctx context.Context, pid, port int, creds []cred) (*redis.Client, cred, error) {
+func (d *Driver) connect(ctx context.Context, n node, pid, port int, creds []cred) (*redis.Client, cred, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
 	defer cancel()
 	for {
 		var last error
 		refused := 0
 		for _, cr := range creds {
-			c, err := d.probe(ctx, port, cr, pid)
+			c, err := d.probe(ctx, n, port, cr, pid)
 			if err == nil {
 				return c, cr, nil
 			}
@@ -596,7 +603,7 @@ func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in server) er
 		if slices.Contains(changed, changedPassword) && !want.DefaultOff && in.primary == "" {
 			// Check that a new connection gets in with the new password.
 			pid, _ := strconv.Atoi(infoField(c.Info(ctx, "server").Val(), "process_id"))
-			nc, err := d.probe(ctx, in.Port, cred{"", in.Password}, pid)
+			nc, err := d.probe(ctx, in.node, in.Port, cred{"", in.Password}, pid)
 			if err != nil {
 				return fmt.Errorf("database %d: new password not accepted: %w", id, err)
 			}
@@ -715,7 +722,7 @@ func (d *Driver) waitReady(ctx context.Context, in server, pid int, ch *child, c
 		// exit of our process must not wait for it.
 		res := make(chan result, 1)
 		go func() {
-			c, err := d.probe(ctx, in.Port, cr, pid)
+			c, err := d.probe(ctx, in.node, in.Port, cr, pid)
 			res <- result{c, err}
 		}()
 		select {
@@ -800,7 +807,7 @@ func (d *Driver) serverRunning(ctx context.Context, in server) (bool, error) {
 		return true, nil
 	}
 	want := d.configOf(in)
-	c, err := d.probe(ctx, in.Port, cred{internalUser, want.InternalSecret}, pid)
+	c, err := d.probe(ctx, in.node, in.Port, cred{internalUser, want.InternalSecret}, pid)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -906,6 +913,13 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 	if err := removeAll(d.dbDir(id)); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
+	if d.sockDir != "" {
+		for idx := range 2 {
+			if err := os.Remove(d.sockPath(d.nodeOf(id, idx))); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("database %d: %w", id, err)
+			}
+		}
+	}
 	d.log.Info("removed database directory", keyDatabase, id)
 	return nil
 }
@@ -933,13 +947,13 @@ func (d *Driver) Instances(ctx context.Context) ([]int, error) {
 func (d *Driver) shutdownNoSave(ctx context.Context, n node, pid int) error {
 	id := n.db
 	conf, ok, err := d.readConfig(n)
-	if err == nil && ok && conf.Port != 0 {
+	if err == nil && ok && (conf.Port != 0 || isSocket(d.sockPath(n))) {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		cr := cred{"", conf.Password}
 		if conf.InternalSecret != "" {
 			cr = cred{internalUser, conf.InternalSecret}
 		}
-		c, perr := d.probe(sctx, conf.Port, cr, pid)
+		c, perr := d.probe(sctx, n, conf.Port, cr, pid)
 		if perr == nil {
 			err := c.ShutdownNoSave(sctx).Err()
 			c.Close()

@@ -253,7 +253,7 @@ func (d *Driver) liveVersion(ctx context.Context, in server, pid int, old server
 		}
 	}
 	for _, cr := range creds {
-		c, err := d.probe(ctx, port, cr, pid)
+		c, err := d.probe(ctx, in.node, port, cr, pid)
 		if err != nil {
 			continue
 		}
@@ -401,7 +401,7 @@ func (d *Driver) upgradeStop(ctx context.Context, in server, pid int, old server
 		}
 	}
 	creds = append(creds, cred{"", in.Password})
-	c, _, err := d.connect(ctx, pid, port, creds)
+	c, _, err := d.connect(ctx, in.node, pid, port, creds)
 	if err != nil {
 		// Without a connection there is no way to save what the server holds: it is
 		// left running, on its version, rather than restarted without its data.
