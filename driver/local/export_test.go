@@ -3,3 +3,10 @@ package local
 // SetLogRate sets how many bytes a second the servers started from now on may have
 // clouddb read of their log output, and returns the rate it replaces.
 func SetLogRate(bytesPerSecond int64) int64 { return logRate.Swap(bytesPerSecond) }
+
+// NodePids returns the pids of the database's primary and replica servers, 0 for one
+// that does not run.
+func (d *Driver) NodePids(id int) (primary, replica int) {
+	p := d.primaryNode(id)
+	return d.livePid(p), d.livePid(d.other(p))
+}

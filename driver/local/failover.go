@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -102,13 +103,28 @@ func (d *Driver) promote(ctx context.Context, c *redis.Client, in clouddb.Instan
 	if in.TLS != nil {
 		args = []any{"config", "set", "port", "0", "tls-port", port}
 	}
-	// The dead primary's port is free at once (its socket closed with the process); a
-	// listener a stranger took meanwhile makes this fail, and Ensure tries again.
-	if err := c.Do(ctx, args...).Err(); err != nil {
-		return fmt.Errorf("CONFIG SET port %s: %w", port, classify(err))
+	// The dead primary's listener may outlive it for a moment: a child it forked (a
+	// background save, a full sync) can hold it until it notices. A port held longer
+	// (a stranger took it) fails this, and the next Ensure tries again.
+	deadline := time.Now().Add(promoteListenWait)
+	for {
+		err := c.Do(ctx, args...).Err()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || !strings.Contains(err.Error(), "Unable to listen") {
+			return fmt.Errorf("CONFIG SET port %s: %w", port, classify(err))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
-	return nil
 }
+
+// promoteListenWait bounds the wait for the dead primary's port to be free.
+const promoteListenWait = 2 * time.Second
 
 // removeNode stops node n's server without saving and deletes its files: the replica of
 // a database whose replication was turned off (node 1's directory, or node 0's files

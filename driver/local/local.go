@@ -97,14 +97,21 @@ type Driver struct {
 	locks    map[int]chan struct{} // per database id, a one-slot semaphore
 	children map[int]*child        // by pid, servers this Driver started and has not reaped
 	secrets  map[int]string        // internal-user secrets made but not yet in a config file
-	checked  map[node]deepCheck     // by node, when Running last saw its server answer
-	rules    map[node]knownRules    // by node, the default user's rules as its server last showed them
+	checked  map[node]deepCheck    // by node, when Running last saw its server answer
+	rules    map[node]knownRules   // by node, the default user's rules as its server last showed them
 	replicas map[int]*replica      // running replicators, by database id
 
 	// The named ACL users (see acl.go): by database id, as its server last showed them;
 	// one CheckACLRules server at a time (the verdicts are acl.go's verdicts).
 	users     map[node]map[string]knownUser
 	ruleCheck chan struct{}
+
+	// Adopted servers whose exit is watched (see watchExit): by pidfd; the epoll
+	// instance, 0 until the first, -1 when there can be none.
+	watched map[int]watchedPid
+	epoll   int
+
+	topos map[int]topology // by database id, as read from its topology file
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -176,6 +183,8 @@ func New(cfg Config) (*Driver, error) {
 		users:        make(map[node]map[string]knownUser),
 		replicas:     make(map[int]*replica),
 		ruleCheck:    make(chan struct{}, 1),
+		watched:      make(map[int]watchedPid),
+		topos:        make(map[int]topology),
 		bins:         bins,
 		versions:     versions,
 	}, nil
@@ -544,6 +553,7 @@ func (d *Driver) adopt(ctx context.Context, in server, pid int, old serverConfig
 		}
 		return true, err
 	}
+	d.watchExit(id, pid)
 	d.log.Debug("adopted running redis-server", keyDatabase, id, keyPid, pid, keyPort, port)
 	return true, nil
 }
@@ -913,6 +923,9 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 	if err := removeAll(d.dbDir(id)); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
+	d.mu.Lock()
+	delete(d.topos, id)
+	d.mu.Unlock()
 	if d.sockDir != "" {
 		for idx := range 2 {
 			if err := os.Remove(d.sockPath(d.nodeOf(id, idx))); err != nil && !errors.Is(err, os.ErrNotExist) {

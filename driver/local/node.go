@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,32 +63,32 @@ func (d *Driver) replicaServer(in clouddb.Instance, n node) server {
 	return s
 }
 
-// replicaAddr is the primary's address as a replica dials it.
-func (s server) primaryAddr() (string, bool) {
-	if s.primary == "" {
-		return "", false
-	}
-	host, port, _ := cutSpace(s.primary)
-	return net.JoinHostPort(host, port), true
-}
-
-func cutSpace(s string) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ' ' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
-}
-
 type topology struct {
 	// Primary is the index of the node that serves the database's port.
 	Primary int `json:"primary"`
 }
 
 // readTopology reads the database's topology file; none means node 0 is the primary.
+// What it read is kept: only this Driver writes the file (see writeTopology), and Running
+// asks every second.
 func (d *Driver) readTopology(id int) (topology, error) {
-	data, err := os.ReadFile(filepath.Join(d.dbDir(id), topologyFile))
+	d.mu.Lock()
+	t, ok := d.topos[id]
+	d.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	t, err := readTopologyFile(filepath.Join(d.dbDir(id), topologyFile))
+	if err == nil {
+		d.mu.Lock()
+		d.topos[id] = t
+		d.mu.Unlock()
+	}
+	return t, err
+}
+
+func readTopologyFile(path string) (topology, error) {
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return topology{}, nil
 	}
@@ -111,6 +110,9 @@ func (d *Driver) writeTopology(id int, t topology) error {
 	if err != nil {
 		return err
 	}
+	d.mu.Lock()
+	delete(d.topos, id)
+	d.mu.Unlock()
 	return writeFileAtomic(filepath.Join(d.dbDir(id), topologyFile), append(data, '\n'), 0o600)
 }
 
