@@ -398,8 +398,8 @@ func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
 	}
 	defer unlock()
 	// Both nodes: a replica serves reads to the same users.
-	for idx := range 2 {
-		if err := d.setUsersOn(ctx, in, d.nodeOf(id, idx)); err != nil {
+	for _, n := range d.nodes(id) {
+		if err := d.setUsersOn(ctx, in, n); err != nil {
 			return err
 		}
 	}

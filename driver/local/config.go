@@ -80,6 +80,9 @@ type serverConfig struct {
 	// Primary is "host port" of the server a replica node follows, logged in as the
 	// internal user; "" for a primary.
 	Primary string
+	// ClusterBus, when set, makes the server a Redis Cluster node whose cluster bus
+	// listens on that port (see cluster.go): its role and replication are the cluster's.
+	ClusterBus int
 }
 
 // render produces the config file for a server whose data directory is dir.
@@ -137,6 +140,19 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 	// appends to itself, which a tenant's script could grow without bound.
 	line("logfile", "")
 	line("repl-diskless-sync-delay", "0")
+	if c.ClusterBus != 0 {
+		line("cluster-enabled", "yes")
+		line("cluster-config-file", clusterFile)
+		line("cluster-port", strconv.Itoa(c.ClusterBus))
+		line("cluster-node-timeout", strconv.Itoa(clusterNodeTimeout))
+		// A shard whose primary is down does not stop the others serving their slots.
+		line("cluster-require-full-coverage", "no")
+		// Replicas stay with the shard clouddb gave them.
+		line("cluster-allow-replica-migration", "no")
+		// A node that becomes a replica logs in to its primary as clouddb.
+		line("masteruser", internalUser)
+		line("masterauth", c.InternalSecret)
+	}
 	if c.Primary != "" {
 		host, port, _ := strings.Cut(c.Primary, " ")
 		line("replicaof", host, port)
@@ -211,6 +227,12 @@ func parseConfig(data []byte) (serverConfig, error) {
 			p.save = strings.Join(args[1:], " ")
 		case "replicaof":
 			c.Primary = strings.Join(args[1:], " ")
+		case "cluster-port":
+			bus, err := strconv.Atoi(val)
+			if err != nil {
+				return c, fmt.Errorf("line %d: cluster-port %q: %w", n, val, err)
+			}
+			c.ClusterBus = bus
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -290,6 +290,7 @@ func (d *Driver) writeConfig(n node, c serverConfig) error {
 func (d *Driver) configOf(in server) serverConfig {
 	return serverConfig{
 		Primary:        in.primary,
+		ClusterBus:     in.bus,
 		Port:           in.Port,
 		Host:           d.host,
 		Socket:         d.sockPath(in.node),
@@ -308,8 +309,8 @@ func (d *Driver) configOf(in server) serverConfig {
 // nodes (a replica logs in to its primary as it): the one in a node's config file, or a
 // new random one until a file has it.
 func (d *Driver) internalSecret(id int) string {
-	for idx := range 2 {
-		if c, ok, err := d.readConfig(d.nodeOf(id, idx)); err == nil && ok && c.InternalSecret != "" {
+	for _, n := range d.nodes(id) {
+		if c, ok, err := d.readConfig(n); err == nil && ok && c.InternalSecret != "" {
 			return c.InternalSecret
 		}
 	}
@@ -331,6 +332,10 @@ func validate(in clouddb.Instance) error {
 		return fmt.Errorf("database %d: port %d out of range", in.DatabaseID, in.Port)
 	case in.Password == "":
 		return fmt.Errorf("database %d: a password is required", in.DatabaseID)
+	case in.Shards < 0 || in.Shards > clouddb.MaxShards:
+		return fmt.Errorf("database %d: %d shards: want 1 to %d", in.DatabaseID, in.Shards, clouddb.MaxShards)
+	case in.Shards > 1 && !in.OSSCluster:
+		return fmt.Errorf("database %d: %d shards need the OSS Cluster API: there is no proxy to serve several shards on one endpoint", in.DatabaseID, in.Shards)
 	case in.MaxMemoryBytes < 0:
 		return fmt.Errorf("database %d: negative maxmemory", in.DatabaseID)
 	case !slices.Contains(clouddb.EvictionPolicies, in.EvictionPolicy):
@@ -356,6 +361,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err := validate(in); err != nil {
 		return err
 	}
+	in.Shards = max(in.Shards, 1) // 0: an instance of before shards
 	id := in.DatabaseID
 	unlock, err := d.lock(ctx, id)
 	if err != nil {
@@ -365,9 +371,15 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err := makeDir(d.dbDir(id)); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
+	if in.OSSCluster {
+		return d.ensureCluster(ctx, in)
+	}
 	topo, err := d.readTopology(id)
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if topo.Shards != 0 {
+		return fmt.Errorf("database %d: it runs as a cluster of %d shards: turning the OSS Cluster API off for a live database is not supported (create a database without it and import a backup)", id, topo.Shards)
 	}
 	p := d.nodeOf(id, topo.Primary)
 	r := d.other(p)
@@ -776,6 +788,7 @@ const deepCheckEvery = 10 * time.Second
 // With replication, the replica must run too and follow the primary; without, no
 // replica may be left.
 func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error) {
+	in.Shards = max(in.Shards, 1)
 	unlock, err := d.lock(ctx, in.DatabaseID)
 	if err != nil {
 		return false, err
@@ -784,6 +797,18 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	topo, err := d.readTopology(in.DatabaseID)
 	if err != nil {
 		return false, nil // Ensure reports it
+	}
+	if in.OSSCluster || topo.Shards != 0 {
+		if topo.Shards != in.Shards || !in.OSSCluster {
+			return false, nil // Ensure says why
+		}
+		for _, idx := range clusterNodes(in) {
+			ok, err := d.serverRunning(ctx, d.clusterServer(in, idx, topo.Ports[idx]))
+			if !ok || err != nil {
+				return ok, err
+			}
+		}
+		return true, nil
 	}
 	p := d.nodeOf(in.DatabaseID, topo.Primary)
 	r := d.other(p)
@@ -885,7 +910,8 @@ func (d *Driver) Stop(ctx context.Context, id int) error {
 	defer unlock()
 	d.stopReplica(id)
 	p := d.primaryNode(id)
-	for _, n := range []node{d.other(p), p} {
+	nodes := slices.DeleteFunc(d.nodes(id), func(n node) bool { return n == p })
+	for _, n := range append(nodes, p) {
 		pid := d.livePid(n)
 		if pid == 0 {
 			continue
@@ -910,14 +936,14 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 	}
 	defer unlock()
 	d.stopReplica(id)
-	for idx := range 2 {
-		n := d.nodeOf(id, idx)
+	nodes := d.nodes(id)
+	for _, n := range nodes {
 		d.forget(n)
 		if pid := d.livePid(n); pid != 0 {
 			if err := d.shutdownNoSave(ctx, n, pid); err != nil {
 				return err
 			}
-			d.log.Info("stopped redis-server for removal", keyDatabase, id, keyNode, idx, keyPid, pid)
+			d.log.Info("stopped redis-server for removal", keyDatabase, id, keyNode, n.idx, keyPid, pid)
 		}
 	}
 	if err := removeAll(d.dbDir(id)); err != nil {
@@ -927,8 +953,8 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 	delete(d.topos, id)
 	d.mu.Unlock()
 	if d.sockDir != "" {
-		for idx := range 2 {
-			if err := os.Remove(d.sockPath(d.nodeOf(id, idx))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		for _, n := range nodes {
+			if err := os.Remove(d.sockPath(n)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("database %d: %w", id, err)
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"strconv"
 
 	"clouddb"
@@ -27,20 +29,46 @@ type node struct {
 // topologyFile, in the database's directory, names the primary node.
 const topologyFile = "topology.json"
 
+// nodeDirPrefix names the directories of nodes other than node 0 inside the database's:
+// node1 (a replica), and the nodes of a cluster (see cluster.go).
+const nodeDirPrefix = "node"
+
 // replicaDir is node 1's directory inside the database's.
-const replicaDir = "node1"
+const replicaDir = nodeDirPrefix + "1"
 
 // nodeOf returns node idx of database id.
 func (d *Driver) nodeOf(id, idx int) node {
 	dir := d.dbDir(id)
 	if idx != 0 {
-		dir = filepath.Join(dir, replicaDir)
+		dir = filepath.Join(dir, nodeDirPrefix+strconv.Itoa(idx))
 	}
 	return node{db: id, idx: idx, dir: dir}
 }
 
-// other is the database's other node.
-func (d *Driver) other(n node) node { return d.nodeOf(n.db, 1-n.idx) }
+// other is the node that pairs with n: a primary's replica, a replica's primary (in a
+// cluster, node 2s and 2s+1 serve shard s).
+func (d *Driver) other(n node) node { return d.nodeOf(n.db, n.idx^1) }
+
+// nodes lists the database's nodes that have a directory: node 0 always, the others as
+// found.
+func (d *Driver) nodes(id int) []node {
+	out := []node{d.nodeOf(id, 0)}
+	entries, err := os.ReadDir(d.dbDir(id))
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), nodeDirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if idx, err := strconv.Atoi(rest); err == nil && idx > 0 && strconv.Itoa(idx) == rest {
+			out = append(out, d.nodeOf(id, idx))
+		}
+	}
+	slices.SortFunc(out, func(a, b node) int { return a.idx - b.idx })
+	return out
+}
 
 // server is what one node runs: the database's instance, with the port the node serves
 // (the database's for the primary, 0 for a replica) and, for a replica, the address of
@@ -50,6 +78,8 @@ type server struct {
 	node
 	// primary is "host port" of the server this one replicates, "" for the primary.
 	primary string
+	// bus is a cluster node's cluster bus port, 0 outside a cluster (see cluster.go).
+	bus int
 }
 
 // primaryServer and replicaServer are what the nodes of in run.
@@ -66,6 +96,10 @@ func (d *Driver) replicaServer(in clouddb.Instance, n node) server {
 type topology struct {
 	// Primary is the index of the node that serves the database's port.
 	Primary int `json:"primary"`
+	// Shards and Ports are an OSS Cluster database's (see cluster.go): its number of
+	// shards, and the ports of each node by index.
+	Shards int                  `json:"shards,omitempty"`
+	Ports  map[int]clusterPorts `json:"ports,omitempty"`
 }
 
 // readTopology reads the database's topology file; none means node 0 is the primary.

@@ -33,12 +33,12 @@ const maxIDDigits = 19
 // 0700 and must be ours: a directory someone else made there could hand clouddb's
 // connections to a stranger.
 func socketDir(dataDir string) (string, error) {
-	if len(dataDir)+len("/")+maxIDDigits+len("/"+replicaDir+"/"+sockFile) <= maxSocketPath {
+	if len(dataDir)+len("/")+maxIDDigits+len("/"+nodeDirPrefix+"99/"+sockFile) <= maxSocketPath {
 		return "", nil
 	}
 	sum := sha256.Sum256([]byte(dataDir))
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("clouddb-%d-%x", os.Getuid(), sum[:6]))
-	if len(dir)+len("/")+maxIDDigits+len("-1.sock") > maxSocketPath {
+	if len(dir)+len("/")+maxIDDigits+len("-99.sock") > maxSocketPath {
 		return "", fmt.Errorf("no directory for unix sockets: %s and %s are too long (a socket path has at most %d bytes); set TMPDIR to a short path", dataDir, dir, maxSocketPath)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {

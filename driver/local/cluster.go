@@ -1,0 +1,466 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"clouddb"
+)
+
+// An OSS Cluster database (Instance.OSSCluster) is a Redis Cluster: shard s is served by
+// node 2s, and with replication by node 2s+1 as well, each a redis-server with
+// cluster-enabled and its own client port and cluster bus port. Node 0 listens on the
+// database's port, the endpoint a client starts from: it answers CLUSTER SLOTS and
+// CLUSTER SHARDS with every node's address, which clients then use directly (there is no
+// proxy). The other ports are the driver's to choose (free ports of the host, outside
+// the range the store hands out) and are kept in the topology file, so that a node
+// restarts where the cluster knows it. Which node of a shard is its primary is the
+// cluster's to say; when a primary's process dies, the driver makes its replica take
+// over (CLUSTER FAILOVER TAKEOVER) before it starts the dead node again, which then
+// rejoins as a replica.
+
+// clusterFile is where a cluster node keeps its view of the cluster, in its directory.
+const clusterFile = "nodes.conf"
+
+// clusterNodeTimeout (milliseconds) is how long a node may not answer before the others
+// think it failed. clouddb fails a shard over itself when its primary's process exits;
+// this bounds the failure of a node that hangs.
+const clusterNodeTimeout = 5000
+
+// clusterSlots is the number of hash slots of a Redis Cluster.
+const clusterSlots = 16384
+
+// clusterWait bounds the wait for the cluster to agree (meets, slots, replicas).
+const clusterWait = 15 * time.Second
+
+// clusterPorts are a cluster node's client and bus ports.
+type clusterPorts struct {
+	Port int `json:"port"`
+	Bus  int `json:"bus"`
+}
+
+// slotRange is the range of slots shard s of n serves.
+func slotRange(s, n int) (lo, hi int) {
+	return s * clusterSlots / n, (s+1)*clusterSlots/n - 1
+}
+
+// clusterNodes lists the node indexes an instance runs: 2s for each shard s, and 2s+1
+// with replication.
+func clusterNodes(in clouddb.Instance) []int {
+	var out []int
+	for s := range in.Shards {
+		out = append(out, 2*s)
+		if in.Replication {
+			out = append(out, 2*s+1)
+		}
+	}
+	return out
+}
+
+// clusterServer is what node idx of a cluster runs.
+func (d *Driver) clusterServer(in clouddb.Instance, idx int, p clusterPorts) server {
+	s := server{Instance: in, node: d.nodeOf(in.DatabaseID, idx), bus: p.Bus}
+	s.Port = p.Port
+	s.MaxMemoryBytes = in.MaxMemoryBytes / int64(max(in.Shards, 1))
+	return s
+}
+
+// freePort returns a port of host no one listens on now.
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ensureCluster is Ensure for an OSS Cluster instance.
+func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance) error {
+	id := in.DatabaseID
+	topo, err := d.readTopology(id)
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if topo.Shards == 0 {
+		if _, ok, _ := d.readConfig(d.nodeOf(id, 0)); ok {
+			return fmt.Errorf("database %d: it runs as one Redis server: turning the OSS Cluster API on for a live database is not supported (create a database with it and import a backup)", id)
+		}
+		topo = topology{Shards: in.Shards, Ports: map[int]clusterPorts{}}
+	}
+	if topo.Shards != in.Shards {
+		return fmt.Errorf("database %d: it runs %d shards: changing the number of shards of a live cluster is not supported", id, topo.Shards)
+	}
+	want := clusterNodes(in)
+	changed := false
+	for _, idx := range want {
+		p := topo.Ports[idx]
+		if idx == 0 && p.Port != in.Port {
+			p.Port, changed = in.Port, true
+		}
+		if p.Port == 0 {
+			if p.Port, err = freePort(d.host); err != nil {
+				return fmt.Errorf("database %d: %w", id, err)
+			}
+			changed = true
+		}
+		if p.Bus == 0 {
+			if p.Bus, err = freePort(d.host); err != nil {
+				return fmt.Errorf("database %d: %w", id, err)
+			}
+			changed = true
+		}
+		topo.Ports[idx] = p
+	}
+	if changed {
+		// Before any node starts on them: a crash must not lose where a node listens.
+		if err := d.writeTopology(id, topo); err != nil {
+			return fmt.Errorf("database %d: %w", id, err)
+		}
+	}
+	if err := d.clusterFailover(ctx, in); err != nil {
+		return err
+	}
+	if !in.Replication {
+		if err := d.removeClusterReplicas(ctx, in, topo); err != nil {
+			return err
+		}
+	}
+	servers := make([]server, 0, len(want))
+	for _, idx := range want {
+		s := d.clusterServer(in, idx, topo.Ports[idx])
+		if err := makeDir(s.dir); err != nil {
+			return fmt.Errorf("database %d: %w", id, err)
+		}
+		if err := d.ensureServer(ctx, s); err != nil {
+			return err
+		}
+		servers = append(servers, s)
+	}
+	return d.formCluster(ctx, in, servers)
+}
+
+// clusterClient connects to a running cluster node as the internal user.
+func (d *Driver) clusterClient(ctx context.Context, s server) (*redis.Client, error) {
+	pid := d.livePid(s.node)
+	if pid == 0 {
+		return nil, fmt.Errorf("database %d: node %d does not run", s.DatabaseID, s.idx)
+	}
+	return d.probe(ctx, s.node, s.Port, cred{internalUser, d.internalSecret(s.DatabaseID)}, pid)
+}
+
+// clusterNode is a line of CLUSTER NODES.
+type clusterNode struct {
+	id, addr, master string
+	flags            []string
+	slots            []string
+}
+
+func (n clusterNode) has(flag string) bool { return slices.Contains(n.flags, flag) }
+
+func parseClusterNodes(text string) []clusterNode {
+	var out []clusterNode
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		out = append(out, clusterNode{id: f[0], addr: f[1], flags: strings.Split(f[2], ","), master: f[3], slots: f[8:]})
+	}
+	return out
+}
+
+func clusterNodesOf(ctx context.Context, c *redis.Client) ([]clusterNode, error) {
+	text, err := c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("CLUSTER NODES: %w", classify(err))
+	}
+	return parseClusterNodes(text), nil
+}
+
+// formCluster makes the running nodes one cluster, as far as it is not one yet: node 0
+// meets every node it does not know, each shard's primary gets the shard's slots (only
+// when no node has any: a cluster that has its slots keeps them where they are), each
+// shard's other node replicates its primary, and it waits until every node sees the
+// cluster ok.
+func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, servers []server) error {
+	id := in.DatabaseID
+	clients := make(map[int]*redis.Client, len(servers))
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	ids := map[int]string{}
+	for _, s := range servers {
+		c, err := d.clusterClient(ctx, s)
+		if err != nil {
+			return err
+		}
+		clients[s.idx] = c
+		myid, err := c.Do(ctx, "cluster", "myid").Text()
+		if err != nil {
+			return fmt.Errorf("database %d: node %d: CLUSTER MYID: %w", id, s.idx, classify(err))
+		}
+		ids[s.idx] = myid
+		// A new node gets a config epoch of its own before it meets the others, so that no
+		// two primaries start out with the same one: a collision is settled by bumping one
+		// of them, and a failover soon after could pick an epoch the loser of it then
+		// outbids, taking its slots back empty.
+		info, err := c.ClusterInfo(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("database %d: node %d: CLUSTER INFO: %w", id, s.idx, classify(err))
+		}
+		if infoField(info, "cluster_known_nodes") == "1" && infoField(info, "cluster_current_epoch") == "0" {
+			if err := c.Do(ctx, "cluster", "set-config-epoch", s.idx+1).Err(); err != nil {
+				return fmt.Errorf("database %d: node %d: CLUSTER SET-CONFIG-EPOCH: %w", id, s.idx, classify(err))
+			}
+		}
+	}
+	c0 := clients[0]
+	known, err := clusterNodesOf(ctx, c0)
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	for _, s := range servers {
+		if slices.ContainsFunc(known, func(n clusterNode) bool { return n.id == ids[s.idx] }) {
+			continue
+		}
+		if err := c0.Do(ctx, "cluster", "meet", d.connectHost, s.Port, s.bus).Err(); err != nil {
+			return fmt.Errorf("database %d: CLUSTER MEET node %d: %w", id, s.idx, classify(err))
+		}
+	}
+	// Every node knows every other, out of handshake.
+	if err := d.waitCluster(ctx, in, "every node to know the others", func() (bool, error) {
+		for _, c := range clients {
+			nodes, err := clusterNodesOf(ctx, c)
+			if err != nil {
+				return false, err
+			}
+			seen := 0
+			for _, n := range nodes {
+				if slices.Contains(slices.Collect(mapValues(ids)), n.id) && !n.has("handshake") && !n.has("noaddr") {
+					seen++
+				}
+			}
+			if seen < len(ids) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	info, err := c0.ClusterInfo(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("database %d: CLUSTER INFO: %w", id, classify(err))
+	}
+	if infoField(info, "cluster_slots_assigned") == "0" {
+		for s := range in.Shards {
+			lo, hi := slotRange(s, in.Shards)
+			if err := clients[2*s].Do(ctx, "cluster", "addslotsrange", lo, hi).Err(); err != nil {
+				return fmt.Errorf("database %d: shard %d: CLUSTER ADDSLOTSRANGE %d %d: %w", id, s, lo, hi, classify(err))
+			}
+		}
+	}
+	if in.Replication {
+		if err := d.pairReplicas(ctx, in, clients, ids); err != nil {
+			return err
+		}
+	}
+	return d.waitCluster(ctx, in, "the cluster to be ok", func() (bool, error) {
+		for _, c := range clients {
+			info, err := c.ClusterInfo(ctx).Result()
+			if err != nil {
+				return false, classify(err)
+			}
+			if infoField(info, "cluster_state") != "ok" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func mapValues(m map[int]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for _, v := range m {
+			if !yield(v) {
+				return
+			}
+		}
+	}
+}
+
+// pairReplicas makes the node of each shard that serves no slots replicate the one that
+// does (the shard's primary: node 2s at first, its partner after a failover).
+func (d *Driver) pairReplicas(ctx context.Context, in clouddb.Instance, clients map[int]*redis.Client, ids map[int]string) error {
+	return d.waitCluster(ctx, in, "each shard's replica to follow its primary", func() (bool, error) {
+		nodes, err := clusterNodesOf(ctx, clients[0])
+		if err != nil {
+			return false, err
+		}
+		byID := map[string]clusterNode{}
+		for _, n := range nodes {
+			byID[n.id] = n
+		}
+		done := true
+		for s := range in.Shards {
+			a, b := ids[2*s], ids[2*s+1]
+			primary, replica := a, b
+			if len(byID[b].slots) > 0 || (byID[b].has("master") && byID[a].has("slave") && byID[a].master == b) {
+				primary, replica = b, a
+			}
+			if byID[replica].master == primary && byID[replica].has("slave") {
+				continue
+			}
+			done = false
+			ridx := 2*s + 1
+			if replica == a {
+				ridx = 2 * s
+			}
+			if err := clients[ridx].Do(ctx, "cluster", "replicate", primary).Err(); err != nil {
+				// The replica may not know the primary as one yet (gossip): try again.
+				d.log.Debug("CLUSTER REPLICATE not taken yet", keyDatabase, in.DatabaseID, keyNode, ridx, "error", err)
+			}
+		}
+		return done, nil
+	})
+}
+
+// waitCluster polls cond until it holds, up to clusterWait.
+func (d *Driver) waitCluster(ctx context.Context, in clouddb.Instance, what string, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, clusterWait)
+	defer cancel()
+	wait := 10 * time.Millisecond
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return fmt.Errorf("database %d: waiting for %s: %w", in.DatabaseID, what, err)
+		case <-time.After(wait):
+			wait = min(wait*2, 200*time.Millisecond)
+		}
+	}
+}
+
+// clusterFailover makes, in every shard whose serving node's process is gone, the other
+// node take its slots over (CLUSTER FAILOVER TAKEOVER: no vote of the other primaries is
+// needed, so a one-shard cluster fails over too) when it holds the data (see
+// promotable). The dead node then starts again as a replica: the cluster tells it that
+// its slots have a newer owner.
+func (d *Driver) clusterFailover(ctx context.Context, in clouddb.Instance) error {
+	if !in.Replication {
+		return nil
+	}
+	for s := range in.Shards {
+		a, b := d.nodeOf(in.DatabaseID, 2*s), d.nodeOf(in.DatabaseID, 2*s+1)
+		pa, pb := d.livePid(a), d.livePid(b)
+		if (pa == 0) == (pb == 0) {
+			continue
+		}
+		alive, pid := a, pa
+		if pa == 0 {
+			alive, pid = b, pb
+		}
+		c, err := d.probe(ctx, alive, 0, cred{internalUser, d.internalSecret(in.DatabaseID)}, pid)
+		if err != nil {
+			continue // Ensure deals with it as a server
+		}
+		err = d.takeOver(ctx, c, in, alive)
+		c.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeOver makes the cluster node behind c its shard's primary if it is a replica that
+// holds the data.
+func (d *Driver) takeOver(ctx context.Context, c *redis.Client, in clouddb.Instance, n node) error {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return fmt.Errorf("database %d: node %d: INFO replication: %w", in.DatabaseID, n.idx, classify(err))
+	}
+	if infoField(info, "role") == "master" {
+		return nil
+	}
+	has, why, err := promotable(ctx, c)
+	if err != nil || !has {
+		d.log.Warn("a shard's primary is gone and its replica cannot take over", keyDatabase, in.DatabaseID, keyNode, n.idx, "why", why, "error", err)
+		return nil
+	}
+	start := time.Now()
+	if err := c.Do(ctx, "cluster", "failover", "takeover").Err(); err != nil {
+		return fmt.Errorf("database %d: node %d: CLUSTER FAILOVER TAKEOVER: %w", in.DatabaseID, n.idx, classify(err))
+	}
+	err = d.waitCluster(ctx, in, "the replica to take over", func() (bool, error) {
+		info, err := c.Info(ctx, "replication").Result()
+		return err == nil && infoField(info, "role") == "master", err
+	})
+	if err != nil {
+		return err
+	}
+	// The dead node starts again only once every live node knows the new owner of its
+	// slots: one that did not could take the restarted node's old claim for current.
+	myid, err := c.Do(ctx, "cluster", "myid").Text()
+	if err != nil {
+		return fmt.Errorf("database %d: node %d: CLUSTER MYID: %w", in.DatabaseID, n.idx, classify(err))
+	}
+	err = d.waitCluster(ctx, in, "every node to know the new primary", func() (bool, error) {
+		for _, m := range d.nodes(in.DatabaseID) {
+			pid := d.livePid(m)
+			if pid == 0 || m == n {
+				continue
+			}
+			mc, err := d.probe(ctx, m, 0, cred{internalUser, d.internalSecret(in.DatabaseID)}, pid)
+			if err != nil {
+				return false, err
+			}
+			nodes, err := clusterNodesOf(ctx, mc)
+			mc.Close()
+			if err != nil {
+				return false, err
+			}
+			if !slices.ContainsFunc(nodes, func(x clusterNode) bool { return x.id == myid && x.has("master") && len(x.slots) > 0 }) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	d.log.Warn("a shard's primary is gone: its replica took over", keyDatabase, in.DatabaseID, keyNode, n.idx, "took", time.Since(start).Round(time.Microsecond))
+	return nil
+}
+
+// removeClusterReplicas takes the replica nodes out of the cluster and removes them, once
+// replication is turned off. A replica that serves a shard's slots since a failover hands
+// them back first (CLUSTER FAILOVER on the node that follows it).
+func (d *Driver) removeClusterReplicas(ctx context.Context, in clouddb.Instance, topo topology) error {
+	for s := range in.Shards {
+		r := d.nodeOf(in.DatabaseID, 2*s+1)
+		if _, err := os.Stat(filepath.Join(r.dir, confFile)); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		return fmt.Errorf("database %d: turning replication off on a live cluster is not supported", in.DatabaseID)
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package local_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"clouddb"
+)
+
+// clustered returns an OSS Cluster instance of shards shards whose nodes run.
+func (b *testBundle) clustered(t *testing.T, id, shards int, replication bool, persistence string) clouddb.Instance {
+	t.Helper()
+	in := b.instance(t, id, persistence)
+	in.OSSCluster = true
+	in.Shards = shards
+	in.Replication = replication
+	in.MaxMemoryBytes = int64(shards) * 64 * mb
+	require.NoError(t, b.driver.Ensure(ctxT(t), in))
+	return in
+}
+
+// clusterClient is a cluster-aware client that starts from the database's endpoint only,
+// as a tenant's does.
+func clusterClient(t *testing.T, in clouddb.Instance) *redis.ClusterClient {
+	t.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:           []string{fmt.Sprintf("127.0.0.1:%d", in.Port)},
+		Password:        in.Password,
+		Protocol:        2,
+		DisableIdentity: true,
+		DialTimeout:     2 * time.Second,
+		MaxRedirects:    8,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// clusterWrite writes n keys spread over every slot and returns them.
+func clusterWrite(t *testing.T, c *redis.ClusterClient, prefix string, n int) {
+	t.Helper()
+	ctx := ctxT(t)
+	for i := range n {
+		require.NoError(t, c.Set(ctx, prefix+strconv.Itoa(i), i, 0).Err())
+	}
+}
+
+func clusterRead(t *testing.T, c *redis.ClusterClient, prefix string, n int) {
+	t.Helper()
+	ctx := ctxT(t)
+	for i := range n {
+		v, err := c.Get(ctx, prefix+strconv.Itoa(i)).Result()
+		require.NoError(t, err, "key %s%d", prefix, i)
+		require.Equal(t, strconv.Itoa(i), v)
+	}
+}
+
+// masters returns the addresses CLUSTER SLOTS gives for the masters, by slot range start.
+func masters(t *testing.T, in clouddb.Instance) map[int]string {
+	t.Helper()
+	c := client(t, in.Port, in.Password)
+	slots, err := c.ClusterSlots(ctxT(t)).Result()
+	require.NoError(t, err)
+	out := map[int]string{}
+	for _, s := range slots {
+		out[s.Start] = s.Nodes[0].Addr
+	}
+	return out
+}
+
+func TestCluster_ThreeShardsThroughClusterClient(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := b.clustered(t, 1, 3, false, "none")
+	requireRunning(t, b.driver, in, true)
+
+	// CLUSTER SLOTS announces three masters, each at an address a client reaches; the
+	// endpoint is one of them.
+	ms := masters(t, in)
+	require.Len(t, ms, 3)
+	require.Equal(t, fmt.Sprintf("127.0.0.1:%d", in.Port), ms[0])
+	for start, addr := range ms {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		require.NoError(t, err, "the master of slots from %d at %s", start, addr)
+		conn.Close()
+	}
+	c := clusterClient(t, in)
+	clusterWrite(t, c, "key:", 600)
+	clusterRead(t, c, "key:", 600)
+	// Every shard holds keys.
+	counts := 0
+	require.NoError(t, c.ForEachMaster(ctxT(t), func(ctx context.Context, m *redis.Client) error {
+		n, err := m.DBSize(ctx).Result()
+		if err == nil && n > 0 {
+			counts++
+		}
+		return err
+	}))
+	require.Equal(t, 3, counts)
+	// Each shard's maxmemory is its share.
+	admin := admin(t, b.dir+"/1", in.Port)
+	got, err := admin.ConfigGet(ctxT(t), "maxmemory").Result()
+	require.NoError(t, err)
+	require.Equal(t, strconv.Itoa(64*mb), got["maxmemory"])
+
+	// Idempotent, and a new driver adopts every node.
+	require.NoError(t, b.driver.Ensure(ctxT(t), in))
+	before := serversIn(t, b.dir+"/1") + serversIn(t, b.dir+"/1/node2") + serversIn(t, b.dir+"/1/node4")
+	require.Equal(t, 3, before)
+	d2 := mustDriver(t, b.dir)
+	require.NoError(t, d2.Ensure(ctxT(t), in))
+	requireRunning(t, d2, in, true)
+	require.Equal(t, 1, serversIn(t, b.dir+"/1"))
+	require.Equal(t, 1, serversIn(t, b.dir+"/1/node2"))
+	clusterRead(t, c, "key:", 600)
+}
+
+func TestCluster_ShardFailover(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := b.clustered(t, 1, 2, true, "none")
+	requireRunning(t, b.driver, in, true)
+	c := clusterClient(t, in)
+	clusterWrite(t, c, "k", 300)
+	require.NoError(t, c.ForEachMaster(ctxT(t), func(ctx context.Context, m *redis.Client) error {
+		n, err := m.Wait(ctx, 1, 5*time.Second).Result()
+		if err == nil && n != 1 {
+			err = fmt.Errorf("WAIT 1 acknowledged by %d", n)
+		}
+		return err
+	}))
+
+	// Kill the primary of shard 1 (node 2): its replica takes its slots with the data.
+	p2 := nodePid(t, b.dir+"/1/node2")
+	killAndWait(t, p2)
+	requireRunning(t, b.driver, in, false)
+	require.NoError(t, b.driver.Ensure(ctxT(t), in))
+	requireRunning(t, b.driver, in, true)
+	require.NotEqual(t, p2, nodePid(t, b.dir+"/1/node2"), "the dead node runs again")
+	c2 := clusterClient(t, in)
+	clusterRead(t, c2, "k", 300)
+
+	// The endpoint's own node (shard 0's primary) dies: the endpoint comes back as a
+	// node of the cluster, whose replica serves shard 0 meanwhile.
+	p0 := nodePid(t, b.dir+"/1")
+	killAndWait(t, p0)
+	require.NoError(t, b.driver.Ensure(ctxT(t), in))
+	c3 := clusterClient(t, in)
+	clusterRead(t, c3, "k", 300)
+	clusterWrite(t, c3, "after", 50)
+}
+
+// nodePid reads a node's pid file.
+func nodePid(t *testing.T, dir string) int {
+	t.Helper()
+	data, err := readFile(dir + "/redis.pid")
+	require.NoError(t, err)
+	p, err := strconv.Atoi(data)
+	require.NoError(t, err)
+	return p
+}
+
+func readFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return strings.TrimSpace(string(b)), err
+}
