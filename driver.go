@@ -26,8 +26,9 @@ type Driver interface {
 	// not, so that the reconciler can remove what no database wants any more.
 	Instances(ctx context.Context) ([]int, error)
 
-	// Snapshot writes a consistent RDB snapshot of the server's live data to w.
-	Snapshot(ctx context.Context, in Instance, w io.Writer) (int64, error)
+	// Snapshot writes a consistent RDB snapshot of the live data of one shard (0 to
+	// in.Shards-1; a backup has one part per shard) to w.
+	Snapshot(ctx context.Context, in Instance, shard int, w io.Writer) (int64, error)
 	// Load replaces the server's data with that of the RDB files, the parts of one
 	// backup. Every file is checked first (ErrDataCorrupt, ErrDataTooLarge): on such a
 	// failure the data is left as it was.

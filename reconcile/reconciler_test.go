@@ -63,7 +63,7 @@ func (r *recorder) Instances(context.Context) ([]int, error) {
 	return ids, nil
 }
 
-func (r *recorder) Snapshot(context.Context, clouddb.Instance, io.Writer) (int64, error) {
+func (r *recorder) Snapshot(context.Context, clouddb.Instance, int, io.Writer) (int64, error) {
 	return 0, nil
 }
 func (r *recorder) Load(context.Context, clouddb.Instance, []string) error { return nil }

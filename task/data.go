@@ -122,9 +122,30 @@ func backupDatabase(ctx context.Context, e *Engine, t *clouddb.Task) (*outcome, 
 	return out, nil
 }
 
-// backup streams a snapshot of d into a file named after it and the time under dest.
+// backup streams a snapshot of d into a file named after it and the time under dest, one
+// file per shard: an OSS Cluster database's backup is in parts, named …-part1of3.rdb and
+// so on, which an import takes together. It returns the location of the first file.
 func (e *Engine) backup(ctx context.Context, d *clouddb.Database, dest string) (string, error) {
-	name := fmt.Sprintf("%s-%d-%s.rdb", d.Spec.Name, d.ID, e.Now().UTC().Format("20060102T150405Z"))
+	in := clouddb.InstanceOf(d)
+	base := fmt.Sprintf("%s-%d-%s", d.Spec.Name, d.ID, e.Now().UTC().Format("20060102T150405Z"))
+	if in.Shards <= 1 {
+		return e.backupPart(ctx, d, in, 0, dest, base+".rdb")
+	}
+	var first string
+	for s := range in.Shards {
+		loc, err := e.backupPart(ctx, d, in, s, dest, fmt.Sprintf("%s-part%dof%d.rdb", base, s+1, in.Shards))
+		if err != nil {
+			return "", fmt.Errorf("part %d of %d: %w", s+1, in.Shards, err)
+		}
+		if s == 0 {
+			first = loc
+		}
+	}
+	return first, nil
+}
+
+// backupPart streams the snapshot of one shard of d into the file name under dest.
+func (e *Engine) backupPart(ctx context.Context, d *clouddb.Database, in clouddb.Instance, shard int, dest, name string) (string, error) {
 	pr, pw := io.Pipe()
 	go func() {
 		// This goroutine has no caller to recover a panic: it ends the backup instead.
@@ -134,7 +155,7 @@ func (e *Engine) backup(ctx context.Context, d *clouddb.Database, dest string) (
 				pw.CloseWithError(p)
 			}
 		}()
-		_, err := e.Driver.Snapshot(ctx, clouddb.InstanceOf(d), pw)
+		_, err := e.Driver.Snapshot(ctx, in, shard, pw)
 		pw.CloseWithError(err)
 	}()
 	loc, err := blob.Put(ctx, dest, name, pr, e.Blob)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"clouddb/redisdata"
+
 	"clouddb"
 )
 
@@ -33,8 +35,10 @@ const clusterFile = "nodes.conf"
 
 // clusterNodeTimeout (milliseconds) is how long a node may not answer before the others
 // think it failed. clouddb fails a shard over itself when its primary's process exits;
-// this bounds the failure of a node that hangs.
-const clusterNodeTimeout = 5000
+// this bounds the failure of a node that hangs. A started primary also waits this long
+// (500 ms at least) before it serves, so it is kept short: a new cluster is ok in about
+// 2 s (redis' own delay before a new primary takes writes).
+const clusterNodeTimeout = 1000
 
 // clusterSlots is the number of hash slots of a Redis Cluster.
 const clusterSlots = 16384
@@ -449,6 +453,37 @@ func (d *Driver) takeOver(ctx context.Context, c *redis.Client, in clouddb.Insta
 	}
 	d.log.Warn("a shard's primary is gone: its replica took over", keyDatabase, in.DatabaseID, keyNode, n.idx, "took", time.Since(start).Round(time.Microsecond))
 	return nil
+}
+
+// shardPrimary is how clouddb reaches the primary of shard s of a cluster (the node of
+// the shard that answers as a master), with the shard's slots.
+func (d *Driver) shardPrimary(ctx context.Context, in clouddb.Instance, s int) (redisdata.Shard, error) {
+	if s < 0 || s >= in.Shards {
+		return redisdata.Shard{}, fmt.Errorf("database %d has %d shards, not shard %d", in.DatabaseID, in.Shards, s)
+	}
+	topo, err := d.readTopology(in.DatabaseID)
+	if err != nil {
+		return redisdata.Shard{}, fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
+	lo, hi := slotRange(s, in.Shards)
+	for _, idx := range []int{2 * s, 2*s + 1} {
+		n := d.nodeOf(in.DatabaseID, idx)
+		pid := d.livePid(n)
+		if pid == 0 {
+			continue
+		}
+		port := topo.Ports[idx].Port
+		c, err := d.probe(ctx, n, port, cred{internalUser, d.internalSecret(in.DatabaseID)}, pid)
+		if err != nil {
+			continue
+		}
+		info, err := c.Info(ctx, "replication").Result()
+		c.Close()
+		if err == nil && infoField(info, "role") == "master" {
+			return redisdata.Shard{Endpoint: d.nodeEndpoint(n, port), Lo: lo, Hi: hi}, nil
+		}
+	}
+	return redisdata.Shard{}, fmt.Errorf("database %d: shard %d has no primary running", in.DatabaseID, s)
 }
 
 // removeClusterReplicas takes the replica nodes out of the cluster and removes them, once

@@ -3,10 +3,12 @@ package local_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,15 +98,15 @@ func TestCluster_ThreeShardsThroughClusterClient(t *testing.T) {
 	clusterWrite(t, c, "key:", 600)
 	clusterRead(t, c, "key:", 600)
 	// Every shard holds keys.
-	counts := 0
+	var counts atomic.Int64
 	require.NoError(t, c.ForEachMaster(ctxT(t), func(ctx context.Context, m *redis.Client) error {
 		n, err := m.DBSize(ctx).Result()
 		if err == nil && n > 0 {
-			counts++
+			counts.Add(1)
 		}
 		return err
 	}))
-	require.Equal(t, 3, counts)
+	require.EqualValues(t, 3, counts.Load())
 	// Each shard's maxmemory is its share.
 	admin := admin(t, b.dir+"/1", in.Port)
 	got, err := admin.ConfigGet(ctxT(t), "maxmemory").Result()
@@ -171,4 +173,46 @@ func nodePid(t *testing.T, dir string) int {
 func readFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return strings.TrimSpace(string(b)), err
+}
+
+func TestCluster_BackupPartsImportIntoAnotherCluster(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	src := b.clustered(t, 1, 3, false, "none")
+	c := clusterClient(t, src)
+	clusterWrite(t, c, "key:", 500)
+	ctx := ctxT(t)
+	require.NoError(t, c.HSet(ctx, "{user:1}:profile", "name", "ada").Err())
+	require.NoError(t, c.RPush(ctx, "{user:1}:events", "a", "b", "c").Err())
+
+	// One RDB per shard: the parts of one backup.
+	var parts []string
+	for s := range 3 {
+		f, err := os.Create(fmt.Sprintf("%s/part%d.rdb", t.TempDir(), s))
+		require.NoError(t, err)
+		n, err := b.driver.Snapshot(ctx, src, s, f)
+		require.NoError(t, err)
+		require.Positive(t, n)
+		require.NoError(t, f.Close())
+		parts = append(parts, f.Name())
+	}
+	_, err := b.driver.Snapshot(ctx, src, 3, io.Discard)
+	require.Error(t, err, "there is no fourth shard")
+
+	// Into a cluster of another shape: every key lands in the shard of its slot.
+	for _, shards := range []int{3, 2} {
+		dst := b.clustered(t, 10+shards, shards, false, "none")
+		require.NoError(t, b.driver.Load(ctx, dst, parts))
+		dc := clusterClient(t, dst)
+		clusterRead(t, dc, "key:", 500)
+		require.Equal(t, "ada", dc.HGet(ctx, "{user:1}:profile", "name").Val())
+		require.Equal(t, []string{"a", "b", "c"}, dc.LRange(ctx, "{user:1}:events", 0, -1).Val())
+		var total atomic.Int64
+		require.NoError(t, dc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			n, err := m.DBSize(ctx).Result()
+			total.Add(n)
+			return err
+		}))
+		require.EqualValues(t, 502, total.Load(), "key for key, into %d shards", shards)
+	}
 }

@@ -23,10 +23,15 @@ import (
 // internalEndpoint is how clouddb itself reaches the database's server: through its unix
 // socket when it has one (see dialServer).
 func (d *Driver) internalEndpoint(in clouddb.Instance) redisdata.Endpoint {
+	return d.nodeEndpoint(d.primaryNode(in.DatabaseID), in.Port)
+}
+
+// nodeEndpoint is how clouddb reaches node n, which listens on port (0: its socket only).
+func (d *Driver) nodeEndpoint(n node, port int) redisdata.Endpoint {
 	return redisdata.Endpoint{
-		Addr:     d.internalAddr(d.primaryNode(in.DatabaseID), in.Port),
+		Addr:     d.internalAddr(n, port),
 		Username: internalUser,
-		Password: d.internalSecret(in.DatabaseID),
+		Password: d.internalSecret(n.db),
 		NoEvict:  true, // its RESTOREs of big keys must pass the clients' memory limit
 	}
 }
@@ -46,10 +51,21 @@ func (d *Driver) endpointOf(e clouddb.RedisEndpoint) redisdata.Endpoint {
 	return ep
 }
 
-// Snapshot writes a consistent RDB snapshot of the server's live data to w, taken over
-// the replication protocol, so nothing touches the database's own files.
-func (d *Driver) Snapshot(ctx context.Context, in clouddb.Instance, w io.Writer) (int64, error) {
-	return redisdata.Snapshot(ctx, d.internalEndpoint(in), w)
+// Snapshot writes a consistent RDB snapshot of the live data of one shard (of its
+// primary) to w, taken over the replication protocol, so nothing touches the database's
+// own files.
+func (d *Driver) Snapshot(ctx context.Context, in clouddb.Instance, shard int, w io.Writer) (int64, error) {
+	if !in.OSSCluster {
+		if shard != 0 {
+			return 0, fmt.Errorf("database %d has one shard, not shard %d", in.DatabaseID, shard)
+		}
+		return redisdata.Snapshot(ctx, d.internalEndpoint(in), w)
+	}
+	ep, err := d.shardPrimary(ctx, in, shard)
+	if err != nil {
+		return 0, err
+	}
+	return redisdata.Snapshot(ctx, ep.Endpoint, w)
 }
 
 // Load replaces the data with that of the RDB files. Each file is loaded into a throwaway
@@ -83,6 +99,24 @@ func (d *Driver) Load(ctx context.Context, in clouddb.Instance, files []string) 
 	// server's ~1 MB per part).
 	if in.MaxMemoryBytes > 0 && total > in.MaxMemoryBytes {
 		return fmt.Errorf("%w: the data needs about %d bytes, the limit is %d", clouddb.ErrDataTooLarge, total, in.MaxMemoryBytes)
+	}
+	if in.OSSCluster {
+		// Every key goes to the shard of its slot, whichever part of a backup (or file)
+		// it comes from.
+		shards := make([]redisdata.Shard, 0, in.Shards)
+		for s := range in.Shards {
+			sh, err := d.shardPrimary(ctx, in, s)
+			if err != nil {
+				return err
+			}
+			shards = append(shards, sh)
+		}
+		for i, t := range temps {
+			if _, err := redisdata.CopyKeysToCluster(ctx, t.Endpoint(), shards, redisdata.CopyOptions{Replace: i == 0}); err != nil {
+				return fmt.Errorf("copy the data into the database: %w", err)
+			}
+		}
+		return nil
 	}
 	for i, t := range temps {
 		if _, err := redisdata.CopyKeys(ctx, t.Endpoint(), d.internalEndpoint(in), redisdata.CopyOptions{Replace: i == 0}); err != nil {

@@ -144,7 +144,7 @@ func backupLoadCopy(t *testing.T, b *testBundle, src clouddb.Instance, firstID i
 	file := filepath.Join(t.TempDir(), "backup.rdb")
 	f, err := os.Create(file)
 	require.NoError(t, err)
-	_, err = b.driver.Snapshot(ctx, src, f)
+	_, err = b.driver.Snapshot(ctx, src, 0, f)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 

@@ -78,7 +78,7 @@ func TestEnsure_UnixSocket(t *testing.T) {
 			require.Equal(t, "33554432", sc.ConfigGet(ctx, "maxmemory").Val()["maxmemory"])
 			require.Equal(t, "k", client(t, in.Port, in.Password).Keys(ctx, "*").Val()[0], "back on its port")
 			var buf bytes.Buffer
-			_, err = d2.Snapshot(ctx, in, &buf)
+			_, err = d2.Snapshot(ctx, in, 0, &buf)
 			require.NoError(t, err)
 			require.True(t, bytes.HasPrefix(buf.Bytes(), []byte("REDIS")))
 

@@ -1,0 +1,102 @@
+package redisdata
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Shard is one primary of a Redis Cluster and the hash slots it serves.
+type Shard struct {
+	Endpoint Endpoint
+	// Lo and Hi bound the shard's slots, both included.
+	Lo, Hi int
+}
+
+// CopyKeysToCluster copies every key of src into the cluster whose primaries are shards,
+// each key into the shard that serves its hash slot (the cluster itself computes the
+// slots, CLUSTER KEYSLOT on the first shard, so that hash tags follow its rules). A
+// cluster has one logical database: a src with keys in another one is refused before
+// anything is written. Keys travel as in CopyKeys; Replace empties every shard first.
+func CopyKeysToCluster(ctx context.Context, src Endpoint, shards []Shard, opts CopyOptions) (int, error) {
+	if len(shards) == 0 {
+		return 0, fmt.Errorf("no shards to copy into")
+	}
+	batch := opts.BatchSize
+	if batch <= 0 {
+		batch = 500
+	}
+	sc := client(src, 0, 1)
+	defer sc.Close()
+	info, err := sc.Info(ctx, "keyspace").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO keyspace on %s: %w", src.Addr, classify(err))
+	}
+	for db, n := range keyspace(info) {
+		if db != 0 && n > 0 {
+			return 0, fmt.Errorf("the data has %d keys in logical database %d: a cluster has database 0 only", n, db)
+		}
+	}
+	dcs := make([]*redis.Client, len(shards))
+	for i, s := range shards {
+		dcs[i] = client(s.Endpoint, 0, 1)
+		defer dcs[i].Close()
+	}
+	if opts.Replace {
+		for i, dc := range dcs {
+			if err := dc.FlushAll(ctx).Err(); err != nil {
+				return 0, fmt.Errorf("FLUSHALL on %s: %w", shards[i].Endpoint.Addr, classify(err))
+			}
+		}
+	}
+	copied := 0
+	var cursor uint64
+	for {
+		keys, next, err := sc.Scan(ctx, cursor, "", int64(batch)).Result()
+		if err != nil {
+			return copied, fmt.Errorf("SCAN on %s: %w", src.Addr, classify(err))
+		}
+		groups, err := bySlot(ctx, dcs[0], shards, keys)
+		if err != nil {
+			return copied, err
+		}
+		for i, group := range groups {
+			n, err := copyBatch(ctx, sc, dcs[i], group)
+			copied += n
+			if err != nil {
+				return copied, fmt.Errorf("shard %s: %w", shards[i].Endpoint.Addr, err)
+			}
+		}
+		cursor = next
+		if cursor == 0 {
+			return copied, nil
+		}
+	}
+}
+
+// bySlot groups keys by the index of the shard that serves their slot.
+func bySlot(ctx context.Context, node *redis.Client, shards []Shard, keys []string) ([][]string, error) {
+	groups := make([][]string, len(shards))
+	if len(keys) == 0 {
+		return groups, nil
+	}
+	pipe := node.Pipeline()
+	cmds := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.ClusterKeySlot(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("CLUSTER KEYSLOT: %w", classify(err))
+	}
+	for i, c := range cmds {
+		slot := int(c.Val())
+		j := slices.IndexFunc(shards, func(s Shard) bool { return s.Lo <= slot && slot <= s.Hi })
+		if j < 0 {
+			return nil, fmt.Errorf("no shard serves slot %d (key %.100q)", slot, keys[i])
+		}
+		groups[j] = append(groups[j], keys[i])
+	}
+	return groups, nil
+}
