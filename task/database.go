@@ -97,15 +97,15 @@ func checkReplicaOf(ctx context.Context, tx clouddb.Tx, accountID, selfID int, u
 // capacity once one database changes from oldGB to newGB: the subscription goes pending
 // until the resize is provisioned.
 func reserveCapacity(ctx context.Context, tx clouddb.Tx, sub *clouddb.Subscription, oldGB, newGB float64) error {
-	dbs, _, err := tx.Databases(ctx, clouddb.DatabaseFilter{SubscriptionID: sub.ID, ExcludeDeleting: true})
-	if err != nil {
-		return err
-	}
 	if newGB <= oldGB && oldGB > 0 {
 		// A change that does not grow the database needs no more than it holds (a
 		// database stored before memoryLimitInGb counted the replica may count more now
 		// than when it was made: it is not resized for that on an unrelated change).
 		return nil
+	}
+	dbs, _, err := tx.Databases(ctx, clouddb.DatabaseFilter{SubscriptionID: sub.ID, ExcludeDeleting: true})
+	if err != nil {
+		return err
 	}
 	need := newGB - oldGB
 	for _, d := range dbs {

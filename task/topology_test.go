@@ -224,3 +224,35 @@ func TestCapacityCountsReplica(t *testing.T) {
 	require.Equal(t, clouddb.SubscriptionPending, s.Status, "1.1 GB do not fit 1 GB: resized")
 	require.Equal(t, 2.0, s.CapacityGB)
 }
+
+// A database stored before memoryLimitInGb counted the replica counts every copy in its
+// subscription now, but an update that does not grow it does not resize the subscription.
+func TestCapacityNotResizedForUnchangedDatabase(t *testing.T) {
+	t.Parallel()
+	f := newTopologyFixture(t)
+	f.e.MemoryLimit = 0
+	f.sub.CapacityGB = 1
+	old := &clouddb.Database{AccountID: f.sub.AccountID, SubscriptionID: f.sub.ID, Status: clouddb.DatabaseActive, Port: 30000, Password: "pw",
+		Spec: clouddb.DatabaseSpec{Name: "old", MemoryLimitInGB: 1, Replication: true}, Generation: 1}
+	require.NoError(t, f.store.Update(f.ctx, func(tx clouddb.Tx) error {
+		if err := tx.UpdateSubscription(f.ctx, f.sub); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(f.ctx, old)
+	}))
+	require.Equal(t, 2.0, old.Spec.SizeGB())
+
+	name := "renamed"
+	got := f.update(old.ID, clouddb.DatabaseUpdate{Name: &name})
+	require.Equal(t, clouddb.TaskCompleted, got.Status, "%+v", got.Error)
+	s := f.subscription()
+	require.Equal(t, clouddb.SubscriptionActive, s.Status)
+	require.Equal(t, 1.0, s.CapacityGB)
+
+	// Growing it does resize: 2.5 GB (dataset 1.25 twice) past 1.
+	got = f.update(old.ID, clouddb.DatabaseUpdate{MemoryLimitInGB: new(2.5)})
+	require.Equal(t, clouddb.TaskCompleted, got.Status, "%+v", got.Error)
+	s = f.subscription()
+	require.Equal(t, clouddb.SubscriptionPending, s.Status)
+	require.Equal(t, 3.0, s.CapacityGB)
+}
