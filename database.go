@@ -135,13 +135,10 @@ const (
 	OperationFailed     = "failed"
 )
 
-// SizeGB is the memory the database is sized for: memoryLimitInGb when given, else
-// datasetSizeInGb.
+// SizeGB is the memory the database takes, every copy of its data (see
+// database_topology.go): what its subscription's capacity counts.
 func (s *DatabaseSpec) SizeGB() float64 {
-	if s.MemoryLimitInGB > 0 {
-		return s.MemoryLimitInGB
-	}
-	return s.DatasetSizeInGB
+	return s.DatasetSizeGB() * float64(s.Copies())
 }
 
 // OpsPerShard is the throughput one shard is sized for: an OSS Cluster database gets one
@@ -163,8 +160,12 @@ func (s *DatabaseSpec) NumberOfShards() int {
 	}
 	t := s.ThroughputMeasurement
 	n := t.Value
-	if t.By != "number-of-shards" {
-		n = (t.Value + OpsPerShard - 1) / OpsPerShard
+	if t.By != throughputByShards {
+		// Rounded up without t.Value+OpsPerShard-1, which a huge value would overflow.
+		n = t.Value / OpsPerShard
+		if t.Value%OpsPerShard > 0 {
+			n++
+		}
 	}
 	return max(n, 1)
 }
@@ -182,9 +183,10 @@ func (s *DatabaseSpec) InstanceTLS() *InstanceTLS {
 	return &InstanceTLS{ClientCertificates: certs}
 }
 
-// MaxMemoryBytes is the server's maxmemory.
+// MaxMemoryBytes is the dataset's maxmemory: that of each server when there is one
+// shard; the driver gives each shard its share.
 func (s *DatabaseSpec) MaxMemoryBytes() int64 {
-	return int64(s.SizeGB() * (1 << 30))
+	return int64(s.DatasetSizeGB() * (1 << 30))
 }
 
 // MapSecrets returns a copy of s whose fields that may carry credentials (the backup
@@ -247,6 +249,10 @@ type DatabaseSpec struct {
 	// DryRun is only carried in a create command: the request is checked and priced,
 	// and nothing is made. A stored database never has it.
 	DryRun bool `json:"dryRun,omitempty"`
+	// ReplicaInMemoryLimit is set by the processing phase on every database made or
+	// resized since memoryLimitInGb counts the replica (see DatasetSizeGB); never taken
+	// from a request.
+	ReplicaInMemoryLimit bool `json:"replicaInMemoryLimit,omitempty"`
 }
 
 // Throughput is the throughputMeasurement object.
@@ -371,6 +377,9 @@ func (s *DatabaseSpec) validate(needPassword bool) error {
 		return err
 	}
 	if s.Protocol != "" && s.Protocol != "redis" {
+		if s.Protocol == "memcached" && s.SupportOSSClusterAPI {
+			return Invalid(ErrTypeMemcachedNoOSSCluster, "database: a memcached database cannot use the OSS Cluster API (and clouddb runs only Redis servers)")
+		}
 		if s.Protocol == "memcached" {
 			return Invalid(ErrTypeNotImplemented, "database: protocol memcached is not supported by clouddb; every database is a Redis server")
 		}
@@ -460,7 +469,7 @@ func (s *DatabaseSpec) validateCommon() error {
 			return Invalid(ErrTypeInvalidField, "database: remoteBackup.storageType must be one of %v", storageTypes)
 		}
 	}
-	return nil
+	return s.validateTopology()
 }
 
 // validateSize checks a size that is given; 0 is "not given" (the create rules say which
@@ -586,12 +595,7 @@ func (u *DatabaseUpdate) Apply(d *Database) error {
 		}
 	}
 	setS(&s.Name, u.Name)
-	if u.MemoryLimitInGB != nil {
-		s.MemoryLimitInGB = *u.MemoryLimitInGB
-	}
-	if u.DatasetSizeInGB != nil {
-		s.DatasetSizeInGB = *u.DatasetSizeInGB
-	}
+	u.applySizes(s)
 	setB(&s.SupportOSSClusterAPI, u.SupportOSSClusterAPI)
 	setB(&s.UseExternalEndpointForOSSClusterAPI, u.UseExternalEndpointForOSSClusterAPI)
 	setS(&s.RespVersion, u.RespVersion)

@@ -267,8 +267,18 @@ type replicaOfView struct {
 	Endpoints []string `json:"endpoints"`
 }
 
-// defaultRegexRules are the hashing rules of a standard-policy database.
-var defaultRegexRules = []regexRuleView{{Ordinal: 0, Pattern: ".*\\{(?<tag>.*)\\}.*"}, {Ordinal: 1, Pattern: "(?<tag>.*)"}}
+// regexRulesView lists rules by ordinal, the standard policy's when there are none
+// (Terraform maps exactly that pair to an empty hashing_policy).
+func regexRulesView(rules []string) []regexRuleView {
+	if len(rules) == 0 {
+		rules = clouddb.DefaultRegexRules
+	}
+	out := make([]regexRuleView, len(rules))
+	for i, p := range rules {
+		out[i] = regexRuleView{Ordinal: i, Pattern: p}
+	}
+	return out
+}
 
 func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database) databaseView {
 	spec := &d.Spec
@@ -276,6 +286,7 @@ func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database)
 	// Exactly the major.minor stored (Terraform compares it with its configuration);
 	// one stored before versions were has the default.
 	version := s.versions().Resolve(spec.RedisVersion)
+	memoryLimitGB, datasetSizeGB := spec.ShownSizes()
 	v := databaseView{
 		DatabaseID:                          d.ID,
 		Name:                                spec.Name,
@@ -285,19 +296,19 @@ func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database)
 		RespVersion:                         orDefault(spec.RespVersion, "resp2"),
 		Status:                              string(d.Status),
 		StatusDetail:                        d.StatusDetail,
-		MemoryLimitInGB:                     orSize(spec.MemoryLimitInGB, spec.SizeGB()),
-		DatasetSizeInGB:                     orSize(spec.DatasetSizeInGB, spec.SizeGB()),
+		MemoryLimitInGB:                     memoryLimitGB,
+		DatasetSizeInGB:                     datasetSizeGB,
 		MemoryStorage:                       sub.MemoryStorage,
 		SupportOSSClusterAPI:                spec.SupportOSSClusterAPI,
 		UseExternalEndpointForOSSClusterAPI: spec.UseExternalEndpointForOSSClusterAPI,
 		DataPersistence:                     orDefault(spec.DataPersistence, clouddb.DefaultDataPersistence),
 		Replication:                         spec.Replication,
 		DataEvictionPolicy:                  orDefault(spec.DataEvictionPolicy, clouddb.DefaultEvictionPolicy),
-		ThroughputMeasurement:               clouddb.Throughput{By: "operations-per-second", Value: 25000},
+		ThroughputMeasurement:               clouddb.DefaultThroughput(),
 		LastModified:                        timestamp(d.UpdatedAt),
 		PublicEndpoint:                      endpoint,
 		PrivateEndpoint:                     endpoint,
-		Clustering:                          clusteringView{NumberOfShards: 1, RegexRules: defaultRegexRules, HashingPolicy: "standard"},
+		Clustering:                          clusteringView{NumberOfShards: spec.NumberOfShards(), RegexRules: regexRulesView(spec.RegexRules), HashingPolicy: "standard"},
 		Security: securityView{
 			EnableDefaultUser: spec.EnableDefaultUser == nil || *spec.EnableDefaultUser,
 			EnableTLS:         spec.EnableTLS,
@@ -330,12 +341,6 @@ func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database)
 	if !d.ActivatedOn.IsZero() {
 		v.ActivatedOn = timestamp(d.ActivatedOn)
 	}
-	if len(spec.RegexRules) > 0 {
-		v.Clustering.RegexRules = make([]regexRuleView, len(spec.RegexRules))
-		for i, p := range spec.RegexRules {
-			v.Clustering.RegexRules[i] = regexRuleView{Ordinal: i, Pattern: p}
-		}
-	}
 	switch b := spec.RemoteBackup; {
 	case b != nil && b.Active:
 		v.Backup = backupView{EnableRemoteBackup: true, Interval: orDefault(b.Interval, clouddb.DefaultBackupInterval), TimeUTC: b.TimeUTC, Destination: orDefault(b.StoragePath, spec.PeriodicBackupPath)}
@@ -354,13 +359,6 @@ func orDefault(v, def string) string {
 		return def
 	}
 	return v
-}
-
-func orSize(v, def float64) float64 {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 func nonNil[T any](s []T) []T {

@@ -97,6 +97,12 @@ func checkReplicaOf(ctx context.Context, tx clouddb.Tx, accountID, selfID int, u
 // capacity once one database changes from oldGB to newGB: the subscription goes pending
 // until the resize is provisioned.
 func reserveCapacity(ctx context.Context, tx clouddb.Tx, sub *clouddb.Subscription, oldGB, newGB float64) error {
+	if newGB <= oldGB && oldGB > 0 {
+		// A change that does not grow the database needs no more than it holds (a
+		// database stored before memoryLimitInGb counted the replica may count more now
+		// than when it was made: it is not resized for that on an unrelated change).
+		return nil
+	}
 	dbs, _, err := tx.Databases(ctx, clouddb.DatabaseFilter{SubscriptionID: sub.ID, ExcludeDeleting: true})
 	if err != nil {
 		return err
@@ -114,16 +120,6 @@ func reserveCapacity(ctx context.Context, tx clouddb.Tx, sub *clouddb.Subscripti
 		sub.Generation++
 	}
 	return tx.UpdateSubscription(ctx, sub)
-}
-
-// ServerFootprintBytes is what a redis-server takes before it holds any data: the RSS of
-// an idle redis-server 7.0 (jemalloc), measured at 11.6 MiB, rounded up.
-const ServerFootprintBytes = 12 << 20
-
-// footprint is what a database costs in the memory budget: its maxmemory, and never less
-// than its server's own footprint, so that a database sized near 0 is not free.
-func footprint(spec *clouddb.DatabaseSpec) int64 {
-	return max(spec.MaxMemoryBytes(), ServerFootprintBytes)
 }
 
 // reserveMemory checks that the databases still fit the memory the host keeps for them
@@ -167,6 +163,7 @@ func admitDatabase(ctx context.Context, v *env, tx clouddb.Tx, spec *clouddb.Dat
 
 // insertDatabase stores a new database in the pending state on a fresh port.
 func insertDatabase(ctx context.Context, v *env, tx clouddb.Tx, sub *clouddb.Subscription, spec clouddb.DatabaseSpec, password string, replicaOf []string) (*clouddb.Database, error) {
+	spec.UseCurrentSizeRule()
 	port, err := admitDatabase(ctx, v, tx, &spec)
 	if err != nil {
 		return nil, err
@@ -194,6 +191,7 @@ func createDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err := decode(t, &spec); err != nil {
 		return 0, err
 	}
+	spec.UseCurrentSizeRule()
 	sub, err := activeSubscription(ctx, tx, t)
 	if err != nil {
 		return 0, err
@@ -252,11 +250,11 @@ func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err := u.Validate(); err != nil {
 		return 0, err
 	}
-	oldGB, oldBytes := d.Spec.SizeGB(), footprint(&d.Spec)
+	old := d.Spec
 	if err := u.Apply(d); err != nil {
 		return 0, err
 	}
-	if err := reserveMemory(ctx, v, tx, oldBytes, footprint(&d.Spec)); err != nil {
+	if err := reserveTopology(ctx, v, tx, &old, &d.Spec); err != nil {
 		return 0, err
 	}
 	if err := checkBackupDestinations(&d.Spec, v.Blob); err != nil {
@@ -278,7 +276,7 @@ func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 		v.resource = dryRunPricing(d.Spec.Name)
 		return 0, nil
 	}
-	if err := reserveCapacity(ctx, tx, sub, oldGB, d.Spec.SizeGB()); err != nil {
+	if err := reserveCapacity(ctx, tx, sub, old.SizeGB(), d.Spec.SizeGB()); err != nil {
 		return 0, err
 	}
 	d.Generation++

@@ -59,7 +59,8 @@ func createMinimal(t *testing.T, ctx context.Context, store *sqlite.DB, e *Engin
 }
 
 // TestMemoryBudgetFloodStops: a flood of databases of the smallest size stops at the
-// budget: under 1 GiB, ten 0.1 GB databases fit and every one after fails its task.
+// budget: each counts its 0.1 GB maxmemory and its server's 12 MiB (114.4 MiB), so under
+// 1 GiB eight fit and every one after fails its task.
 func TestMemoryBudgetFloodStops(t *testing.T) {
 	ctx, store, e, sub := budgetFixture(t)
 	made := 0
@@ -71,12 +72,13 @@ func TestMemoryBudgetFloodStops(t *testing.T) {
 		}
 		require.Equal(t, clouddb.ErrTypeNoMemory, got.Error.Type, "task %d: %+v", i, got.Error)
 	}
-	require.Equal(t, 10, made, "int(1 GiB / 0.1 GB) databases fit")
+	require.Equal(t, 8, made, "int(1024 MiB / 114.4 MiB) databases fit")
 }
 
 // TestMemoryBudgetCountsFootprint: a database costs at least its server's footprint, so
 // databases stored with a size near 0 (written before the size floor) still fill the
-// budget: 90 of them take 1080 MiB of a 1 GiB budget, and no database fits any more.
+// budget: 90 of them take 1080 MiB of a 1 GiB budget, and no database fits any more (the
+// smallest needs 0.1 GB and 12 MiB).
 func TestMemoryBudgetCountsFootprint(t *testing.T) {
 	ctx, store, e, sub := budgetFixture(t)
 	require.NoError(t, store.Update(ctx, func(tx clouddb.Tx) error {
@@ -92,6 +94,6 @@ func TestMemoryBudgetCountsFootprint(t *testing.T) {
 	got := createMinimal(t, ctx, store, e, sub, "one-more")
 	require.Equal(t, clouddb.TaskFailed, got.Status)
 	require.Equal(t, clouddb.ErrTypeNoMemory, got.Error.Type)
-	require.Equal(t, "database: this host keeps 1 GB of memory for databases (--db-memory), 1.055 GB of it is taken, and this database needs 0.1 GB",
+	require.Equal(t, "database: this host keeps 1 GB of memory for databases (--db-memory), 1.055 GB of it is taken, and this database needs 0.112 GB",
 		got.Error.Description)
 }

@@ -73,6 +73,9 @@ func createSubscription(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.T
 	if err := decode(t, &spec); err != nil {
 		return 0, err
 	}
+	for i := range spec.Databases {
+		spec.Databases[i].UseCurrentSizeRule()
+	}
 	if err := spec.Validate(); err != nil {
 		return 0, err
 	}

@@ -135,7 +135,8 @@ func TestMemoryBudget(t *testing.T) {
 		var cerr *client.Error
 		require.ErrorAs(t, err, &cerr)
 		require.Equal(t, "INSUFFICIENT_MEMORY", cerr.Type)
-		require.Equal(t, "database: this host keeps 0.25 GB of memory for databases (--db-memory), 0.2 GB of it is taken, and this database needs 0.1 GB", cerr.Description)
+		// Each server counts its maxmemory and its own 12 MiB: 2 × 114.4 MiB are taken.
+		require.Equal(t, "database: this host keeps 0.25 GB of memory for databases (--db-memory), 0.223 GB of it is taken, and this database needs 0.112 GB", cerr.Description)
 	}
 	requireNoMemory(s.c.CreateDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("third"), MemoryLimitInGB: client.Ptr(0.1), Password: client.Ptr("pw")}))
 	dbs, err := s.c.AllDatabases(ctx, subID)
