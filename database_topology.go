@@ -157,3 +157,44 @@ func (s *DatabaseSpec) validateTopology() error {
 	}
 	return nil
 }
+
+// ErrTypeTopologyChangeNotSupported is clouddb's own: a change of a live database's
+// topology that clouddb cannot make without losing data or its endpoint (resharding,
+// taking the OSS Cluster API off, removing a cluster's replicas), and replicaOf into a
+// cluster.
+const ErrTypeTopologyChangeNotSupported = "DATABASE_TOPOLOGY_CHANGE_NOT_SUPPORTED"
+
+// CheckReplicaOfTopology refuses replicaOf sources for an OSS Cluster database: clouddb
+// copies a source's stream into one server.
+func (s *DatabaseSpec) CheckReplicaOfTopology(replicaOf []string) error {
+	if s.SupportOSSClusterAPI && len(replicaOf) > 0 {
+		return Invalid(ErrTypeTopologyChangeNotSupported,
+			"database: replicaOf is not supported with supportOSSClusterApi: true: clouddb copies a source into one server, not across shards")
+	}
+	return nil
+}
+
+// CheckTopologyChange refuses the changes of a live database's topology, from old to s,
+// that clouddb does not make: the number of shards of an OSS Cluster database (there is
+// no resharding; the OSS Cluster API may be turned on only where it leaves one shard),
+// the OSS Cluster API turned off, and replication turned off on a cluster. Replication
+// on or off without the OSS Cluster API, and on for a cluster, are made live.
+func CheckTopologyChange(old, s *DatabaseSpec) error {
+	oldShards := 1
+	if old.SupportOSSClusterAPI {
+		oldShards = old.NumberOfShards()
+	}
+	switch {
+	case old.SupportOSSClusterAPI && !s.SupportOSSClusterAPI:
+		return Invalid(ErrTypeTopologyChangeNotSupported,
+			"database: supportOSSClusterApi cannot be turned off for a live database (its data is spread over a cluster's shards): create a database without it and import a backup")
+	case s.SupportOSSClusterAPI && s.NumberOfShards() != oldShards:
+		return Invalid(ErrTypeTopologyChangeNotSupported,
+			"database: throughputMeasurement asks for %d shards and the database has %d: clouddb does not reshard a live database (one shard per %d operations per second); create a database with the new throughput and import a backup",
+			s.NumberOfShards(), oldShards, OpsPerShard)
+	case old.SupportOSSClusterAPI && old.Replication && !s.Replication:
+		return Invalid(ErrTypeTopologyChangeNotSupported,
+			"database: replication cannot be turned off for a live OSS Cluster database")
+	}
+	return nil
+}

@@ -214,6 +214,9 @@ func createDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	if err = checkReplicaOf(ctx, tx, t.AccountID, 0, spec.ReplicaOf); err != nil {
 		return 0, err
 	}
+	if err = spec.CheckReplicaOfTopology(spec.ReplicaOf); err != nil {
+		return 0, err
+	}
 	if spec.DryRun {
 		// Every check of a real create, and nothing written: no row, no port, no
 		// capacity change, no log entry.
@@ -252,6 +255,12 @@ func updateDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task)
 	}
 	old := d.Spec
 	if err := u.Apply(d); err != nil {
+		return 0, err
+	}
+	if err := clouddb.CheckTopologyChange(&old, &d.Spec); err != nil {
+		return 0, err
+	}
+	if err := d.Spec.CheckReplicaOfTopology(d.ReplicaOf); err != nil {
 		return 0, err
 	}
 	if err := reserveTopology(ctx, v, tx, &old, &d.Spec); err != nil {

@@ -96,8 +96,16 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance) error {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 	if topo.Shards == 0 {
-		if _, ok, _ := d.readConfig(d.nodeOf(id, 0)); ok {
-			return fmt.Errorf("database %d: it runs as one Redis server: turning the OSS Cluster API on for a live database is not supported (create a database with it and import a backup)", id)
+		if _, ok, _ := d.readConfig(d.nodeOf(id, 0)); ok && (in.Shards != 1 || topo.Primary != 0) {
+			// A server with data becomes a one-shard cluster whose node 0 gets every slot
+			// (it restarts with its data, see ensureServer); more shards would need its
+			// keys moved.
+			return fmt.Errorf("database %d: it runs as one Redis server: the OSS Cluster API can be turned on for it only with one shard (and its primary on node 0); create a database with it and import a backup", id)
+		}
+		// Its replica, if any, comes back as a new cluster node: a node must be empty
+		// to replicate (CLUSTER REPLICATE), and it syncs again anyway.
+		if err := d.removeNode(ctx, d.nodeOf(id, 1)); err != nil {
+			return err
 		}
 		topo = topology{Shards: in.Shards, Ports: map[int]clusterPorts{}}
 	}
@@ -264,17 +272,8 @@ func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, servers [
 	}); err != nil {
 		return err
 	}
-	info, err := c0.ClusterInfo(ctx).Result()
-	if err != nil {
-		return fmt.Errorf("database %d: CLUSTER INFO: %w", id, classify(err))
-	}
-	if infoField(info, "cluster_slots_assigned") == "0" {
-		for s := range in.Shards {
-			lo, hi := slotRange(s, in.Shards)
-			if err := clients[2*s].Do(ctx, "cluster", "addslotsrange", lo, hi).Err(); err != nil {
-				return fmt.Errorf("database %d: shard %d: CLUSTER ADDSLOTSRANGE %d %d: %w", id, s, lo, hi, classify(err))
-			}
-		}
+	if err := d.assignSlots(ctx, in, clients); err != nil {
+		return err
 	}
 	if in.Replication {
 		if err := d.pairReplicas(ctx, in, clients, ids); err != nil {
@@ -293,6 +292,46 @@ func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, servers [
 		}
 		return true, nil
 	})
+}
+
+// assignSlots gives each shard's primary the slots of its range that no node serves:
+// all of them in a new cluster. A server that joins with keys (one turned into a cluster
+// node) has taken the slots of its keys itself; the rest of its range is added.
+func (d *Driver) assignSlots(ctx context.Context, in clouddb.Instance, clients map[int]*redis.Client) error {
+	slots, err := clients[0].ClusterSlots(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("database %d: CLUSTER SLOTS: %w", in.DatabaseID, classify(err))
+	}
+	var owned [clusterSlots]bool
+	for _, r := range slots {
+		for i := max(r.Start, 0); i <= min(r.End, clusterSlots-1); i++ {
+			owned[i] = true
+		}
+	}
+	for s := range in.Shards {
+		c := clients[2*s]
+		if r, ok := clients[2*s+1]; ok {
+			if info, err := c.Info(ctx, "replication").Result(); err == nil && infoField(info, "role") != "master" {
+				c = r // the shard failed over
+			}
+		}
+		lo, hi := slotRange(s, in.Shards)
+		for i := lo; i <= hi; {
+			if owned[i] {
+				i++
+				continue
+			}
+			j := i
+			for j < hi && !owned[j+1] {
+				j++
+			}
+			if err := c.Do(ctx, "cluster", "addslotsrange", i, j).Err(); err != nil {
+				return fmt.Errorf("database %d: shard %d: CLUSTER ADDSLOTSRANGE %d %d: %w", in.DatabaseID, s, i, j, classify(err))
+			}
+			i = j + 1
+		}
+	}
+	return nil
 }
 
 func mapValues(m map[int]string) func(func(string) bool) {

@@ -216,3 +216,30 @@ func TestCluster_BackupPartsImportIntoAnotherCluster(t *testing.T) {
 		require.EqualValues(t, 502, total.Load(), "key for key, into %d shards", shards)
 	}
 }
+
+// A database of before the OSS Cluster API (or one that turns it on with one shard)
+// becomes a one-shard cluster with its data, its replica a cluster replica.
+func TestCluster_StandaloneBecomesOneShardCluster(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := b.replicated(t, 1, "none")
+	c := client(t, in.Port, in.Password)
+	writeAcked(t, c, "k", 100)
+
+	in.OSSCluster = true
+	in.Shards = 1
+	requireRunning(t, b.driver, in, false)
+	require.NoError(t, b.driver.Ensure(ctxT(t), in))
+	requireRunning(t, b.driver, in, true)
+	cc := clusterClient(t, in)
+	clusterRead(t, cc, "k", 100)
+	ms := masters(t, in)
+	require.Equal(t, map[int]string{0: fmt.Sprintf("127.0.0.1:%d", in.Port)}, ms)
+	require.NoError(t, cc.ForEachMaster(ctxT(t), func(ctx context.Context, m *redis.Client) error {
+		n, err := m.Wait(ctx, 1, 5*time.Second).Result()
+		if err == nil && n != 1 {
+			err = fmt.Errorf("WAIT 1 acknowledged by %d", n)
+		}
+		return err
+	}))
+}

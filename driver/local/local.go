@@ -438,6 +438,15 @@ func (d *Driver) ensureServer(ctx context.Context, in server) error {
 			return fmt.Errorf("database %d: upgrade to Redis %s refused: %w", id, version, err)
 		}
 	}
+	if pid != 0 && !upgrade && haveOld && (old.ClusterBus == 0) != (want.ClusterBus == 0) {
+		// cluster-enabled does not change live: the server restarts with its data, saved
+		// as for an upgrade (the OSS Cluster API turned on for a one-shard database).
+		d.log.Info("restarting redis-server to switch cluster mode", keyDatabase, id, keyNode, in.idx, keyPid, pid, "cluster", want.ClusterBus != 0)
+		if err := d.upgradeStop(ctx, in, pid, old, haveOld, version); err != nil {
+			return err
+		}
+		pid = 0
+	}
 	if pid != 0 {
 		if upgrade {
 			// The server restarts on the new version's binary with its data.
