@@ -148,30 +148,49 @@ func TestReplicationOnRefusedOverBudget(t *testing.T) {
 
 // Growing the shards adds servers, each with its own footprint: past the budget the
 // update is refused with the rule named.
-func TestShardGrowthRefusedOverBudget(t *testing.T) {
+func TestShardGrowthRefused(t *testing.T) {
 	t.Parallel()
 	f := newTopologyFixture(t)
-	// 819.2 + 12 MiB, and 114.4 MiB: 945.6 MiB of 1024.
 	id := f.mustCreate(clouddb.DatabaseSpec{Name: "cluster", DatasetSizeInGB: 0.8, SupportOSSClusterAPI: true,
 		ThroughputMeasurement: &clouddb.Throughput{By: "operations-per-second", Value: 25000}})
-	f.mustCreate(clouddb.DatabaseSpec{Name: "other", DatasetSizeInGB: 0.1})
 
-	// 8 shards: 819.2 + 8 × 12 MiB = 915.2, and 114.4: 1029.6 MiB.
-	got := f.update(id, clouddb.DatabaseUpdate{ThroughputMeasurement: &clouddb.Throughput{By: "number-of-shards", Value: 8}})
+	// clouddb does not reshard a live database: the shards stay as they are.
+	got := f.update(id, clouddb.DatabaseUpdate{ThroughputMeasurement: &clouddb.Throughput{By: "number-of-shards", Value: 2}})
 	require.Equal(t, clouddb.TaskFailed, got.Status)
-	require.Equal(t, clouddb.ErrTypeTopologyExceedsHostMemory, got.Error.Type)
-	require.Contains(t, got.Error.Description, "database: growing the shards from 1 to 8 would run 8 servers (8 shards) of 0.1 GB maxmemory instead of 1 server (1 shard) of 0.8 GB maxmemory")
-
-	// 7 shards: 1017.6 MiB fits.
-	got = f.update(id, clouddb.DatabaseUpdate{ThroughputMeasurement: &clouddb.Throughput{By: "number-of-shards", Value: 7}})
+	require.Equal(t, clouddb.ErrTypeTopologyChangeNotSupported, got.Error.Type)
+	require.Contains(t, got.Error.Description, "throughputMeasurement asks for 2 shards and the database has 1")
+	require.Equal(t, 1, f.database(id).Spec.NumberOfShards())
+	// A throughput that keeps the shard count is a change like any other.
+	got = f.update(id, clouddb.DatabaseUpdate{ThroughputMeasurement: &clouddb.Throughput{By: "operations-per-second", Value: 20000}})
 	require.Equal(t, clouddb.TaskCompleted, got.Status, "%+v", got.Error)
-	require.Equal(t, 7, f.database(id).Spec.NumberOfShards())
 
-	// Past MaxShards the update is refused before any budget.
+	// Past MaxShards the update is refused before anything else.
 	got = f.update(id, clouddb.DatabaseUpdate{ThroughputMeasurement: &clouddb.Throughput{By: "operations-per-second", Value: 1_000_000}})
 	require.Equal(t, clouddb.TaskFailed, got.Status)
 	require.Equal(t, clouddb.ErrTypeInvalidShardsCount, got.Error.Type)
 	require.Equal(t, "400 BAD_REQUEST", got.Error.Status)
+
+	// Turning the OSS Cluster API off, and replicaOf into a cluster, are refused too.
+	got = f.update(id, clouddb.DatabaseUpdate{SupportOSSClusterAPI: new(false)})
+	require.Equal(t, clouddb.TaskFailed, got.Status)
+	require.Equal(t, clouddb.ErrTypeTopologyChangeNotSupported, got.Error.Type)
+	require.True(t, f.database(id).Spec.SupportOSSClusterAPI)
+}
+
+// Shards beyond the host budget are refused when the cluster is made.
+func TestShardsOverBudgetRefusedAtCreate(t *testing.T) {
+	t.Parallel()
+	f := newTopologyFixture(t)
+	f.mustCreate(clouddb.DatabaseSpec{Name: "other", DatasetSizeInGB: 0.1})
+	// 8 shards: 819.2 + 8 × 12 MiB = 915.2, and 114.4: 1029.6 MiB of 1024.
+	got := f.create(clouddb.DatabaseSpec{Name: "cluster", DatasetSizeInGB: 0.8, SupportOSSClusterAPI: true,
+		ThroughputMeasurement: &clouddb.Throughput{By: "number-of-shards", Value: 8}})
+	require.Equal(t, clouddb.TaskFailed, got.Status)
+	require.Equal(t, clouddb.ErrTypeNoMemory, got.Error.Type)
+	// 7 shards: 1017.6 MiB fits.
+	got = f.create(clouddb.DatabaseSpec{Name: "cluster", DatasetSizeInGB: 0.8, SupportOSSClusterAPI: true,
+		ThroughputMeasurement: &clouddb.Throughput{By: "number-of-shards", Value: 7}})
+	require.Equal(t, clouddb.TaskCompleted, got.Status, "%+v", got.Error)
 }
 
 // A database stored with memoryLimitInGb and replication before memoryLimitInGb counted
