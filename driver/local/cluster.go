@@ -153,7 +153,14 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance) error {
 		if err := makeDir(s.dir); err != nil {
 			return fmt.Errorf("database %d: %w", id, err)
 		}
-		if err := d.ensureServer(ctx, s); err != nil {
+		err := d.ensureServer(ctx, s)
+		if errors.Is(err, errStopped) {
+			// Its partner takes its slots first (see errStopped), then it rejoins.
+			if err = d.clusterFailover(ctx, in); err == nil {
+				err = d.ensureServer(ctx, s)
+			}
+		}
+		if err != nil {
 			return err
 		}
 		servers = append(servers, s)

@@ -383,25 +383,38 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	}
 	p := d.nodeOf(id, topo.Primary)
 	r := d.other(p)
-	if p, r, err = d.failover(ctx, in, p, r); err != nil {
-		return err
-	}
-	if !in.Replication {
-		if err := d.removeNode(ctx, r); err != nil {
+	for round := 0; ; round++ {
+		if p, r, err = d.failover(ctx, in, p, r); err != nil {
 			return err
 		}
-		return d.ensureServer(ctx, d.primaryServer(in, p))
-	}
-	if err := makeDir(r.dir); err != nil {
-		return fmt.Errorf("database %d: %w", id, err)
-	}
-	// The replica first: an upgrade must give it the new binary before the primary
-	// writes data an older one could not load.
-	if err := d.ensureServer(ctx, d.replicaServer(in, r)); err != nil {
+		if !in.Replication {
+			if err := d.removeNode(ctx, r); err != nil {
+				return err
+			}
+		} else {
+			if err := makeDir(r.dir); err != nil {
+				return fmt.Errorf("database %d: %w", id, err)
+			}
+			// The replica first: an upgrade must give it the new binary before the
+			// primary writes data an older one could not load.
+			if err := d.ensureServer(ctx, d.replicaServer(in, r)); err != nil {
+				return err
+			}
+		}
+		err = d.ensureServer(ctx, d.primaryServer(in, p))
+		if errors.Is(err, errStopped) && round == 0 {
+			continue // the replica takes over: see errStopped
+		}
 		return err
 	}
-	return d.ensureServer(ctx, d.primaryServer(in, p))
 }
+
+// errStopped: adopting a running server stopped it (it did not answer, its port changed,
+// someone else administers it) while its partner runs: the partner may hold the only
+// copy of the data (a primary without persistence), so the caller fails over to it
+// rather than start the stopped one on its own files, which would then be the source
+// its replica empties itself to sync from.
+var errStopped = errors.New("the server was stopped to be started again")
 
 // makeDir makes a node's directory, private to clouddb.
 func makeDir(dir string) error {
@@ -461,6 +474,9 @@ func (d *Driver) ensureServer(ctx context.Context, in server) error {
 			if adopted {
 				d.syncSources(in, bin)
 				return nil
+			}
+			if in.primary == "" && in.Replication && d.livePid(d.other(in.node)) != 0 {
+				return errStopped
 			}
 		}
 	}

@@ -248,3 +248,24 @@ func TestReplication_StopAndRemove(t *testing.T) {
 	require.True(t, processGone(r))
 	require.Zero(t, serversIn(t, b.dir))
 }
+
+// A primary that adoption stops (here: its port changes) is not started again on its own
+// files while its replica holds the data: without persistence that would empty the
+// replica too. The replica takes over, on the new port.
+func TestReplication_StoppedPrimaryFailsOver(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := b.replicated(t, 1, "none")
+	p, r := nodes(t, b.driver, 1)
+	writeAcked(t, client(t, in.Port, in.Password), "k", 50)
+
+	in.Port = freePort(t)
+	require.NoError(t, b.driver.Ensure(ctxT(t), in))
+	p2, r2 := nodes(t, b.driver, 1)
+	require.Equal(t, r, p2, "the replica serves")
+	require.True(t, processGone(p))
+	require.NotEqual(t, p, r2)
+	c := client(t, in.Port, in.Password)
+	requireKeys(t, c, "k", 50)
+	writeAcked(t, c, "more", 5)
+}
