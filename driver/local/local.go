@@ -69,6 +69,10 @@ type Config struct {
 	// DialSource, if set, opens the connections to import and replication sources: the
 	// place for the address guard, since users choose those addresses.
 	DialSource func(ctx context.Context, network, addr string) (net.Conn, error)
+	// CA is the installation's certificate authority: the server certificates of TLS
+	// databases, and the client certificates of clouddb's own connections to them, come
+	// from it. Without it, an instance with TLS fails.
+	CA clouddb.CertificateAuthority
 	// ReplicaEvent, if set, is told what happens to the sources of a replicating
 	// database (synced, link lost, retrying), from the replicator's goroutines.
 	ReplicaEvent func(databaseID int, e redisdata.Event)
@@ -87,6 +91,7 @@ type Driver struct {
 	exited       func(int)
 	dialSource   func(ctx context.Context, network, addr string) (net.Conn, error)
 	replicaEvent func(int, redisdata.Event)
+	ca           clouddb.CertificateAuthority
 
 	// bins maps each Redis version offered to its binary; bin is the default version's.
 	bins     map[string]string
@@ -167,6 +172,7 @@ func New(cfg Config) (*Driver, error) {
 		exited:       cfg.Exited,
 		dialSource:   cfg.DialSource,
 		replicaEvent: cfg.ReplicaEvent,
+		ca:           cfg.CA,
 		locks:        make(map[int]chan struct{}),
 		children:     make(map[int]*child),
 		secrets:      make(map[int]string),
