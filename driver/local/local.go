@@ -92,6 +92,7 @@ type Driver struct {
 	dialSource   func(ctx context.Context, network, addr string) (net.Conn, error)
 	replicaEvent func(int, redisdata.Event)
 	ca           clouddb.CertificateAuthority
+	tlsHosts     []string // what server certificates name (see tlsHosts)
 
 	// bins maps each Redis version offered to its binary; bin is the default version's.
 	bins     map[string]string
@@ -104,6 +105,7 @@ type Driver struct {
 	checked  map[int]deepCheck     // by database id, when Running last saw its server answer
 	rules    map[int]knownRules    // by database id, the default user's rules as its server last showed them
 	replicas map[int]*replica      // running replicators, by database id
+	tlsFiles map[int]tlsFiles      // by database id, the certificate files prepareTLS chose
 
 	// The named ACL users (see acl.go): by database id, as its server last showed them;
 	// one CheckACLRules server at a time (the verdicts are acl.go's verdicts).
@@ -173,6 +175,8 @@ func New(cfg Config) (*Driver, error) {
 		dialSource:   cfg.DialSource,
 		replicaEvent: cfg.ReplicaEvent,
 		ca:           cfg.CA,
+		tlsHosts:     tlsHosts(host, connectHost),
+		tlsFiles:     make(map[int]tlsFiles),
 		locks:        make(map[int]chan struct{}),
 		children:     make(map[int]*child),
 		secrets:      make(map[int]string),
@@ -278,7 +282,7 @@ func (d *Driver) writeConfig(id int, c serverConfig) error {
 }
 
 func (d *Driver) configOf(in clouddb.Instance) serverConfig {
-	return serverConfig{
+	c := serverConfig{
 		Port:           in.Port,
 		Host:           d.host,
 		Socket:         d.sockPath(in.DatabaseID),
@@ -291,6 +295,15 @@ func (d *Driver) configOf(in clouddb.Instance) serverConfig {
 		DefaultOff:     in.DefaultUserOff,
 		Users:          in.Users,
 	}
+	if in.TLS != nil {
+		c.TLS = true
+		c.TLSAuthClients = len(in.TLS.ClientCertificates) > 0
+		c.TLSFiles = d.knownTLS(in.DatabaseID)
+		if d.ca != nil {
+			c.TLSCA = filepath.Join(d.dbDir(in.DatabaseID), contentName("ca", "pem", d.caBundle(in)))
+		}
+	}
+	return c
 }
 
 // internalSecret is the password of the database's internal user: the one in its config
@@ -309,7 +322,17 @@ func (d *Driver) internalSecret(id int) string {
 	return s
 }
 
-func validate(in clouddb.Instance) error {
+func (d *Driver) validate(in clouddb.Instance) error {
+	if in.TLS != nil {
+		if d.ca == nil {
+			return fmt.Errorf("database %d: TLS needs the installation's certificate authority, and this driver was given none (local.Config.CA)", in.DatabaseID)
+		}
+		for i, c := range in.TLS.ClientCertificates {
+			if pemCertificates(c) == 0 {
+				return fmt.Errorf("database %d: client certificate %d is not a PEM certificate", in.DatabaseID, i)
+			}
+		}
+	}
 	switch {
 	case in.DatabaseID <= 0:
 		return fmt.Errorf("database id %d: must be positive", in.DatabaseID)
@@ -333,7 +356,7 @@ func validate(in clouddb.Instance) error {
 // changes; a stopped one is started on in.Port with the data in its directory. It returns
 // once the server answers an authenticated PING with the instance's password.
 func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
-	if err := validate(in); err != nil {
+	if err := d.validate(in); err != nil {
 		return err
 	}
 	id := in.DatabaseID
@@ -349,6 +372,11 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	}
 	if err = os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if in.TLS != nil {
+		if err = d.prepareTLS(in); err != nil {
+			return fmt.Errorf("database %d: %w", id, err)
+		}
 	}
 	want := d.configOf(in)
 	old, haveOld, err := d.readConfig(id)
@@ -374,8 +402,15 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 			return fmt.Errorf("database %d: upgrade to Redis %s refused: %w", id, version, err)
 		}
 	}
+	// A server started by a clouddb from before the unix sockets is reached on its port:
+	// to serve TLS there it restarts, its data saved as for an upgrade, and gets its
+	// socket.
+	restart := pid != 0 && !upgrade && in.TLS != nil && !isSocket(d.sockPath(id))
+	if restart {
+		d.log.Info("redis-server has no unix socket and turns TLS on; restarting it with its data", keyDatabase, id, keyPid, pid)
+	}
 	if pid != 0 {
-		if upgrade {
+		if upgrade || restart {
 			// The server restarts on the new version's binary with its data.
 			if err := d.upgradeStop(ctx, in, pid, old, haveOld, version); err != nil {
 				return err
@@ -547,6 +582,7 @@ func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.In
 	if err := d.writeConfig(id, want); err != nil {
 		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
 	}
+	d.pruneTLS(id, want)
 	if len(changed) > 0 {
 		d.log.Info("applied configuration to running redis-server", keyDatabase, id, keyChanged, changed)
 		if slices.Contains(changed, changedPassword) && !want.DefaultOff {
@@ -722,7 +758,7 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if pid == 0 {
 		return false, nil
 	}
-	key := checkKey{pid, in.Port, in.Password, usersKey(in)}
+	key := checkKey{pid, in.Port, in.Password, usersKey(in), tlsKey(in)}
 	d.mu.Lock()
 	last, ok := d.checked[id]
 	known := d.rules[id]
@@ -782,6 +818,7 @@ type checkKey struct {
 	pid, port int
 	password  string
 	users     string // see usersKey
+	tls       string // see tlsKey
 }
 
 type deepCheck struct {
