@@ -59,10 +59,8 @@ const internalUser = "clouddb-internal"
 
 // serverConfig is what clouddb puts into a database's redis.conf.
 type serverConfig struct {
-	Port int
-	Host string
-	// Socket is the unix socket the driver reaches the server through (see socketDir).
-	Socket      string
+	Port        int
+	Host        string
 	Password    string
 	MaxMemory   int64
 	Policy      string
@@ -74,6 +72,8 @@ type serverConfig struct {
 	InternalSecret string
 	// DefaultOff turns the default user off: only the named users can log in.
 	DefaultOff bool
+	// Socket is the unix socket the driver reaches the server through (see socketDir).
+	Socket string
 	// TLS makes Port a TLS port (port 0, tls-port Port), with the server certificate of
 	// TLSFiles, the CA bundle TLSCA, and client certificates required when
 	// TLSAuthClients (see tls.go).

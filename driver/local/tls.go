@@ -160,12 +160,22 @@ func (d *Driver) leafUsable(certPath, keyPath string, usage x509.ExtKeyUsage) bo
 	}
 	if usage == x509.ExtKeyUsageServerAuth {
 		for _, h := range d.tlsHosts {
-			if leaf.VerifyHostname(h) != nil {
+			if !names(leaf, h) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// names reports whether the certificate lists host among its SANs. A plain comparison,
+// not VerifyHostname: a host name VerifyHostname finds malformed would otherwise have its
+// certificate issued anew at every Ensure.
+func names(c *x509.Certificate, host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return slices.ContainsFunc(c.IPAddresses, ip.Equal)
+	}
+	return slices.ContainsFunc(c.DNSNames, func(n string) bool { return strings.EqualFold(n, host) })
 }
 
 // writePair writes a certificate and its key, named after the certificate, mode 0600.
