@@ -25,11 +25,11 @@ import (
 // server itself presents as a replica, and clouddb's own, are accepted) and the tenant's
 // client certificates, which a client must present when there are any
 // (tls-auth-clients). Everything switches live with CONFIG SET: redis 7.0 takes
-// "port 0 tls-port P" and back in one command, and reloads the certificates when a tls-*
-// file setting is set. Files are named after their content, so that a new certificate
-// changes the setting's value (which the drift check compares, and which a redis that
-// skipped an unchanged value would otherwise not reload); stale ones are removed once the
-// server no longer names them.
+// "port 0 tls-port P" and back in one command (the closing port first, see setOrder), and
+// reloads the certificates when a tls-* file setting is set (7.0.15 does so even for an
+// unchanged path, but nothing promises it). Files are named after their content, so that
+// a new certificate changes the setting's value, which the drift check compares and no
+// redis can skip; stale ones are removed once the server no longer names them.
 
 // tlsPrefix starts the name of every TLS file in a database's directory.
 const tlsPrefix = "tls-"
