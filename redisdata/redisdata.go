@@ -36,7 +36,7 @@ var ErrAuth = errors.New("credentials refused")
 
 // Endpoint says how to reach and authenticate to one Redis server.
 type Endpoint struct {
-	// Addr is host:port.
+	// Addr is host:port, or the path of a unix socket when it starts with "/".
 	Addr string
 	// Username is the ACL user; empty means the default user (AUTH <password>).
 	Username string
@@ -45,8 +45,9 @@ type Endpoint struct {
 	// TLS, when not nil, makes the connection TLS with this configuration. An empty
 	// ServerName is taken from Addr's host.
 	TLS *tls.Config
-	// Dial, when set, opens the TCP connection (TLS, if any, runs over it): callers put
-	// their address policy here for servers that users point them at.
+	// Dial, when set, opens the connection ("tcp", or "unix" for a socket; TLS, if any,
+	// runs over it): callers put their address policy here for servers that users point
+	// them at.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// NoEvict makes every connection of the go-redis clients to this server say CLIENT
 	// NO-EVICT ON first, so that the server's client memory limit (maxmemory-clients)
@@ -60,6 +61,14 @@ type Endpoint struct {
 // never be.
 func (e Endpoint) String() string { return e.Addr }
 
+// network is "unix" for a socket path, else "tcp".
+func (e Endpoint) network() string {
+	if strings.HasPrefix(e.Addr, "/") {
+		return "unix"
+	}
+	return "tcp"
+}
+
 // dialTimeout bounds every TCP (and TLS) connect, so an unreachable host fails in
 // seconds rather than after the operating system's minutes.
 const dialTimeout = 5 * time.Second
@@ -71,13 +80,13 @@ func dial(ctx context.Context, e Endpoint) (net.Conn, error) {
 	if e.Dial == nil {
 		if e.TLS != nil {
 			td := &tls.Dialer{NetDialer: d, Config: e.TLS}
-			return td.DialContext(ctx, "tcp", e.Addr)
+			return td.DialContext(ctx, e.network(), e.Addr)
 		}
-		return d.DialContext(ctx, "tcp", e.Addr)
+		return d.DialContext(ctx, e.network(), e.Addr)
 	}
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	conn, err := e.Dial(ctx, "tcp", e.Addr)
+	conn, err := e.Dial(ctx, e.network(), e.Addr)
 	if err != nil || e.TLS == nil {
 		return conn, err
 	}

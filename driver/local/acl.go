@@ -419,7 +419,7 @@ func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
 	if conf.InternalSecret == "" {
 		return fmt.Errorf("database %d: redis-server pid %d has no internal user to set its users with", id, pid)
 	}
-	c, err := d.probe(ctx, conf.Port, cred{internalUser, conf.InternalSecret}, pid)
+	c, err := d.probe(ctx, id, conf.Port, cred{internalUser, conf.InternalSecret}, pid)
 	if err != nil {
 		return fmt.Errorf("database %d: reach redis-server pid %d to set its users: %w", id, pid, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,11 +32,14 @@ var errNoPerm = errors.New("not permitted")
 // (the clients' password).
 type cred struct{ user, password string }
 
-func (d *Driver) newClient(port int, c cred) *redis.Client {
+func (d *Driver) newClient(id, port int, c cred) *redis.Client {
 	return redis.NewClient(&redis.Options{
-		Addr:                     net.JoinHostPort(d.connectHost, strconv.Itoa(port)),
-		Username:                 c.user,
-		Password:                 c.password,
+		Addr:     d.internalAddr(id, port),
+		Username: c.user,
+		Password: c.password,
+		// The address is chosen at each dial: a server gets its socket only once it has
+		// started (see dialServer).
+		Dialer:                   func(ctx context.Context, _, _ string) (net.Conn, error) { return d.dialServer(ctx, id, port) },
 		Protocol:                 2,
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
@@ -51,11 +55,45 @@ func (d *Driver) newClient(port int, c cred) *redis.Client {
 	})
 }
 
-// probe opens an authenticated connection to the server on port, checks that it answers
-// PING and that it is process pid (so a stranger on the port is not taken for ours), and
-// returns the client. Errors wrap errAuth or errLoading when the server said so.
-func (d *Driver) probe(ctx context.Context, port int, cr cred, pid int) (*redis.Client, error) {
-	c := d.newClient(port, cr)
+// dialServer opens the driver's own connection to the database's server: through its
+// unix socket when it has one, else over TCP on port (a server started by an older
+// clouddb has no socket until its next restart). A socket file that refuses the
+// connection is a dead server's: TCP is tried then.
+func (d *Driver) dialServer(ctx context.Context, id, port int) (net.Conn, error) {
+	nd := net.Dialer{Timeout: time.Second}
+	sock := d.sockPath(id)
+	if isSocket(sock) {
+		conn, err := nd.DialContext(ctx, "unix", sock)
+		if err == nil || port == 0 {
+			return conn, err
+		}
+	}
+	if port == 0 {
+		return nil, fmt.Errorf("database %d: no unix socket at %s and no TCP port", id, sock)
+	}
+	return nd.DialContext(ctx, "tcp", net.JoinHostPort(d.connectHost, strconv.Itoa(port)))
+}
+
+// internalAddr is the address dialServer would try first: the socket's path or host:port.
+func (d *Driver) internalAddr(id, port int) string {
+	if sock := d.sockPath(id); isSocket(sock) || port == 0 {
+		return sock
+	}
+	return net.JoinHostPort(d.connectHost, strconv.Itoa(port))
+}
+
+// isSocket reports whether path is a unix socket (not a symlink to one).
+func isSocket(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
+// probe opens an authenticated connection to the server of database id (through its
+// socket, or on port), checks that it answers PING and that it is process pid (so a
+// stranger on the port is not taken for ours), and returns the client. Errors wrap
+// errAuth or errLoading when the server said so.
+func (d *Driver) probe(ctx context.Context, id, port int, cr cred, pid int) (*redis.Client, error) {
+	c := d.newClient(id, port, cr)
 	fail := func(err error) (*redis.Client, error) {
 		c.Close()
 		return nil, err
@@ -69,7 +107,7 @@ func (d *Driver) probe(ctx context.Context, port int, cr cred, pid int) (*redis.
 	}
 	got := infoField(info, "process_id")
 	if got != strconv.Itoa(pid) {
-		return fail(fmt.Errorf("port %d is served by process %s, not redis-server pid %d", port, got, pid))
+		return fail(fmt.Errorf("%s is served by process %s, not redis-server pid %d", d.internalAddr(id, port), got, pid))
 	}
 	return c, nil
 }
@@ -117,6 +155,18 @@ func settings(c serverConfig) map[string]string {
 		"appendfsync":      p.appendfsync,
 		"save":             p.save,
 		"bind":             c.Host,
+		// The tenant's endpoint: the driver itself goes through the socket, so a server
+		// off its port is brought back live, and TLS is turned on and off live.
+		"port":     strconv.Itoa(c.Port),
+		"tls-port": "0",
+	}
+	if c.TLS {
+		s["port"], s["tls-port"] = "0", strconv.Itoa(c.Port)
+		s["tls-cert-file"], s["tls-key-file"] = c.TLSFiles.Cert, c.TLSFiles.Key
+		s["tls-client-cert-file"], s["tls-client-key-file"] = c.TLSFiles.ClientCert, c.TLSFiles.ClientKey
+		s["tls-ca-cert-file"] = c.TLSCA
+		s["tls-auth-clients"] = yesNo(c.TLSAuthClients)
+		s["tls-replication"] = "yes"
 	}
 	for _, l := range limitSettings(c.MaxMemory) {
 		s[l.name] = l.value
@@ -125,8 +175,24 @@ func settings(c serverConfig) map[string]string {
 }
 
 // settingOrder lists the settings in the order CONFIG SET gets them.
-var settingOrder = []string{"maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "bind",
+// The certificate files come before the ports, so that a TLS port opens with them; the
+// tls-* settings other than tls-port are compared only while TLS is on.
+var settingOrder = []string{"tls-cert-file", "tls-key-file", "tls-client-cert-file", "tls-client-key-file",
+	"tls-ca-cert-file", "tls-auth-clients", "tls-replication", "port", "tls-port", "maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "bind",
 	"sanitize-dump-payload", "maxmemory-clients", "client-output-buffer-limit", "client-query-buffer-limit"}
+
+// setOrder is settingOrder for a CONFIG SET towards want: the port that closes comes
+// before the one that opens, so that TLS turns on and off on the same port (redis opens
+// and closes the listeners in the order of the arguments).
+func setOrder(want map[string]string) []string {
+	if want["tls-port"] != "0" {
+		return settingOrder
+	}
+	order := slices.Clone(settingOrder)
+	i, j := slices.Index(order, "port"), slices.Index(order, "tls-port")
+	order[i], order[j] = order[j], order[i]
+	return order
+}
 
 // liveValue is setting name's value in a CONFIG GET reply, in the form settings gives
 // it: of client-output-buffer-limit, which lists every client class, only the normal
@@ -314,9 +380,9 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 	wantSet := settings(want)
 	args := []any{"config", "set"}
 	var changed []string
-	for _, name := range settingOrder {
-		if liveValue(got, name) != wantSet[name] {
-			args = append(args, name, wantSet[name])
+	for _, name := range setOrder(wantSet) {
+		if w, ok := wantSet[name]; ok && liveValue(got, name) != w {
+			args = append(args, name, w)
 			changed = append(changed, name)
 		}
 	}
@@ -537,7 +603,7 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 	wantSet := settings(want)
 	var diff []string
 	for _, name := range settingOrder {
-		if liveValue(got, name) != wantSet[name] {
+		if w, ok := wantSet[name]; ok && liveValue(got, name) != w {
 			diff = append(diff, name)
 		}
 	}

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"crypto/subtle"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,10 +19,11 @@ import (
 // replicators behind replicaOf. All of them work as the database's internal user, which
 // may write even while clients may not.
 
-// internalEndpoint is how clouddb itself reaches the database's server.
+// internalEndpoint is how clouddb itself reaches the database's server: through its unix
+// socket when it has one (see dialServer).
 func (d *Driver) internalEndpoint(in clouddb.Instance) redisdata.Endpoint {
 	return redisdata.Endpoint{
-		Addr:     net.JoinHostPort(d.connectHost, strconv.Itoa(in.Port)),
+		Addr:     d.internalAddr(in.DatabaseID, in.Port),
 		Username: internalUser,
 		Password: d.internalSecret(in.DatabaseID),
 		NoEvict:  true, // its RESTOREs of big keys must pass the clients' memory limit
@@ -40,7 +40,7 @@ func (d *Driver) endpointOf(e clouddb.RedisEndpoint) redisdata.Endpoint {
 	}
 	ep := redisdata.Endpoint{Addr: e.Addr, Username: e.Username, Password: e.Password, Dial: d.dialSource}
 	if e.TLS {
-		ep.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		ep.TLS = d.sourceTLS()
 	}
 	return ep
 }
@@ -113,8 +113,11 @@ func (d *Driver) CopyFrom(ctx context.Context, in clouddb.Instance, src clouddb.
 // ownEndpoint returns the internal endpoint of the database of this Driver that e names:
 // its address is this host and one database's port, its user the default one, and its
 // password that database's (so it grants nothing its holder could not read already).
+// Whether e says TLS does not matter: the database is read through its socket, so a
+// same-account source (host:port, no scheme) that turned TLS on, and a database that
+// asks its clients for a certificate, are sources too.
 func (d *Driver) ownEndpoint(e clouddb.RedisEndpoint) (redisdata.Endpoint, bool) {
-	if e.TLS || (e.Username != "" && e.Username != "default") {
+	if e.Username != "" && e.Username != "default" {
 		return redisdata.Endpoint{}, false
 	}
 	host, portText, err := net.SplitHostPort(e.Addr)
@@ -138,13 +141,34 @@ func (d *Driver) ownEndpoint(e clouddb.RedisEndpoint) (redisdata.Endpoint, bool)
 			return redisdata.Endpoint{}, false
 		}
 		return redisdata.Endpoint{
-			Addr:     net.JoinHostPort(d.connectHost, portText),
+			Addr:     d.internalAddr(id, port),
 			Username: internalUser,
 			Password: c.InternalSecret,
-			Dial:     d.dialSource, // the guard decides as it would for the tenant's user
+			Dial:     d.ownDial(net.JoinHostPort(d.connectHost, portText)),
 		}, true
 	}
 	return redisdata.Endpoint{}, false
+}
+
+// ownDial is the Dial of an own database reached as a source at tcpAddr: the address
+// guard decides as it would for the tenant's user, on that TCP address, even when the
+// connection itself goes through the server's unix socket.
+func (d *Driver) ownDial(tcpAddr string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if d.dialSource == nil {
+		return nil
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if network != "unix" {
+			return d.dialSource(ctx, network, addr)
+		}
+		probe, err := d.dialSource(ctx, "tcp", tcpAddr)
+		if err != nil {
+			return nil, err
+		}
+		probe.Close()
+		var nd net.Dialer
+		return nd.DialContext(ctx, "unix", addr)
+	}
 }
 
 // loadConfig is how files meant for the database are checked: by a throwaway server of
@@ -164,6 +188,7 @@ type replica struct {
 	r       *redisdata.Replicator
 	sources []clouddb.RedisEndpoint
 	bin     string
+	target  string // the address it writes to (the socket appears with a restart)
 }
 
 // syncReplica makes the database's replicator follow exactly in.ReplicaOf, checking what
@@ -174,7 +199,8 @@ func (d *Driver) syncReplica(in clouddb.Instance, bin string) {
 	d.mu.Lock()
 	cur := d.replicas[in.DatabaseID]
 	d.mu.Unlock()
-	if cur != nil && slices.Equal(cur.sources, in.ReplicaOf) && cur.bin == bin {
+	target := d.internalEndpoint(in)
+	if cur != nil && slices.Equal(cur.sources, in.ReplicaOf) && cur.bin == bin && cur.target == target.Addr {
 		return
 	}
 	d.stopReplica(in.DatabaseID)
@@ -191,7 +217,7 @@ func (d *Driver) syncReplica(in clouddb.Instance, bin string) {
 			d.replicaEvent(id, e)
 		}
 	}}
-	rep := &replica{r: redisdata.Start(context.Background(), d.internalEndpoint(in), srcs, opts), sources: slices.Clone(in.ReplicaOf), bin: bin}
+	rep := &replica{r: redisdata.Start(context.Background(), target, srcs, opts), sources: slices.Clone(in.ReplicaOf), bin: bin, target: target.Addr}
 	d.mu.Lock()
 	d.replicas[id] = rep
 	d.mu.Unlock()

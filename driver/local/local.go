@@ -69,6 +69,10 @@ type Config struct {
 	// DialSource, if set, opens the connections to import and replication sources: the
 	// place for the address guard, since users choose those addresses.
 	DialSource func(ctx context.Context, network, addr string) (net.Conn, error)
+	// CA is the installation's certificate authority: the server certificates of TLS
+	// databases, and the client certificates of clouddb's own connections to them, come
+	// from it. Without it, an instance with TLS fails.
+	CA clouddb.CertificateAuthority
 	// ReplicaEvent, if set, is told what happens to the sources of a replicating
 	// database (synced, link lost, retrying), from the replicator's goroutines.
 	ReplicaEvent func(databaseID int, e redisdata.Event)
@@ -77,6 +81,7 @@ type Config struct {
 // Driver runs one redis-server process per database.
 type Driver struct {
 	dir          string
+	sockDir      string // see socketDir
 	host         string
 	connectHost  string
 	bin          string
@@ -86,6 +91,8 @@ type Driver struct {
 	exited       func(int)
 	dialSource   func(ctx context.Context, network, addr string) (net.Conn, error)
 	replicaEvent func(int, redisdata.Event)
+	ca           clouddb.CertificateAuthority
+	tlsHosts     []string // what server certificates name (see tlsHosts)
 
 	// bins maps each Redis version offered to its binary; bin is the default version's.
 	bins     map[string]string
@@ -98,6 +105,7 @@ type Driver struct {
 	checked  map[int]deepCheck     // by database id, when Running last saw its server answer
 	rules    map[int]knownRules    // by database id, the default user's rules as its server last showed them
 	replicas map[int]*replica      // running replicators, by database id
+	tlsFiles map[int]tlsFiles      // by database id, the certificate files prepareTLS chose
 
 	// The named ACL users (see acl.go): by database id, as its server last showed them;
 	// one CheckACLRules server at a time (the verdicts are acl.go's verdicts).
@@ -131,6 +139,10 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local driver: %w", err)
 	}
+	sockDir, err := socketDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("local driver: %w", err)
+	}
 	host := cfg.Host
 	if host == "" {
 		host = DefaultHost
@@ -152,6 +164,7 @@ func New(cfg Config) (*Driver, error) {
 	}
 	return &Driver{
 		dir:          dir,
+		sockDir:      sockDir,
 		host:         host,
 		connectHost:  connectHost,
 		bin:          bins[versions.Default],
@@ -161,6 +174,9 @@ func New(cfg Config) (*Driver, error) {
 		exited:       cfg.Exited,
 		dialSource:   cfg.DialSource,
 		replicaEvent: cfg.ReplicaEvent,
+		ca:           cfg.CA,
+		tlsHosts:     tlsHosts(host, connectHost),
+		tlsFiles:     make(map[int]tlsFiles),
 		locks:        make(map[int]chan struct{}),
 		children:     make(map[int]*child),
 		secrets:      make(map[int]string),
@@ -266,9 +282,10 @@ func (d *Driver) writeConfig(id int, c serverConfig) error {
 }
 
 func (d *Driver) configOf(in clouddb.Instance) serverConfig {
-	return serverConfig{
+	c := serverConfig{
 		Port:           in.Port,
 		Host:           d.host,
+		Socket:         d.sockPath(in.DatabaseID),
 		Password:       in.Password,
 		MaxMemory:      in.MaxMemoryBytes,
 		Policy:         in.EvictionPolicy,
@@ -278,6 +295,15 @@ func (d *Driver) configOf(in clouddb.Instance) serverConfig {
 		DefaultOff:     in.DefaultUserOff,
 		Users:          in.Users,
 	}
+	if in.TLS != nil {
+		c.TLS = true
+		c.TLSAuthClients = len(in.TLS.ClientCertificates) > 0
+		c.TLSFiles = d.knownTLS(in.DatabaseID)
+		if d.ca != nil {
+			c.TLSCA = filepath.Join(d.dbDir(in.DatabaseID), contentName("ca", "pem", d.caBundle(in)))
+		}
+	}
+	return c
 }
 
 // internalSecret is the password of the database's internal user: the one in its config
@@ -296,7 +322,17 @@ func (d *Driver) internalSecret(id int) string {
 	return s
 }
 
-func validate(in clouddb.Instance) error {
+func (d *Driver) validate(in clouddb.Instance) error {
+	if in.TLS != nil {
+		if d.ca == nil {
+			return fmt.Errorf("database %d: TLS needs the installation's certificate authority, and this driver was given none (local.Config.CA)", in.DatabaseID)
+		}
+		for i, c := range in.TLS.ClientCertificates {
+			if pemCertificates(c) == 0 {
+				return fmt.Errorf("database %d: client certificate %d is not a PEM certificate", in.DatabaseID, i)
+			}
+		}
+	}
 	switch {
 	case in.DatabaseID <= 0:
 		return fmt.Errorf("database id %d: must be positive", in.DatabaseID)
@@ -320,7 +356,7 @@ func validate(in clouddb.Instance) error {
 // changes; a stopped one is started on in.Port with the data in its directory. It returns
 // once the server answers an authenticated PING with the instance's password.
 func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
-	if err := validate(in); err != nil {
+	if err := d.validate(in); err != nil {
 		return err
 	}
 	id := in.DatabaseID
@@ -336,6 +372,11 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	}
 	if err = os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if in.TLS != nil {
+		if err = d.prepareTLS(in); err != nil {
+			return fmt.Errorf("database %d: %w", id, err)
+		}
 	}
 	want := d.configOf(in)
 	old, haveOld, err := d.readConfig(id)
@@ -361,8 +402,15 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 			return fmt.Errorf("database %d: upgrade to Redis %s refused: %w", id, version, err)
 		}
 	}
+	// A server started by a clouddb from before the unix sockets is reached on its port:
+	// to serve TLS there it restarts, its data saved as for an upgrade, and gets its
+	// socket.
+	restart := pid != 0 && !upgrade && in.TLS != nil && !isSocket(d.sockPath(id))
+	if restart {
+		d.log.Info("redis-server has no unix socket and turns TLS on; restarting it with its data", keyDatabase, id, keyPid, pid)
+	}
 	if pid != 0 {
-		if upgrade {
+		if upgrade || restart {
 			// The server restarts on the new version's binary with its data.
 			if err := d.upgradeStop(ctx, in, pid, old, haveOld, version); err != nil {
 				return err
@@ -418,7 +466,7 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 	if haveOld && old.Password != "" && old.Password != in.Password {
 		creds = append(creds, cred{"", old.Password})
 	}
-	c, cr, err := d.connect(ctx, pid, port, creds)
+	c, cr, err := d.connect(ctx, id, pid, port, creds)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Given up by the caller (clouddb shutting down): no verdict on the server, which
@@ -453,7 +501,7 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 			d.log.Warn("running redis-server refuses clouddb's internal user; restarting it", keyDatabase, id, keyPid, pid, "error", classify(err))
 			return false, d.terminate(ctx, id, pid)
 		}
-		if c, _, err = d.connect(ctx, pid, port, []cred{{internalUser, secret}}); err != nil {
+		if c, _, err = d.connect(ctx, id, pid, port, []cred{{internalUser, secret}}); err != nil {
 			return false, fmt.Errorf("database %d: redis-server pid %d refuses the internal user it was just given: %w", id, pid, err)
 		}
 		if gerr == nil && prior.canLogIn() {
@@ -487,14 +535,14 @@ func (d *Driver) adopt(ctx context.Context, in clouddb.Instance, pid int, old se
 // connect waits, up to StartTimeout, until the server pid on port accepts one of the
 // passwords, and returns a client authenticated with it. It gives up at once when every
 // password is refused (the error wraps errAuth) or the process is gone.
-func (d *Driver) connect(ctx context.Context, pid, port int, creds []cred) (*redis.Client, cred, error) {
+func (d *Driver) connect(ctx context.Context, id, pid, port int, creds []cred) (*redis.Client, cred, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
 	defer cancel()
 	for {
 		var last error
 		refused := 0
 		for _, cr := range creds {
-			c, err := d.probe(ctx, port, cr, pid)
+			c, err := d.probe(ctx, id, port, cr, pid)
 			if err == nil {
 				return c, cr, nil
 			}
@@ -534,12 +582,13 @@ func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in clouddb.In
 	if err := d.writeConfig(id, want); err != nil {
 		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
 	}
+	d.pruneTLS(id, want)
 	if len(changed) > 0 {
 		d.log.Info("applied configuration to running redis-server", keyDatabase, id, keyChanged, changed)
 		if slices.Contains(changed, changedPassword) && !want.DefaultOff {
 			// Check that a new connection gets in with the new password.
 			pid, _ := strconv.Atoi(infoField(c.Info(ctx, "server").Val(), "process_id"))
-			nc, err := d.probe(ctx, in.Port, cred{"", in.Password}, pid)
+			nc, err := d.probe(ctx, id, in.Port, cred{"", in.Password}, pid)
 			if err != nil {
 				return fmt.Errorf("database %d: new password not accepted: %w", id, err)
 			}
@@ -658,7 +707,7 @@ func (d *Driver) waitReady(ctx context.Context, in clouddb.Instance, pid int, ch
 		// exit of our process must not wait for it.
 		res := make(chan result, 1)
 		go func() {
-			c, err := d.probe(ctx, in.Port, cr, pid)
+			c, err := d.probe(ctx, id, in.Port, cr, pid)
 			res <- result{c, err}
 		}()
 		select {
@@ -709,7 +758,7 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if pid == 0 {
 		return false, nil
 	}
-	key := checkKey{pid, in.Port, in.Password, usersKey(in)}
+	key := checkKey{pid, in.Port, in.Password, usersKey(in), tlsKey(in)}
 	d.mu.Lock()
 	last, ok := d.checked[id]
 	known := d.rules[id]
@@ -719,7 +768,7 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 		return true, nil
 	}
 	want := d.configOf(in)
-	c, err := d.probe(ctx, in.Port, cred{internalUser, want.InternalSecret}, pid)
+	c, err := d.probe(ctx, id, in.Port, cred{internalUser, want.InternalSecret}, pid)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -769,6 +818,7 @@ type checkKey struct {
 	pid, port int
 	password  string
 	users     string // see usersKey
+	tls       string // see tlsKey
 }
 
 type deepCheck struct {
@@ -833,6 +883,11 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if d.sockDir != "" {
+		if err := os.Remove(d.sockPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("database %d: %w", id, err)
+		}
+	}
 	d.log.Info("removed database directory", keyDatabase, id)
 	return nil
 }
@@ -859,13 +914,13 @@ func (d *Driver) Instances(ctx context.Context) ([]int, error) {
 // stopped too), and with SIGKILL if it cannot be reached.
 func (d *Driver) shutdownNoSave(ctx context.Context, id, pid int) error {
 	conf, ok, err := d.readConfig(id)
-	if err == nil && ok && conf.Port != 0 {
+	if err == nil && ok && (conf.Port != 0 || isSocket(d.sockPath(id))) {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		cr := cred{"", conf.Password}
 		if conf.InternalSecret != "" {
 			cr = cred{internalUser, conf.InternalSecret}
 		}
-		c, perr := d.probe(sctx, conf.Port, cr, pid)
+		c, perr := d.probe(sctx, id, conf.Port, cr, pid)
 		if perr == nil {
 			err := c.ShutdownNoSave(sctx).Err()
 			c.Close()

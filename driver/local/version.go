@@ -252,7 +252,7 @@ func (d *Driver) liveVersion(ctx context.Context, in clouddb.Instance, pid int, 
 		}
 	}
 	for _, cr := range creds {
-		c, err := d.probe(ctx, port, cr, pid)
+		c, err := d.probe(ctx, in.DatabaseID, port, cr, pid)
 		if err != nil {
 			continue
 		}
@@ -400,7 +400,7 @@ func (d *Driver) upgradeStop(ctx context.Context, in clouddb.Instance, pid int, 
 		}
 	}
 	creds = append(creds, cred{"", in.Password})
-	c, _, err := d.connect(ctx, pid, port, creds)
+	c, _, err := d.connect(ctx, id, pid, port, creds)
 	if err != nil {
 		// Without a connection there is no way to save what the server holds: it is
 		// left running, on its version, rather than restarted without its data.

@@ -510,10 +510,10 @@ func TestEnsure_NoDowngrade(t *testing.T) {
 // it lacks does not start); when it cannot, the upgrade is refused and the server runs on,
 // with its data, on its version. The stand-in 7.2 here fails as a binary that refuses the
 // rules would: it will not run the throwaway server the rules are checked on (the one
-// listening on a unix socket), while it runs database servers.
+// whose config says always-show-logo), while it runs database servers.
 func TestEnsure_UpgradeChecksUsersRules(t *testing.T) {
 	t.Parallel()
-	bin := redistest.NewStandIn(t, "7.2.4", "if grep -q '^unixsocket ' \"$1\"; then\n"+
+	bin := redistest.NewStandIn(t, "7.2.4", "if grep -q '^always-show-logo ' \"$1\"; then\n"+
 		"\techo '*** FATAL CONFIG FILE ERROR: Unknown command or category name in ACL ***' >&2\n\texit 1\nfi\n"+
 		redistest.ExecReal(t)).Path
 	b := &testBundle{dir: t.TempDir()}
