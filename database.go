@@ -173,10 +173,7 @@ func (s *DatabaseSpec) NumberOfShards() int {
 // InstanceTLS is how the database serves TLS, nil when it does not. A client
 // certificate turns TLS on even without enableTls (the legacy mTLS request).
 func (s *DatabaseSpec) InstanceTLS() *InstanceTLS {
-	certs := s.ClientTLSCertificates
-	if s.ClientSSLCertificate != "" {
-		certs = []string{s.ClientSSLCertificate}
-	}
+	certs := s.ClientCertificates()
 	if !s.EnableTLS && len(certs) == 0 {
 		return nil
 	}
@@ -360,7 +357,12 @@ const (
 )
 
 // ValidateCreate checks a database create body (a password is required).
-func (s *DatabaseSpec) ValidateCreate() error { return s.validate(true) }
+func (s *DatabaseSpec) ValidateCreate() error {
+	if err := s.validate(true); err != nil {
+		return err
+	}
+	return checkCertificates(s.ClientSSLCertificate, s.ClientTLSCertificates, time.Now())
+}
 
 // PlanNames returns the names of the databases a creation-plan entry makes.
 func (s *DatabaseSpec) PlanNames() []string {
@@ -455,8 +457,8 @@ func (s *DatabaseSpec) validateCommon() error {
 	if len(s.Modules) > 0 {
 		return Invalid(ErrTypeNotImplemented, "database: module %q is not available: clouddb runs plain Redis servers (GET /database-modules lists none)", s.Modules[0].Name)
 	}
-	if s.EnableTLS {
-		return Invalid(ErrTypeNotImplemented, "database: enableTls is not supported by clouddb yet")
+	if err := s.validateTLS(); err != nil {
+		return err
 	}
 	if b := s.RemoteBackup; b != nil && b.Active {
 		if b.Interval != "" && !oneOf(b.Interval, backupIntervals) {
@@ -578,7 +580,7 @@ func (u *DatabaseUpdate) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return u.validateTLS(time.Now())
 }
 
 // Apply merges u into d (spec and password) and validates the result.
@@ -611,11 +613,7 @@ func (u *DatabaseUpdate) Apply(d *Database) error {
 	if u.SourceIPs != nil {
 		s.SourceIPs = *u.SourceIPs
 	}
-	setS(&s.ClientSSLCertificate, u.ClientSSLCertificate)
-	if u.ClientTLSCertificates != nil {
-		s.ClientTLSCertificates = *u.ClientTLSCertificates
-	}
-	setB(&s.EnableTLS, u.EnableTLS)
+	u.applyTLS(s)
 	if u.EnableDefaultUser != nil {
 		v := *u.EnableDefaultUser
 		s.EnableDefaultUser = &v

@@ -20,6 +20,7 @@ func (s *Server) registerDatabaseRoutes() {
 	s.route("PUT "+db, s.updateDatabase)
 	s.route("DELETE "+db, s.deleteDatabase)
 	s.route("GET "+db+"/tags", s.getDatabaseTags)
+	s.route("GET "+db+"/certificate", s.getDatabaseCertificate)
 	s.route("PUT "+db+"/tags", s.putDatabaseTags)
 	// These GETs create a task each time.
 	s.routeUncached("GET "+db+"/backup", s.statusTask(clouddb.CommandDatabaseBackupStatus))
@@ -116,7 +117,7 @@ type createDatabaseRequest struct {
 
 type updateDatabaseRequest struct {
 	clouddb.DatabaseUpdate
-	ClientTLSCertificates *tlsCertificates `json:"clientTlsCertificates"`
+	ClientTLSCertificates certificatesUpdate `json:"clientTlsCertificates"`
 	// ReplicaOf is always sent by the Go client; null means "no change".
 	ReplicaOf *[]string `json:"replicaOf"`
 }
@@ -311,7 +312,6 @@ func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database)
 		Clustering:                          clusteringView{NumberOfShards: spec.NumberOfShards(), RegexRules: regexRulesView(spec.RegexRules), HashingPolicy: "standard"},
 		Security: securityView{
 			EnableDefaultUser: spec.EnableDefaultUser == nil || *spec.EnableDefaultUser,
-			EnableTLS:         spec.EnableTLS,
 			SourceIPs:         spec.SourceIPs,
 			Password:          d.Password,
 		},
@@ -324,6 +324,7 @@ func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database)
 		QueryPerformanceFactor:  spec.QueryPerformanceFactor,
 		Links:                   []any{},
 	}
+	tlsSecurity(&v.Security, spec)
 	if len(sub.CloudProviders) > 0 {
 		v.Provider = sub.CloudProviders[0].Provider
 		if len(sub.CloudProviders[0].Regions) > 0 {
@@ -484,10 +485,7 @@ func (s *Server) updateDatabase(r *http.Request, c *caller) (int, any, error) {
 	}
 	u := body.DatabaseUpdate
 	u.ReplicaOf = body.ReplicaOf
-	if body.ClientTLSCertificates != nil {
-		certs := []string(*body.ClientTLSCertificates)
-		u.ClientTLSCertificates = &certs
-	}
+	u.ClientTLSCertificates = body.ClientTLSCertificates.update()
 	return s.enqueue(r, c, http.StatusOK, &clouddb.Task{CommandType: clouddb.CommandDatabaseUpdate, SubscriptionID: sub.ID, DatabaseID: d.ID}, u)
 }
 

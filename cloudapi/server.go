@@ -49,6 +49,9 @@ type Server struct {
 	// minute before its requests get 429; 0 means DefaultLoginFailures, a negative value
 	// turns the throttle off.
 	LoginFailures int
+	// CA is the installation's certificate authority, whose certificate the databases'
+	// certificate endpoint returns.
+	CA clouddb.CertificateAuthority
 
 	mux     *http.ServeMux
 	limiter *rateLimiter

@@ -416,3 +416,18 @@ func (t *Task) DryRunPricing() ([]Pricing, error) {
 	}
 	return out.Pricing, nil
 }
+
+// DatabaseCertificate is the CA certificate a client trusts to reach a TLS database.
+type DatabaseCertificate struct {
+	PublicCertificatePEMString string `json:"publicCertificatePEMString"`
+}
+
+// GetDatabaseCertificate returns the CA certificate (PEM) that signed the database's
+// server certificate.
+func (c *Client) GetDatabaseCertificate(ctx context.Context, subID, dbID int) (*DatabaseCertificate, error) {
+	var out DatabaseCertificate
+	if err := c.Do(ctx, http.MethodGet, databasePath(subID, dbID)+"/certificate", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

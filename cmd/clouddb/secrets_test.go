@@ -79,17 +79,26 @@ func TestSecretsAtRest(t *testing.T) {
 		}
 	}
 
+	// The installation CA's private key is sealed: read it as serve does, then look for
+	// its body (the base64 of its DER) below.
+	cipher, err := loadCipher(dir, "", true)
+	require.NoError(t, err)
+	installCA, err := loadCA(ctx, s.m.Store, cipher)
+	require.NoError(t, err)
+	caKey := strings.Join(strings.Split(strings.TrimSpace(string(installCA.KeyPEM())), "\n")[1:2], "")
+	require.Len(t, caKey, 64)
+
 	// Nothing in the state files or the logs.
 	for _, f := range []string{"clouddb.db", "clouddb.db-wal"} {
 		b, readErr := os.ReadFile(filepath.Join(dir, f))
 		require.NoError(t, readErr)
-		for _, secret := range []string{dbPassword, accessKeyID, accessSecret, consolePasswd, creds.SecretKey, userPassword} {
+		for _, secret := range []string{dbPassword, accessKeyID, accessSecret, consolePasswd, creds.SecretKey, userPassword, caKey} {
 			require.NotContains(t, string(b), secret, "%s holds a secret in plain text", f)
 		}
 	}
 	logs := s.logs.String()
 	require.NotEmpty(t, logs)
-	for _, secret := range []string{dbPassword, accessKeyID, accessSecret, consolePasswd, creds.SecretKey, userPassword} {
+	for _, secret := range []string{dbPassword, accessKeyID, accessSecret, consolePasswd, creds.SecretKey, userPassword, caKey} {
 		if i := strings.Index(logs, secret); i >= 0 {
 			t.Errorf("the logs hold a secret: …%s…", logs[max(0, i-200):i])
 		}

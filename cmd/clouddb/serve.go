@@ -268,6 +268,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
+	ca, err := loadCA(ctx, db, cipher)
+	if err != nil {
+		return err
+	}
 	// Sources of imports and replicas are where users point clouddb: every connection to
 	// them goes through the address guard. Local backups go only where the operator said.
 	blobOpts := blob.OptionsFromEnv(nil)
@@ -278,7 +282,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	drv, err := local.New(local.Config{Dir: filepath.Join(c.DataDir, "databases"), Host: c.AdvertiseHost, Logger: m.logger,
-		RedisServers: bins,
+		RedisServers: bins, CA: ca,
 		// A server that exits wakes the reconciler, which restarts it if its database
 		// is still meant to run.
 		Exited: func(int) { m.Reconciler.Notify() },
@@ -309,7 +313,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Engine.MemoryLimit, _ = dbMemory(c.DBMemory)
 	m.Engine.Blob, m.Engine.TempDir = blobOpts, tmpDir
 	m.Engine.RedisVersions = versions
-	api := &cloudapi.Server{Store: db, Tasks: m.Engine, AdvertiseHost: c.AdvertiseHost, RedisVersions: versions, Logger: m.logger, RateLimit: c.RateLimit}
+	api := &cloudapi.Server{Store: db, Tasks: m.Engine, CA: ca, AdvertiseHost: c.AdvertiseHost, RedisVersions: versions, Logger: m.logger, RateLimit: c.RateLimit}
 
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {

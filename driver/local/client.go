@@ -156,8 +156,17 @@ func settings(c serverConfig) map[string]string {
 		"save":             p.save,
 		"bind":             c.Host,
 		// The tenant's endpoint: the driver itself goes through the socket, so a server
-		// off its port is brought back live.
-		"port": strconv.Itoa(c.Port),
+		// off its port is brought back live, and TLS is turned on and off live.
+		"port":     strconv.Itoa(c.Port),
+		"tls-port": "0",
+	}
+	if c.TLS {
+		s["port"], s["tls-port"] = "0", strconv.Itoa(c.Port)
+		s["tls-cert-file"], s["tls-key-file"] = c.TLSFiles.Cert, c.TLSFiles.Key
+		s["tls-client-cert-file"], s["tls-client-key-file"] = c.TLSFiles.ClientCert, c.TLSFiles.ClientKey
+		s["tls-ca-cert-file"] = c.TLSCA
+		s["tls-auth-clients"] = yesNo(c.TLSAuthClients)
+		s["tls-replication"] = "yes"
 	}
 	for _, l := range limitSettings(c.MaxMemory) {
 		s[l.name] = l.value
@@ -166,8 +175,24 @@ func settings(c serverConfig) map[string]string {
 }
 
 // settingOrder lists the settings in the order CONFIG SET gets them.
-var settingOrder = []string{"port", "maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "bind",
+// The certificate files come before the ports, so that a TLS port opens with them; the
+// tls-* settings other than tls-port are compared only while TLS is on.
+var settingOrder = []string{"tls-cert-file", "tls-key-file", "tls-client-cert-file", "tls-client-key-file",
+	"tls-ca-cert-file", "tls-auth-clients", "tls-replication", "port", "tls-port", "maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "bind",
 	"sanitize-dump-payload", "maxmemory-clients", "client-output-buffer-limit", "client-query-buffer-limit"}
+
+// setOrder is settingOrder for a CONFIG SET towards want: the port that closes comes
+// before the one that opens, so that TLS turns on and off on the same port (redis opens
+// and closes the listeners in the order of the arguments).
+func setOrder(want map[string]string) []string {
+	if want["tls-port"] != "0" {
+		return settingOrder
+	}
+	order := slices.Clone(settingOrder)
+	i, j := slices.Index(order, "port"), slices.Index(order, "tls-port")
+	order[i], order[j] = order[j], order[i]
+	return order
+}
 
 // liveValue is setting name's value in a CONFIG GET reply, in the form settings gives
 // it: of client-output-buffer-limit, which lists every client class, only the normal
@@ -368,9 +393,9 @@ func (d *Driver) applyLive(ctx context.Context, c *redis.Client, want serverConf
 	wantSet := settings(want)
 	args := []any{"config", "set"}
 	var changed []string
-	for _, name := range settingOrder {
-		if liveValue(got, name) != wantSet[name] {
-			args = append(args, name, wantSet[name])
+	for _, name := range setOrder(wantSet) {
+		if w, ok := wantSet[name]; ok && liveValue(got, name) != w {
+			args = append(args, name, w)
 			changed = append(changed, name)
 		}
 	}
@@ -591,7 +616,7 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 	wantSet := settings(want)
 	var diff []string
 	for _, name := range settingOrder {
-		if liveValue(got, name) != wantSet[name] {
+		if w, ok := wantSet[name]; ok && liveValue(got, name) != w {
 			diff = append(diff, name)
 		}
 	}

@@ -59,10 +59,8 @@ const internalUser = "clouddb-internal"
 
 // serverConfig is what clouddb puts into a database's redis.conf.
 type serverConfig struct {
-	Port int
-	Host string
-	// Socket is the unix socket the driver reaches the server through (see socketDir).
-	Socket      string
+	Port        int
+	Host        string
 	Password    string
 	MaxMemory   int64
 	Policy      string
@@ -74,6 +72,15 @@ type serverConfig struct {
 	InternalSecret string
 	// DefaultOff turns the default user off: only the named users can log in.
 	DefaultOff bool
+	// Socket is the unix socket the driver reaches the server through (see socketDir).
+	Socket string
+	// TLS makes Port a TLS port (port 0, tls-port Port), with the server certificate of
+	// TLSFiles, the CA bundle TLSCA, and client certificates required when
+	// TLSAuthClients (see tls.go).
+	TLS            bool
+	TLSAuthClients bool
+	TLSCA          string
+	TLSFiles       tlsFiles
 	// Users are the named ACL users. The file holds their passwords' hashes only, so
 	// parseConfig reads back their names.
 	Users []clouddb.DatabaseUser
@@ -103,7 +110,19 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 	}
 	line("daemonize", "no")
 	line("supervised", "no")
-	line("port", strconv.Itoa(c.Port))
+	if c.TLS {
+		line("port", "0")
+		line("tls-port", strconv.Itoa(c.Port))
+		line("tls-cert-file", c.TLSFiles.Cert)
+		line("tls-key-file", c.TLSFiles.Key)
+		line("tls-ca-cert-file", c.TLSCA)
+		line("tls-auth-clients", yesNo(c.TLSAuthClients))
+		line("tls-replication", "yes")
+		line("tls-client-cert-file", c.TLSFiles.ClientCert)
+		line("tls-client-key-file", c.TLSFiles.ClientKey)
+	} else {
+		line("port", strconv.Itoa(c.Port))
+	}
 	line("bind", c.Host)
 	line("protected-mode", "yes")
 	if c.Socket != "" {
@@ -187,7 +206,25 @@ func parseConfig(data []byte) (serverConfig, error) {
 			if err != nil {
 				return c, fmt.Errorf("line %d: port %q: %w", n, val, err)
 			}
-			c.Port = port
+			if !c.TLS {
+				c.Port = port
+			}
+		case "tls-port":
+			if port, err := strconv.Atoi(val); err == nil && port != 0 {
+				c.Port, c.TLS = port, true
+			}
+		case "tls-cert-file":
+			c.TLSFiles.Cert = val
+		case "tls-key-file":
+			c.TLSFiles.Key = val
+		case "tls-client-cert-file":
+			c.TLSFiles.ClientCert = val
+		case "tls-client-key-file":
+			c.TLSFiles.ClientKey = val
+		case "tls-ca-cert-file":
+			c.TLSCA = val
+		case "tls-auth-clients":
+			c.TLSAuthClients = val == "yes"
 		case "bind":
 			c.Host = val
 		case "unixsocket":
@@ -240,6 +277,13 @@ func parseConfig(data []byte) (serverConfig, error) {
 	}
 	c.Persistence = persistenceName(p)
 	return c, nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // quote renders s as one double-quoted argument for redis' config parser (sdssplitargs).

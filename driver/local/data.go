@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"crypto/subtle"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +45,7 @@ func (d *Driver) endpointOf(e clouddb.RedisEndpoint) redisdata.Endpoint {
 	}
 	ep := redisdata.Endpoint{Addr: e.Addr, Username: e.Username, Password: e.Password, Dial: d.dialSource}
 	if e.TLS {
-		ep.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		ep.TLS = d.sourceTLS()
 	}
 	return ep
 }
@@ -148,8 +147,11 @@ func (d *Driver) CopyFrom(ctx context.Context, in clouddb.Instance, src clouddb.
 // ownEndpoint returns the internal endpoint of the database of this Driver that e names:
 // its address is this host and one database's port, its user the default one, and its
 // password that database's (so it grants nothing its holder could not read already).
+// Whether e says TLS does not matter: the database is read through its socket, so a
+// same-account source (host:port, no scheme) that turned TLS on, and a database that
+// asks its clients for a certificate, are sources too.
 func (d *Driver) ownEndpoint(e clouddb.RedisEndpoint) (redisdata.Endpoint, bool) {
-	if e.TLS || (e.Username != "" && e.Username != "default") {
+	if e.Username != "" && e.Username != "default" {
 		return redisdata.Endpoint{}, false
 	}
 	host, portText, err := net.SplitHostPort(e.Addr)

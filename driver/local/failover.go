@@ -159,7 +159,8 @@ func (d *Driver) removeNode(ctx context.Context, n node) error {
 		return err
 	}
 	for _, e := range entries {
-		if e.Name() == replicaDir || e.Name() == topologyFile {
+		// The other nodes' directories, the topology and the TLS files the nodes share.
+		if e.IsDir() && strings.HasPrefix(e.Name(), nodeDirPrefix) || e.Name() == topologyFile || strings.HasPrefix(e.Name(), tlsPrefix) {
 			continue
 		}
 		if err := removeAll(filepath.Join(n.dir, e.Name())); err != nil {

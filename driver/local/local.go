@@ -70,6 +70,10 @@ type Config struct {
 	// DialSource, if set, opens the connections to import and replication sources: the
 	// place for the address guard, since users choose those addresses.
 	DialSource func(ctx context.Context, network, addr string) (net.Conn, error)
+	// CA is the installation's certificate authority: the server certificates of TLS
+	// databases, and the client certificates of clouddb's own connections to them, come
+	// from it. Without it, an instance with TLS fails.
+	CA clouddb.CertificateAuthority
 	// ReplicaEvent, if set, is told what happens to the sources of a replicating
 	// database (synced, link lost, retrying), from the replicator's goroutines.
 	ReplicaEvent func(databaseID int, e redisdata.Event)
@@ -88,6 +92,8 @@ type Driver struct {
 	exited       func(int)
 	dialSource   func(ctx context.Context, network, addr string) (net.Conn, error)
 	replicaEvent func(int, redisdata.Event)
+	ca           clouddb.CertificateAuthority
+	tlsHosts     []string // what server certificates name (see tlsHosts)
 
 	// bins maps each Redis version offered to its binary; bin is the default version's.
 	bins     map[string]string
@@ -100,6 +106,7 @@ type Driver struct {
 	checked  map[node]deepCheck    // by node, when Running last saw its server answer
 	rules    map[node]knownRules   // by node, the default user's rules as its server last showed them
 	replicas map[int]*replica      // running replicators, by database id
+	tlsFiles map[int]tlsFiles      // by database id, the certificate files prepareTLS chose
 
 	// The named ACL users (see acl.go): by database id, as its server last showed them;
 	// one CheckACLRules server at a time (the verdicts are acl.go's verdicts).
@@ -175,6 +182,9 @@ func New(cfg Config) (*Driver, error) {
 		exited:       cfg.Exited,
 		dialSource:   cfg.DialSource,
 		replicaEvent: cfg.ReplicaEvent,
+		ca:           cfg.CA,
+		tlsHosts:     tlsHosts(host, connectHost),
+		tlsFiles:     make(map[int]tlsFiles),
 		locks:        make(map[int]chan struct{}),
 		children:     make(map[int]*child),
 		secrets:      make(map[int]string),
@@ -288,7 +298,7 @@ func (d *Driver) writeConfig(n node, c serverConfig) error {
 }
 
 func (d *Driver) configOf(in server) serverConfig {
-	return serverConfig{
+	c := serverConfig{
 		Primary:        in.primary,
 		ClusterBus:     in.bus,
 		Port:           in.Port,
@@ -303,6 +313,15 @@ func (d *Driver) configOf(in server) serverConfig {
 		DefaultOff:     in.DefaultUserOff,
 		Users:          in.Users,
 	}
+	if in.TLS != nil {
+		c.TLS = true
+		c.TLSAuthClients = len(in.TLS.ClientCertificates) > 0
+		c.TLSFiles = d.knownTLS(in.DatabaseID)
+		if d.ca != nil {
+			c.TLSCA = filepath.Join(d.dbDir(in.DatabaseID), contentName("ca", "pem", d.caBundle(in.Instance)))
+		}
+	}
+	return c
 }
 
 // internalSecret is the password of the database's internal user, the same on its
@@ -324,7 +343,17 @@ func (d *Driver) internalSecret(id int) string {
 	return s
 }
 
-func validate(in clouddb.Instance) error {
+func (d *Driver) validate(in clouddb.Instance) error {
+	if in.TLS != nil {
+		if d.ca == nil {
+			return fmt.Errorf("database %d: TLS needs the installation's certificate authority, and this driver was given none (local.Config.CA)", in.DatabaseID)
+		}
+		for i, c := range in.TLS.ClientCertificates {
+			if pemCertificates(c) == 0 {
+				return fmt.Errorf("database %d: client certificate %d is not a PEM certificate", in.DatabaseID, i)
+			}
+		}
+	}
 	switch {
 	case in.DatabaseID <= 0:
 		return fmt.Errorf("database id %d: must be positive", in.DatabaseID)
@@ -358,7 +387,7 @@ func validate(in clouddb.Instance) error {
 // the data, so a restarted empty primary never becomes the source its replica syncs
 // from, which would empty it.
 func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
-	if err := validate(in); err != nil {
+	if err := d.validate(in); err != nil {
 		return err
 	}
 	in.Shards = max(in.Shards, 1) // 0: an instance of before shards
@@ -427,6 +456,11 @@ func makeDir(dir string) error {
 // ensureServer makes one node's server run as in says (the body of Ensure for a node).
 func (d *Driver) ensureServer(ctx context.Context, in server) error {
 	id := in.DatabaseID
+	if in.TLS != nil {
+		if err := d.prepareTLS(in.Instance); err != nil {
+			return fmt.Errorf("database %d: %w", id, err)
+		}
+	}
 	want := d.configOf(in)
 	old, haveOld, err := d.readConfig(in.node)
 	if err != nil {
@@ -451,17 +485,20 @@ func (d *Driver) ensureServer(ctx context.Context, in server) error {
 			return fmt.Errorf("database %d: upgrade to Redis %s refused: %w", id, version, err)
 		}
 	}
+	// A server started by a clouddb from before the unix sockets is reached on its port:
+	// to serve TLS there it restarts, its data saved as for an upgrade, and gets its
+	// socket. cluster-enabled does not change live either: a server restarts with its
+	// data to switch (the OSS Cluster API turned on for a one-shard database).
+	restart := pid != 0 && !upgrade && in.TLS != nil && !isSocket(d.sockPath(in.node))
+	if restart {
+		d.log.Info("redis-server has no unix socket and turns TLS on; restarting it with its data", keyDatabase, id, keyNode, in.idx, keyPid, pid)
+	}
 	if pid != 0 && !upgrade && haveOld && (old.ClusterBus == 0) != (want.ClusterBus == 0) {
-		// cluster-enabled does not change live: the server restarts with its data, saved
-		// as for an upgrade (the OSS Cluster API turned on for a one-shard database).
+		restart = true
 		d.log.Info("restarting redis-server to switch cluster mode", keyDatabase, id, keyNode, in.idx, keyPid, pid, "cluster", want.ClusterBus != 0)
-		if err := d.upgradeStop(ctx, in, pid, old, haveOld, version); err != nil {
-			return err
-		}
-		pid = 0
 	}
 	if pid != 0 {
-		if upgrade {
+		if upgrade || restart {
 			// The server restarts on the new version's binary with its data.
 			if err := d.upgradeStop(ctx, in, pid, old, haveOld, version); err != nil {
 				return err
@@ -645,6 +682,7 @@ func (d *Driver) reconfigure(ctx context.Context, c *redis.Client, in server) er
 	if err := d.writeConfig(in.node, want); err != nil {
 		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
 	}
+	d.pruneTLS(id, want)
 	if len(changed) > 0 {
 		d.log.Info("applied configuration to running redis-server", keyDatabase, id, keyChanged, changed)
 		if slices.Contains(changed, changedPassword) && !want.DefaultOff && in.primary == "" {
@@ -857,7 +895,7 @@ func (d *Driver) serverRunning(ctx context.Context, in server) (bool, error) {
 	if pid == 0 {
 		return false, nil
 	}
-	key := checkKey{pid, in.Port, in.Password, usersKey(in.Instance)}
+	key := checkKey{pid, in.Port, in.Password, usersKey(in.Instance), tlsKey(in.Instance)}
 	d.mu.Lock()
 	last, ok := d.checked[in.node]
 	known := d.rules[in.node]
@@ -917,6 +955,7 @@ type checkKey struct {
 	pid, port int
 	password  string
 	users     string // see usersKey
+	tls       string // see tlsKey
 }
 
 type deepCheck struct {

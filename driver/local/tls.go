@@ -1,0 +1,273 @@
+package local
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"clouddb"
+)
+
+// TLS. A database with TLS serves its port with TLS only (port 0, tls-port), with a
+// server certificate issued by the installation's CA for the names a client reaches this
+// machine by. Its tls-ca-cert-file is a bundle: the CA (so the client certificate the
+// server itself presents as a replica, and clouddb's own, are accepted) and the tenant's
+// client certificates, which a client must present when there are any
+// (tls-auth-clients). Everything switches live with CONFIG SET: redis 7.0 takes
+// "port 0 tls-port P" and back in one command (the closing port first, see setOrder), and
+// reloads the certificates when a tls-* file setting is set (7.0.15 does so even for an
+// unchanged path, but nothing promises it). Files are named after their content, so that
+// a new certificate changes the setting's value, which the drift check compares and no
+// redis can skip; stale ones are removed once the server no longer names them.
+
+// tlsPrefix starts the name of every TLS file in a database's directory.
+const tlsPrefix = "tls-"
+
+// renewBefore is how long before its end a leaf certificate is replaced.
+const renewBefore = 30 * 24 * time.Hour
+
+// tlsFiles are the certificate files of a database's server.
+type tlsFiles struct {
+	Cert, Key             string // its server certificate
+	ClientCert, ClientKey string // the client certificate it presents as a replica
+}
+
+// tlsHosts are the names and addresses a client may reach this machine's servers by,
+// which the server certificates name: the bind address (every address of the machine
+// when it is unspecified), the loopback names and the host name.
+func tlsHosts(host, connectHost string) []string {
+	hosts := []string{connectHost, "localhost", "127.0.0.1", "::1"}
+	if a, err := netip.ParseAddr(host); err == nil && a.IsUnspecified() {
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if p, err := netip.ParsePrefix(a.String()); err == nil && !p.Addr().IsLinkLocalUnicast() {
+					hosts = append(hosts, p.Addr().String())
+				}
+			}
+		}
+	} else {
+		hosts = append(hosts, host)
+	}
+	if name, err := os.Hostname(); err == nil && name != "" {
+		hosts = append(hosts, name)
+	}
+	slices.Sort(hosts)
+	return slices.Compact(hosts)
+}
+
+// caBundle is the content of a TLS database's tls-ca-cert-file.
+func (d *Driver) caBundle(in clouddb.Instance) []byte {
+	b := append([]byte(nil), d.ca.CertificatePEM()...)
+	for _, c := range in.TLS.ClientCertificates {
+		b = append(b, '\n')
+		b = append(b, strings.TrimSpace(c)...)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// contentName is the file name of data of a kind: tls-<kind>-<sha256 prefix>.<ext>.
+func contentName(kind, ext string, data []byte) string {
+	sum := sha256.Sum256(data)
+	return tlsPrefix + kind + "-" + hex.EncodeToString(sum[:8]) + "." + ext
+}
+
+// knownTLS are the certificate files the database's server was last given: those this
+// Driver chose, else those its config file names.
+func (d *Driver) knownTLS(id int) tlsFiles {
+	d.mu.Lock()
+	f, ok := d.tlsFiles[id]
+	d.mu.Unlock()
+	if ok {
+		return f
+	}
+	// The nodes of a database share its files (in the database's directory).
+	for _, n := range d.nodes(id) {
+		if c, ok, err := d.readConfig(n); err == nil && ok && c.TLSFiles.Cert != "" {
+			return c.TLSFiles
+		}
+	}
+	return tlsFiles{}
+}
+
+// prepareTLS writes the TLS files the instance's server needs into its directory: the
+// CA bundle, and server and client certificates, issued anew when those it has are not
+// usable (missing, from another CA, near their end, or not naming every host).
+func (d *Driver) prepareTLS(in clouddb.Instance) error {
+	id := in.DatabaseID
+	dir := d.dbDir(id)
+	bundle := d.caBundle(in)
+	if err := writeIfAbsent(filepath.Join(dir, contentName("ca", "pem", bundle)), bundle); err != nil {
+		return err
+	}
+	cur := d.knownTLS(id)
+	f := cur
+	if !d.leafUsable(cur.Cert, cur.Key, x509.ExtKeyUsageServerAuth) {
+		cert, key, err := d.ca.IssueServer(d.tlsHosts)
+		if err != nil {
+			return fmt.Errorf("issue a server certificate: %w", err)
+		}
+		if f.Cert, f.Key, err = writePair(dir, "server", cert, key); err != nil {
+			return err
+		}
+		d.log.Info("issued a server certificate", keyDatabase, id, "hosts", d.tlsHosts)
+	}
+	if !d.leafUsable(cur.ClientCert, cur.ClientKey, x509.ExtKeyUsageClientAuth) {
+		cert, key, err := d.ca.IssueClient(fmt.Sprintf("clouddb database %d", id))
+		if err != nil {
+			return fmt.Errorf("issue a client certificate: %w", err)
+		}
+		if f.ClientCert, f.ClientKey, err = writePair(dir, "client", cert, key); err != nil {
+			return err
+		}
+	}
+	d.mu.Lock()
+	d.tlsFiles[id] = f
+	d.mu.Unlock()
+	return nil
+}
+
+// leafUsable reports whether the certificate file certPath and its key keyPath can serve
+// on: the pair matches, the installation's CA issued the certificate for usage, it does
+// not end within renewBefore and, a server's, names every host of tlsHosts.
+func (d *Driver) leafUsable(certPath, keyPath string, usage x509.ExtKeyUsage) bool {
+	if certPath == "" || keyPath == "" {
+		return false
+	}
+	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
+	if err != nil || len(pair.Certificate) == 0 {
+		return false
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return false
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(d.ca.CertificatePEM()) {
+		return false
+	}
+	opts := x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}, CurrentTime: time.Now().Add(renewBefore)}
+	if _, err := leaf.Verify(opts); err != nil {
+		return false
+	}
+	if usage == x509.ExtKeyUsageServerAuth {
+		for _, h := range d.tlsHosts {
+			if !names(leaf, h) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// names reports whether the certificate lists host among its SANs. A plain comparison,
+// not VerifyHostname: a host name VerifyHostname finds malformed would otherwise have its
+// certificate issued anew at every Ensure.
+func names(c *x509.Certificate, host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return slices.ContainsFunc(c.IPAddresses, ip.Equal)
+	}
+	return slices.ContainsFunc(c.DNSNames, func(n string) bool { return strings.EqualFold(n, host) })
+}
+
+// writePair writes a certificate and its key, named after the certificate, mode 0600.
+func writePair(dir, kind string, cert, key []byte) (certPath, keyPath string, err error) {
+	name := contentName(kind, "pem", cert)
+	certPath = filepath.Join(dir, name)
+	keyPath = strings.TrimSuffix(certPath, ".pem") + ".key"
+	if err = writeFileAtomic(keyPath, key, 0o600); err != nil {
+		return "", "", err
+	}
+	if err = writeFileAtomic(certPath, cert, 0o600); err != nil {
+		return "", "", err
+	}
+	return certPath, keyPath, nil
+}
+
+// writeIfAbsent writes a content-named file, mode 0600, unless it is there.
+func writeIfAbsent(path string, data []byte) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	return writeFileAtomic(path, data, 0o600)
+}
+
+// pruneTLS removes the TLS files of the database's directory that c does not name: the
+// server, which read them when it was given them, has its new ones.
+func (d *Driver) pruneTLS(id int, c serverConfig) {
+	dir := d.dbDir(id)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	keep := []string{c.TLSCA, c.TLSFiles.Cert, c.TLSFiles.Key, c.TLSFiles.ClientCert, c.TLSFiles.ClientKey}
+	if !c.TLS {
+		// Without TLS the server names none; the files this Driver prepared stay for
+		// the next time TLS turns on only if they are still what it knows.
+		keep = nil
+		d.mu.Lock()
+		delete(d.tlsFiles, id)
+		d.mu.Unlock()
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if !strings.HasPrefix(e.Name(), tlsPrefix) || !e.Type().IsRegular() || slices.Contains(keep, path) {
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("cannot remove a stale TLS file", keyDatabase, id, "error", err)
+		}
+	}
+}
+
+// tlsKey identifies the instance's TLS settings, for the deep check's cache.
+func tlsKey(in clouddb.Instance) string {
+	if in.TLS == nil {
+		return ""
+	}
+	h := sha256.New()
+	for _, c := range in.TLS.ClientCertificates {
+		fmt.Fprintf(h, "%d\n%s", len(c), c)
+	}
+	return "tls:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// sourceTLS is how TLS sources (rediss://) are verified: the system's roots and the
+// installation's CA, so that another clouddb database's public TLS endpoint is a source
+// like any other.
+func (d *Driver) sourceTLS() *tls.Config {
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if d.ca != nil {
+		roots.AppendCertsFromPEM(d.ca.CertificatePEM())
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+}
+
+// pemCertificates counts the certificates of a PEM text (for validate).
+func pemCertificates(text string) int {
+	n := 0
+	rest := []byte(text)
+	for {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return n
+		}
+		if b.Type == "CERTIFICATE" {
+			n++
+		}
+	}
+}

@@ -1,0 +1,163 @@
+// Package pki is the installation's certificate authority: the CA databases serve TLS
+// with (clouddb.CertificateAuthority). It is internal because only clouddb's own packages
+// make or read a CA (serve keeps it in the store, the drivers' tests make throwaway ones);
+// its file formats are PEM and nothing else of it is an API.
+//
+// Everything is ECDSA P-256 through crypto/x509.
+package pki
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"time"
+
+	"clouddb"
+)
+
+// Lifetimes. A leaf lives a year; its holder (the driver) issues a new one well before it
+// ends.
+const (
+	CALifetime   = 10 * 365 * 24 * time.Hour
+	LeafLifetime = 365 * 24 * time.Hour
+	// backdate covers clocks a little behind this one's.
+	backdate = 5 * time.Minute
+)
+
+// CA is a certificate authority with its private key.
+type CA struct {
+	cert    *x509.Certificate
+	certPEM []byte
+	key     *ecdsa.PrivateKey
+}
+
+var _ clouddb.CertificateAuthority = (*CA)(nil)
+
+// New makes a CA named name (its subject's common name).
+func New(name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             now.Add(-backdate),
+		NotAfter:              now.Add(CALifetime),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), mustKeyPEM(key))
+}
+
+// Parse reads a CA from its certificate and private key in PEM (as KeyPEM wrote it).
+func Parse(certPEM, keyPEM []byte) (*CA, error) {
+	cert, err := ParseCertificate(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate: %w", err)
+	}
+	if !cert.IsCA {
+		return nil, errors.New("CA certificate: not a CA")
+	}
+	b, _ := pem.Decode(keyPEM)
+	if b == nil || b.Type != "PRIVATE KEY" {
+		return nil, errors.New("CA key: not a PEM PRIVATE KEY")
+	}
+	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("CA key: %w", err)
+	}
+	key, ok := k.(*ecdsa.PrivateKey)
+	if !ok || !key.PublicKey.Equal(cert.PublicKey) {
+		return nil, errors.New("CA key: not the key of the CA certificate")
+	}
+	return &CA{cert: cert, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), key: key}, nil
+}
+
+// ParseCertificate reads the first certificate of a PEM text.
+func ParseCertificate(certPEM []byte) (*x509.Certificate, error) {
+	b, _ := pem.Decode(certPEM)
+	if b == nil || b.Type != "CERTIFICATE" {
+		return nil, errors.New("not a PEM CERTIFICATE")
+	}
+	return x509.ParseCertificate(b.Bytes)
+}
+
+// CertificatePEM is the CA's certificate.
+func (ca *CA) CertificatePEM() []byte { return append([]byte(nil), ca.certPEM...) }
+
+// KeyPEM is the CA's private key (PKCS #8): a secret, to be sealed wherever it is kept.
+func (ca *CA) KeyPEM() []byte { return mustKeyPEM(ca.key) }
+
+// IssueServer issues a server certificate (extended key usage serverAuth only) for hosts:
+// IP addresses become IP SANs, anything else DNS SANs.
+func (ca *CA) IssueServer(hosts []string) (certPEM, keyPEM []byte, err error) {
+	if len(hosts) == 0 {
+		return nil, nil, errors.New("a server certificate needs at least one host")
+	}
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: hosts[0]}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	return ca.issue(tmpl)
+}
+
+// IssueClient issues a client certificate (extended key usage clientAuth only: OpenSSL,
+// and so redis, checks the purpose, so it cannot serve as a server's) named name.
+func (ca *CA) IssueClient(name string) (certPEM, keyPEM []byte, err error) {
+	return ca.issue(&x509.Certificate{Subject: pkix.Name{CommonName: name}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+}
+
+func (ca *CA) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore = now.Add(-backdate)
+	tmpl.NotAfter = now.Add(LeafLifetime)
+	if tmpl.NotAfter.After(ca.cert.NotAfter) {
+		tmpl.NotAfter = ca.cert.NotAfter
+	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), mustKeyPEM(key), nil
+}
+
+// serial is a random 128-bit serial number, as RFC 5280 asks (positive, at most 20 bytes).
+func serial() *big.Int {
+	b := make([]byte, 16)
+	rand.Read(b)
+	b[0] &= 0x7f
+	return new(big.Int).SetBytes(b)
+}
+
+func mustKeyPEM(key *ecdsa.PrivateKey) []byte {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		panic(err) // a P-256 key always marshals
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}

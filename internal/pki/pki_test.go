@@ -1,0 +1,60 @@
+package pki_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"clouddb/internal/pki"
+)
+
+func TestCA(t *testing.T) {
+	t.Parallel()
+	ca, err := pki.New("clouddb test CA")
+	require.NoError(t, err)
+	again, err := pki.Parse(ca.CertificatePEM(), ca.KeyPEM())
+	require.NoError(t, err)
+	require.Equal(t, ca.CertificatePEM(), again.CertificatePEM())
+	caCert, err := pki.ParseCertificate(ca.CertificatePEM())
+	require.NoError(t, err)
+	require.True(t, caCert.IsCA)
+	require.WithinDuration(t, time.Now().Add(pki.CALifetime), caCert.NotAfter, time.Minute)
+
+	other, err := pki.New("other")
+	require.NoError(t, err)
+	_, err = pki.Parse(ca.CertificatePEM(), other.KeyPEM())
+	require.ErrorContains(t, err, "not the key of the CA certificate")
+
+	roots := x509.NewCertPool()
+	roots.AddCert(caCert)
+	certPEM, keyPEM, err := ca.IssueServer([]string{"127.0.0.1", "localhost", "db.example"})
+	require.NoError(t, err)
+	_, err = tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	leaf, err := pki.ParseCertificate(certPEM)
+	require.NoError(t, err)
+	require.Equal(t, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, leaf.ExtKeyUsage)
+	require.Equal(t, "127.0.0.1", leaf.IPAddresses[0].String())
+	require.Equal(t, []string{"localhost", "db.example"}, leaf.DNSNames)
+	require.WithinDuration(t, time.Now().Add(pki.LeafLifetime), leaf.NotAfter, time.Minute)
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "db.example"})
+	require.NoError(t, err)
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	require.Error(t, err, "a server certificate is no client certificate")
+
+	certPEM, _, err = ca.IssueClient("clouddb-internal")
+	require.NoError(t, err)
+	cl, err := pki.ParseCertificate(certPEM)
+	require.NoError(t, err)
+	require.Equal(t, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, cl.ExtKeyUsage)
+	_, err = cl.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	require.NoError(t, err)
+	_, err = cl.Verify(x509.VerifyOptions{Roots: roots})
+	require.Error(t, err, "a client certificate is no server certificate")
+
+	_, _, err = ca.IssueServer(nil)
+	require.Error(t, err)
+}
