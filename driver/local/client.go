@@ -167,6 +167,8 @@ func settings(c serverConfig) map[string]string {
 		s["tls-ca-cert-file"] = c.TLSCA
 		s["tls-auth-clients"] = yesNo(c.TLSAuthClients)
 		s["tls-replication"] = "yes"
+		// A cluster's bus speaks TLS too, and its nodes announce their TLS ports.
+		s["tls-cluster"] = yesNo(c.ClusterBus != 0)
 	}
 	for _, l := range limitSettings(c.MaxMemory) {
 		s[l.name] = l.value
@@ -178,7 +180,7 @@ func settings(c serverConfig) map[string]string {
 // The certificate files come before the ports, so that a TLS port opens with them; the
 // tls-* settings other than tls-port are compared only while TLS is on.
 var settingOrder = []string{"tls-cert-file", "tls-key-file", "tls-client-cert-file", "tls-client-key-file",
-	"tls-ca-cert-file", "tls-auth-clients", "tls-replication", "port", "tls-port", "maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "bind",
+	"tls-ca-cert-file", "tls-auth-clients", "tls-replication", "tls-cluster", "port", "tls-port", "maxmemory", "maxmemory-policy", "appendonly", "appendfsync", "save", "bind",
 	"sanitize-dump-payload", "maxmemory-clients", "client-output-buffer-limit", "client-query-buffer-limit"}
 
 // setOrder is settingOrder for a CONFIG SET towards want: the port that closes comes

@@ -2,6 +2,8 @@ package local_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -242,4 +244,55 @@ func TestCluster_StandaloneBecomesOneShardCluster(t *testing.T) {
 		}
 		return err
 	}))
+}
+
+// A TLS cluster: its bus speaks TLS, CLUSTER SLOTS announces the TLS ports, and a
+// cluster client that trusts the CA (and presents an allowed certificate) reaches every
+// shard; a replicated TLS database fails over with its certificate.
+func TestCluster_TLS(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	ca := newCA(t)
+	dir := t.TempDir()
+	b := &testBundle{dir: dir, driver: tlsDriver(t, dir, ca)}
+	certPEM, pair := clientCert(t, "tenant")
+	in := b.instance(t, 1, "none")
+	in.OSSCluster, in.Shards, in.Replication = true, 2, true
+	in.TLS = &clouddb.InstanceTLS{ClientCertificates: []string{certPEM}}
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	requireRunning(t, b.driver, in, true)
+
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(ca.CertificatePEM()))
+	cc := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: []string{fmt.Sprintf("127.0.0.1:%d", in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true,
+		TLSConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+	})
+	t.Cleanup(func() { cc.Close() })
+	clusterWrite(t, cc, "k", 200)
+	clusterRead(t, cc, "k", 200)
+	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		n, err := m.Wait(ctx, 1, 5*time.Second).Result()
+		if err == nil && n != 1 {
+			err = fmt.Errorf("WAIT 1 acknowledged by %d", n)
+		}
+		return err
+	}))
+	// Without the client certificate no node lets a client in.
+	plain := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: []string{fmt.Sprintf("127.0.0.1:%d", in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true, MaxRetries: -1,
+		TLSConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+	})
+	t.Cleanup(func() { plain.Close() })
+	require.Error(t, plain.Ping(ctx).Err())
+
+	// Shard 0's primary, the endpoint's node, dies: its replica takes the slots.
+	killAndWait(t, nodePid(t, dir+"/1"))
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	cc2 := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: []string{fmt.Sprintf("127.0.0.1:%d", in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true,
+		TLSConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+	})
+	t.Cleanup(func() { cc2.Close() })
+	clusterRead(t, cc2, "k", 200)
 }

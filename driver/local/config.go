@@ -118,6 +118,7 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 		line("tls-ca-cert-file", c.TLSCA)
 		line("tls-auth-clients", yesNo(c.TLSAuthClients))
 		line("tls-replication", "yes")
+		line("tls-cluster", yesNo(c.ClusterBus != 0))
 		line("tls-client-cert-file", c.TLSFiles.ClientCert)
 		line("tls-client-key-file", c.TLSFiles.ClientKey)
 	} else {

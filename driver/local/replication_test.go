@@ -269,3 +269,46 @@ func TestReplication_StoppedPrimaryFailsOver(t *testing.T) {
 	requireKeys(t, c, "k", 50)
 	writeAcked(t, c, "more", 5)
 }
+
+// A replicated TLS database: the replica syncs over TLS, presenting clouddb's client
+// certificate to a primary that asks for one (mutual TLS), and takes over the TLS port.
+// TLS turned off and on again keeps both servers and the data.
+func TestReplication_TLS(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	ca := newCA(t)
+	dir := t.TempDir()
+	b := &testBundle{dir: dir, driver: tlsDriver(t, dir, ca)}
+	certPEM, pair := clientCert(t, "tenant")
+	in := b.instance(t, 1, "none")
+	in.Replication = true
+	in.TLS = &clouddb.InstanceTLS{ClientCertificates: []string{certPEM}}
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	p, r := nodes(t, b.driver, 1)
+	c := tlsClient(t, in.Port, in.Password, ca.CertificatePEM(), pair)
+	writeAcked(t, c, "k", 50)
+
+	killAndWait(t, p)
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	p2, _ := nodes(t, b.driver, 1)
+	require.Equal(t, r, p2)
+	// A client reconnects (go-redis cannot tell a dead TLS connection in its pool).
+	c = tlsClient(t, in.Port, in.Password, ca.CertificatePEM(), pair)
+	requireKeys(t, c, "k", 50)
+	writeAcked(t, c, "more", 5)
+
+	in.TLS = nil
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	p3, r3 := nodes(t, b.driver, 1)
+	pc := client(t, in.Port, in.Password)
+	requireKeys(t, pc, "k", 50)
+	writeAcked(t, pc, "plain", 5)
+	in.TLS = &clouddb.InstanceTLS{}
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	p4, r4 := nodes(t, b.driver, 1)
+	require.Equal(t, []int{p3, r3}, []int{p4, r4}, "TLS toggles live on both servers")
+	c2 := tlsClient(t, in.Port, in.Password, ca.CertificatePEM())
+	requireKeys(t, c2, "plain", 5)
+	writeAcked(t, c2, "tls", 5)
+	requireRunning(t, b.driver, in, true)
+}
