@@ -63,15 +63,16 @@ func TestOSSClusterEndToEnd(t *testing.T) {
 	}
 	require.NoError(t, c.HSet(ctx, "{user:7}:profile", "name", "ada").Err())
 	require.NoError(t, c.XAdd(ctx, &redis.XAddArgs{Stream: "{user:7}:events", Values: []any{"kind", "login"}}).Err())
-	slots, err := c.ClusterSlots(ctx).Result()
+	slots, err := c.ClusterSlots(ctx).Result() //nolint:staticcheck // CLUSTER SLOTS is what most clients read
+
 	require.NoError(t, err)
 	require.Len(t, slots, 3, "three shards, each a master of its slots")
 	require.NoError(t, c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		n, err := m.DBSize(ctx).Result()
-		if err == nil && n == 0 {
+		n, derr := m.DBSize(ctx).Result()
+		if derr == nil && n == 0 {
 			t.Errorf("the master at %s holds no key", m.Options().Addr)
 		}
-		return err
+		return derr
 	}))
 	require.EqualValues(t, 1002, clusterKeys(t, c))
 
@@ -79,8 +80,8 @@ func TestOSSClusterEndToEnd(t *testing.T) {
 	host, port, ok := strings.Cut(db.PublicEndpoint, ":")
 	require.True(t, ok)
 	cli := func(args ...string) string {
-		out, err := exec.CommandContext(ctx, "redis-cli", append([]string{"-c", "-h", host, "-p", port, "--no-auth-warning", "-a", "cluster-pw-1"}, args...)...).CombinedOutput()
-		require.NoError(t, err, "%s", out)
+		out, cerr := exec.CommandContext(ctx, "redis-cli", append([]string{"-c", "-h", host, "-p", port, "--no-auth-warning", "-a", "cluster-pw-1"}, args...)...).CombinedOutput()
+		require.NoError(t, cerr, "%s", out)
 		return strings.TrimSpace(string(out))
 	}
 	for i := range 20 {
@@ -111,8 +112,8 @@ func TestOSSClusterEndToEnd(t *testing.T) {
 	dc := clusterOf(t, dst)
 	require.EqualValues(t, 1022, clusterKeys(t, dc))
 	for i := range 1000 {
-		v, err := dc.Get(ctx, "key:"+strconv.Itoa(i)).Result()
-		require.NoError(t, err)
+		v, gerr := dc.Get(ctx, "key:"+strconv.Itoa(i)).Result()
+		require.NoError(t, gerr)
 		require.Equal(t, strconv.Itoa(i), v)
 	}
 	require.Equal(t, "ada", dc.HGet(ctx, "{user:7}:profile", "name").Val())

@@ -104,7 +104,7 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance) error {
 		}
 		// Its replica, if any, comes back as a new cluster node: a node must be empty
 		// to replicate (CLUSTER REPLICATE), and it syncs again anyway.
-		if err := d.removeNode(ctx, d.nodeOf(id, 1)); err != nil {
+		if err = d.removeNode(ctx, d.nodeOf(id, 1)); err != nil {
 			return err
 		}
 		topo = topology{Shards: in.Shards, Ports: map[int]clusterPorts{}}
@@ -305,14 +305,16 @@ func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, servers [
 // all of them in a new cluster. A server that joins with keys (one turned into a cluster
 // node) has taken the slots of its keys itself; the rest of its range is added.
 func (d *Driver) assignSlots(ctx context.Context, in clouddb.Instance, clients map[int]*redis.Client) error {
-	slots, err := clients[0].ClusterSlots(ctx).Result()
+	shards, err := clients[0].ClusterShards(ctx).Result()
 	if err != nil {
-		return fmt.Errorf("database %d: CLUSTER SLOTS: %w", in.DatabaseID, classify(err))
+		return fmt.Errorf("database %d: CLUSTER SHARDS: %w", in.DatabaseID, classify(err))
 	}
 	var owned [clusterSlots]bool
-	for _, r := range slots {
-		for i := max(r.Start, 0); i <= min(r.End, clusterSlots-1); i++ {
-			owned[i] = true
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			for i := max(int(r.Start), 0); i <= min(int(r.End), clusterSlots-1); i++ {
+				owned[i] = true
+			}
 		}
 	}
 	for s := range in.Shards {
@@ -457,12 +459,12 @@ func (d *Driver) takeOver(ctx context.Context, c *redis.Client, in clouddb.Insta
 		return nil
 	}
 	start := time.Now()
-	if err := c.Do(ctx, "cluster", "failover", "takeover").Err(); err != nil {
+	if err = c.Do(ctx, "cluster", "failover", "takeover").Err(); err != nil {
 		return fmt.Errorf("database %d: node %d: CLUSTER FAILOVER TAKEOVER: %w", in.DatabaseID, n.idx, classify(err))
 	}
 	err = d.waitCluster(ctx, in, "the replica to take over", func() (bool, error) {
-		info, err := c.Info(ctx, "replication").Result()
-		return err == nil && infoField(info, "role") == "master", err
+		info, ierr := c.Info(ctx, "replication").Result()
+		return ierr == nil && infoField(info, "role") == "master", ierr
 	})
 	if err != nil {
 		return err
@@ -479,14 +481,14 @@ func (d *Driver) takeOver(ctx context.Context, c *redis.Client, in clouddb.Insta
 			if pid == 0 || m == n {
 				continue
 			}
-			mc, err := d.probe(ctx, m, 0, cred{internalUser, d.internalSecret(in.DatabaseID)}, pid)
-			if err != nil {
-				return false, err
+			mc, perr := d.probe(ctx, m, 0, cred{internalUser, d.internalSecret(in.DatabaseID)}, pid)
+			if perr != nil {
+				return false, perr
 			}
-			nodes, err := clusterNodesOf(ctx, mc)
+			nodes, nerr := clusterNodesOf(ctx, mc)
 			mc.Close()
-			if err != nil {
-				return false, err
+			if nerr != nil {
+				return false, nerr
 			}
 			if !slices.ContainsFunc(nodes, func(x clusterNode) bool { return x.id == myid && x.has("master") && len(x.slots) > 0 }) {
 				return false, nil

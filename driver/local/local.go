@@ -397,7 +397,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return err
 	}
 	defer unlock()
-	if err := makeDir(d.dbDir(id)); err != nil {
+	if err = makeDir(d.dbDir(id)); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 	if in.OSSCluster {
@@ -417,16 +417,16 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 			return err
 		}
 		if !in.Replication {
-			if err := d.removeNode(ctx, r); err != nil {
+			if err = d.removeNode(ctx, r); err != nil {
 				return err
 			}
 		} else {
-			if err := makeDir(r.dir); err != nil {
+			if err = makeDir(r.dir); err != nil {
 				return fmt.Errorf("database %d: %w", id, err)
 			}
 			// The replica first: an upgrade must give it the new binary before the
 			// primary writes data an older one could not load.
-			if err := d.ensureServer(ctx, d.replicaServer(in, r)); err != nil {
+			if err = d.ensureServer(ctx, d.replicaServer(in, r)); err != nil {
 				return err
 			}
 		}
@@ -866,9 +866,9 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 			return false, nil // Ensure says why
 		}
 		for _, idx := range clusterNodes(in) {
-			ok, err := d.serverRunning(ctx, d.clusterServer(in, idx, topo.Ports[idx]))
-			if !ok || err != nil {
-				return ok, err
+			ok, rerr := d.serverRunning(ctx, d.clusterServer(in, idx, topo.Ports[idx]))
+			if !ok || rerr != nil {
+				return ok, rerr
 			}
 		}
 		return true, nil

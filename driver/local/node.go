@@ -33,9 +33,6 @@ const topologyFile = "topology.json"
 // node1 (a replica), and the nodes of a cluster (see cluster.go).
 const nodeDirPrefix = "node"
 
-// replicaDir is node 1's directory inside the database's.
-const replicaDir = nodeDirPrefix + "1"
-
 // nodeOf returns node idx of database id.
 func (d *Driver) nodeOf(id, idx int) node {
 	dir := d.dbDir(id)
