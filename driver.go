@@ -6,21 +6,26 @@ import (
 	"io"
 )
 
-// Driver runs the data plane: one server per database. Every method is idempotent, so the
-// reconciler may call it again after a crash or a duplicate wake-up.
+// Driver runs the data plane: for each database the nodes of its topology (see Instance:
+// its shards, each a primary with zero or one replica), each a Redis server. Every method
+// is idempotent, so the reconciler may call it again after a crash or a duplicate
+// wake-up.
 type Driver interface {
-	// Ensure makes the database's server run with the instance's configuration: it adopts
-	// a running server, starts a stopped one on its port with its data, and applies a
-	// changed configuration to a live server without losing data. It returns once the
-	// server answers an authenticated PING. A server that is still starting or loading its
-	// data when Ensure gives up is left running and the error wraps ErrServerStarting: a
-	// later Ensure adopts it.
+	// Ensure makes the database's nodes run with the instance's configuration: it adopts
+	// running servers, starts stopped ones on their ports with their data, applies a
+	// changed configuration to live servers without losing data, and fails a shard over
+	// to its replica (on the same endpoint) when its primary is gone, before it starts
+	// the dead node again as a replica. It returns once the servers answer an
+	// authenticated PING. A server that is still starting or loading its data when Ensure
+	// gives up is left running and the error wraps ErrServerStarting: a later Ensure
+	// adopts it.
 	Ensure(ctx context.Context, in Instance) error
-	// Running reports whether the server is up and answers an authenticated PING.
+	// Running reports whether every node of the instance is up, answers an authenticated
+	// PING and plays its part; false tells the caller to Ensure.
 	Running(ctx context.Context, in Instance) (bool, error)
-	// Stop shuts the server down cleanly, persisting as configured, and keeps its data.
+	// Stop shuts the servers down cleanly, persisting as configured, and keeps their data.
 	Stop(ctx context.Context, databaseID int) error
-	// Remove stops the server and deletes its data.
+	// Remove stops the servers and deletes their data.
 	Remove(ctx context.Context, databaseID int) error
 	// Instances lists the databases the driver holds a server or data for, running or
 	// not, so that the reconciler can remove what no database wants any more.
