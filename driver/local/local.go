@@ -1,5 +1,7 @@
-// Package local is the data-plane driver that runs every database as a redis-server
-// process on this machine, each with its own data directory, config file and port.
+// Package local is the data-plane driver that runs every database as redis-server
+// processes on this machine: one per node of its topology (a primary, its replica, the
+// nodes of an OSS Cluster; see node.go and cluster.go), each with its own data
+// directory, config file and unix socket, the database's port served by its primary.
 //
 // The processes are not tied to clouddb: they run in their own session and survive a
 // crash of clouddb; the next Driver on the same directory adopts them (pid file plus an
