@@ -256,6 +256,13 @@ func (m *Main) Run(ctx context.Context) error {
 	// one's writes. Several replicas share a Postgres store instead.
 	if _, shared := db.(leader); !shared {
 		l, ok, lockErr := tryLock(filepath.Join(c.DataDir, workersFile))
+		// A clouddb killed a moment ago may have left a child between fork and exec
+		// (starting a redis-server) that holds the lock's file for a few milliseconds
+		// more: give it that time before calling the data dir taken.
+		for deadline := time.Now().Add(lockGrace); lockErr == nil && !ok && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			l, ok, lockErr = tryLock(filepath.Join(c.DataDir, workersFile))
+		}
 		if lockErr != nil {
 			return lockErr
 		}
@@ -447,6 +454,10 @@ type leader interface {
 // store's lock holds it until its workers have stopped, so the next holder never acts
 // while the previous one still does.
 const workersFile = "workers.lock"
+
+// lockGrace is how long a start waits for the workers' lock file before it says that
+// another clouddb serves the data dir.
+const lockGrace = 2 * time.Second
 
 // work runs the task engine and the reconciler (with the database servers it supervises)
 // until ctx ends, then stops the database servers cleanly. One process at a time runs

@@ -133,9 +133,12 @@ func (d *Driver) removeNode(ctx context.Context, n node) error {
 	d.forget(n)
 	if _, err := os.Stat(filepath.Join(n.dir, confFile)); errors.Is(err, os.ErrNotExist) {
 		if n.idx != 0 {
-			return nil
-		}
-		if _, err := os.Stat(filepath.Join(n.dir, pidFile)); errors.Is(err, os.ErrNotExist) {
+			// Made, but its server never got a config (a crash in between): a server
+			// that runs there is found by its directory all the same.
+			if _, err := os.Stat(n.dir); errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+		} else if _, err := os.Stat(filepath.Join(n.dir, pidFile)); errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
 	}

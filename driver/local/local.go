@@ -884,8 +884,8 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if in.Replication {
 		return d.serverRunning(ctx, d.replicaServer(in, r))
 	}
-	if _, err := os.Stat(filepath.Join(r.dir, confFile)); err == nil {
-		return false, nil // a replica no longer wanted: Ensure removes it
+	if _, err := os.Stat(r.dir); err == nil {
+		return false, nil // a replica (or its directory) no longer wanted: Ensure removes it
 	}
 	return true, nil
 }
