@@ -97,9 +97,9 @@ func crashLoop(t *testing.T, bin string, shared *sharedStore, iterations int, be
 	v := h.verify(w, 60*time.Second)
 	servers.checkExcept(t, v.replicasRemoved)
 	h.stopAndCheckNoServers()
-	t.Logf("crash loop: seed %d, %d kills, %d tasks recorded (%d completed, %d failed), %d writes without an answer, %d reads; %d databases (%d replicated), %d subscriptions, %d cloud accounts at the end; %d replicas removed by an update; %d server processes seen; %s in all",
+	t.Logf("crash loop: seed %d, %d kills, %d tasks recorded (%d completed, %d failed), %d writes without an answer, %d reads; %d databases (%d replicated), %d subscriptions, %d cloud accounts at the end; %d replicas removed by an update; %d server processes seen; %d polls for the workers lock after a kill; %s in all",
 		seed, h.kills, len(w.records), v.completed, v.failed, w.ambiguous, w.reads.Load(), v.databases, v.replicated, v.subscriptions, v.cloudAccounts,
-		sumValues(v.replicasRemoved), servers.seen(), time.Since(start).Round(time.Second))
+		sumValues(v.replicasRemoved), servers.seen(), h.lockWaits, time.Since(start).Round(time.Second))
 }
 
 // envSeed returns the seed in the environment variable, or a fresh one; it is logged so a
@@ -160,6 +160,8 @@ type harness struct {
 	url string
 
 	starts, kills, terms int
+	// lockWaits counts the polls of waitLockFree that found the lock held.
+	lockWaits int
 }
 
 const (
@@ -236,6 +238,33 @@ func (h *harness) kill() {
 	require.NoError(h.t, h.cmd.Process.Signal(syscall.SIGKILL))
 	_ = h.cmd.Wait() // reports the signal
 	h.kills++
+	h.waitLockFree()
+}
+
+// waitLockFree waits, after a SIGKILL, until the SQLite data dir's workers lock is free,
+// as a supervisor's restart delay would: a child clouddb forked to exec a redis-server
+// holds the lock (flock, shared by fork) until its exec, so that a start at once after
+// the kill can find it held for some milliseconds and refuse to serve ("another clouddb
+// serves"). Held for more than 2 seconds it is a leak, and fails the test.
+func (h *harness) waitLockFree() {
+	h.t.Helper()
+	if h.store != "" {
+		return // replicas share a Postgres store: a start waits for the lock
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		l, ok, err := tryLock(filepath.Join(h.dir, workersFile))
+		require.NoError(h.t, err)
+		if ok {
+			l.unlock()
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the workers lock of %s is still held 2s after clouddb was killed", h.dir)
+		}
+		h.lockWaits++
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // term sends SIGTERM and waits for a clean exit (status 0).
