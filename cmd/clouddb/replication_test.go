@@ -368,3 +368,32 @@ func processAlive(pid int) bool {
 	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }
+
+// TestReplicationOffRemovesAnUnfinishedReplicaDir: a crash of clouddb between the making
+// of a replica's directory and the writing of its redis.conf (Ensure makes node1/ first)
+// leaves an empty node1/ directory. Once the database has no replication, the driver
+// removes its replica's node, files and directory; an unfinished one must go too, as the
+// crash loop checks (it found this left behind).
+func TestReplicationOffRemovesAnUnfinishedReplicaDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ports := portRange()
+	s := startService(t, dir, options{ports: ports})
+	ctx := testContext(t)
+	subID, _ := s.activeSubscription(ctx, "unfinished", 0.1)
+	db := s.addDatabase(ctx, subID, client.CreateDatabase{Name: client.Ptr("single"), MemoryLimitInGB: client.Ptr(0.1),
+		Password: client.Ptr("pw-single")})
+	s.stop()
+	node1 := filepath.Join(dir, "databases", strconv.Itoa(db.ID), replicaNodeDir)
+	require.NoError(t, os.Mkdir(node1, 0o700)) // as the crash left it
+
+	s2 := startService(t, dir, options{ports: ports})
+	_, err := s2.c.WaitForDatabaseStatus(ctx, subID, db.ID, "active")
+	require.NoError(t, err)
+	// An update makes the reconciler ensure the database again.
+	s2.updateDatabase(ctx, subID, db.ID, client.UpdateDatabase{MemoryLimitInGB: client.Ptr(0.2)})
+	eventually(t, 5*time.Second, "the unfinished replica directory of a database without replication is removed", func() bool {
+		_, err := os.Stat(node1)
+		return errors.Is(err, os.ErrNotExist)
+	})
+}
