@@ -110,6 +110,17 @@ func TestQuick(t *testing.T) {
 		t.Errorf("import: the RDB file has %d bytes, want about %d MB", im.FileBytes, cfg.ImportMB)
 	}
 
+	f := rep.Failover
+	if f == nil || len(f.Real) != cfg.Reps || len(f.Bare) != cfg.Reps || len(f.Ratios) != cfg.Reps || len(f.Lost) != cfg.Reps || f.Keys != cfg.FailoverKeys {
+		t.Fatalf("failover: %+v, want %d failovers and bare restarts after %d writes", f, cfg.Reps, cfg.FailoverKeys)
+	}
+	positive(t, "failover median", float64(medianDur(f.Real)))
+	positive(t, "bare restart median", float64(medianDur(f.Bare)))
+	positive(t, "failover ratio", f.MedianRatio())
+	if f.TotalLost() != 0 {
+		t.Errorf("failover: %v acknowledged writes lost (per failover), want none", f.Lost)
+	}
+
 	data, err := os.ReadFile(cfg.Out)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +129,7 @@ func TestQuick(t *testing.T) {
 	for _, want := range []string{
 		"# clouddb benchmarks", "Machine: ", "redis-server ", "## Goals",
 		"## 1. Read path", "## 2. Provisioning", "## 3. Task engine", "| SQLite (", "| PostgreSQL (", "PostgreSQL server: ", "## 4. Scale",
-		"## 5. Import throughput", "MB/s", "sanitize-dump-payload",
+		"## 5. Import throughput", "MB/s", "sanitize-dump-payload", "## 6. Failover", "Acknowledged writes lost: 0 of ",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)

@@ -7,7 +7,10 @@
 // bytes, create-database-to-active against a bare redis-server spawn-to-PONG, the task
 // engine on SQLite and on PostgreSQL against the raw commit rate of the same store, how
 // memory, list latency and restart time grow with the number of databases, and import
-// throughput against a bare redis-server loading the same RDB file at start. Every process
+// throughput against a bare redis-server loading the same RDB file at start, and the
+// failover of a replicated database (kill -9 of its primary until its endpoint takes a
+// write again, with no acknowledged write lost) against a bare redis-server restarted on
+// its port after a kill -9. Every process
 // it starts is killed before it returns, on failure too (a PostgreSQL cluster it starts
 // is stopped), and it only ever uses loopback addresses, unless -pg names a server.
 package main
@@ -64,10 +67,13 @@ type Config struct {
 	// ImportMB is the size the import benchmark's RDB file is grown to, in MB (10^6
 	// bytes).
 	ImportMB int
+	// FailoverKeys is how many writes acknowledged by the replica (WAIT 1) go before each
+	// kill of the failover benchmark (it runs Reps failovers).
+	FailoverKeys int
 	// PortBase is the first port of the ranges handed to clouddb for its databases.
 	PortBase int
-	// Sections are the benchmarks to run: read, provision, engine, scale, import (all when
-	// empty).
+	// Sections are the benchmarks to run: read, provision, engine, scale, import, failover
+	// (all when empty).
 	Sections []string
 	// Profile, when set, is a directory where the read path and the import's load and
 	// copy are profiled in-process.
@@ -99,6 +105,7 @@ func DefaultConfig() Config {
 		Settle:            2 * time.Second,
 		AdoptWait:         2500 * time.Millisecond,
 		ImportMB:          128,
+		FailoverKeys:      1000,
 		PortBase:          16000,
 		Log:               os.Stderr,
 	}
@@ -122,6 +129,7 @@ func QuickConfig() Config {
 	c.Settle = 200 * time.Millisecond
 	c.AdoptWait = 1200 * time.Millisecond
 	c.ImportMB = 4
+	c.FailoverKeys = 100
 	return c
 }
 
@@ -160,8 +168,9 @@ func parseFlags(args []string) (Config, error) {
 	scale := fs.String("scale", "", "database counts of the scale benchmark, comma-separated")
 	restarts := fs.Int("restart-reps", 0, "restarts of each kind per scale size")
 	importMB := fs.Int("import-mb", 0, "size of the import benchmark's RDB file, in MB")
+	failoverKeys := fs.Int("failover-keys", 0, "writes acknowledged by the replica before each kill of the failover benchmark")
 	portBase := fs.Int("port-base", 0, "first port of the database port ranges")
-	sections := fs.String("sections", "", "benchmarks to run, comma-separated: read, provision, engine, scale, import (default all)")
+	sections := fs.String("sections", "", "benchmarks to run, comma-separated: read, provision, engine, scale, import, failover (default all)")
 	profile := fs.String("profile", "", "directory for CPU profiles of the read path and of the import (in-process)")
 	rev := fs.String("rev", "", "source revision named in the report (default: git)")
 	keep := fs.Bool("keep", false, "keep the temporary directory")
@@ -189,6 +198,7 @@ func parseFlags(args []string) (Config, error) {
 	setInt(&c.PGTasksPerAccount, *pgPerAccount)
 	setInt(&c.RestartReps, *restarts)
 	setInt(&c.ImportMB, *importMB)
+	setInt(&c.FailoverKeys, *failoverKeys)
 	setInt(&c.PortBase, *portBase)
 	if *dur > 0 {
 		c.Duration = *dur
@@ -224,7 +234,7 @@ func intList(s string) ([]int, error) {
 
 func (c *Config) validate() error {
 	switch {
-	case c.Reps < 1, c.Creates < 1, c.Accounts < 1, c.TasksPerAccount < 1, c.PGAccounts < 1, c.PGTasksPerAccount < 1, c.RestartReps < 1, c.ListReps < 1, c.ImportMB < 1:
+	case c.Reps < 1, c.Creates < 1, c.Accounts < 1, c.TasksPerAccount < 1, c.PGAccounts < 1, c.PGTasksPerAccount < 1, c.RestartReps < 1, c.ListReps < 1, c.ImportMB < 1, c.FailoverKeys < 1:
 		return fmt.Errorf("sizes must be positive")
 	case len(c.Clients) == 0 || len(c.ScaleNs) == 0:
 		return fmt.Errorf("need at least one client level and one scale size")
@@ -245,7 +255,7 @@ func (c *Config) validate() error {
 }
 
 // allSections are the benchmarks, by name.
-var allSections = []string{"read", "provision", "engine", "scale", "import"}
+var allSections = []string{"read", "provision", "engine", "scale", "import", "failover"}
 
 // runs reports whether the configuration asks for a section.
 func (c *Config) runs(section string) bool {

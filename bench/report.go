@@ -24,6 +24,7 @@ type report struct {
 	Engine            *engineResult
 	Scale             []scaleRow
 	Import            *importResult
+	Failover          *failoverResult
 	Profile           string // what the read-path profile found, if one was taken
 	Failures          []string
 }
@@ -40,8 +41,9 @@ func (r *report) markdown() string {
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Finished.Sub(r.Started).Round(time.Second), r.Rev)
 	p("Sizes: %d repetitions; read-path runs of %s after %s of warm-up at %s concurrent keep-alive clients; "+
 		"%d database creates; %d accounts × %d tasks (on PostgreSQL %d × %d); scale at %s active databases with %d restarts of each kind; "+
-		"imports of a %d MB RDB file.",
-		c.Reps, c.Duration, c.Warmup, joinInts(c.Clients), c.Creates, c.Accounts, c.TasksPerAccount, c.PGAccounts, c.PGTasksPerAccount, joinInts(c.ScaleNs), c.RestartReps, c.ImportMB)
+		"imports of a %d MB RDB file; %d failovers after %d acknowledged writes each.",
+		c.Reps, c.Duration, c.Warmup, joinInts(c.Clients), c.Creates, c.Accounts, c.TasksPerAccount, c.PGAccounts, c.PGTasksPerAccount, joinInts(c.ScaleNs), c.RestartReps, c.ImportMB,
+		c.Reps, c.FailoverKeys)
 	p("")
 	p("Every figure is a **ratio to a baseline measured in the same run**, with the absolute numbers beside it. " +
 		"The machine is shared and noisy, so measured and baseline runs are interleaved (and which one goes first " +
@@ -67,6 +69,12 @@ func (r *report) markdown() string {
 			goalProvision, pr.MedianRatio(), pr.P99Ratio(), yesNo(pr.MedianRatio() <= goalProvision && pr.P99Ratio() <= goalProvision))
 	} else {
 		p("| provisioning | %s | no |", r.missing("provision"))
+	}
+	if f := r.Failover; f != nil {
+		p("| failover: kill -9 of the primary → a write answered on the same endpoint ≤ %s, 0 acknowledged writes lost | max %s (median %s, %.1f× a bare restart); %d lost | %s |",
+			fmtDur(goalFailover), fmtDur(f.Max()), fmtDur(medianDur(f.Real)), f.MedianRatio(), f.TotalLost(), yesNo(f.Met()))
+	} else {
+		p("| failover | %s | no |", r.missing("failover"))
 	}
 	p("")
 
@@ -220,6 +228,14 @@ func (r *report) markdown() string {
 		r.importSection(p, im)
 	} else {
 		p("%s.", r.missing("import"))
+	}
+	p("")
+	p("## 6. Failover")
+	p("")
+	if f := r.Failover; f != nil {
+		r.failoverSection(p, f)
+	} else {
+		p("%s.", r.missing("failover"))
 	}
 	p("")
 	if r.Profile != "" {
@@ -409,4 +425,24 @@ func (r *report) importSection(p func(string, ...any), im *importResult) {
 		p("")
 		p("%s", im.Profile)
 	}
+}
+
+// failoverSection writes the failover section.
+func (r *report) failoverSection(p func(string, ...any), f *failoverResult) {
+	p("One database (0.1 GB, `replication: true`, `dataPersistence: none`, so that only its replica keeps the data) "+
+		"created through the API of a `clouddb serve`. Each repetition waits until its replica is in sync, writes %d keys, "+
+		"each acknowledged by the replica (`SET` then `WAIT 1 2000`, which must answer 1), reads the primary's pid "+
+		"(`INFO server` on the endpoint) and kills it with SIGKILL; the clock runs from the kill until a server other than "+
+		"the killed one answers `SET` on the database's public endpoint (a new connection with AUTH, SET and INFO server "+
+		"every %s). Then every acknowledged key of the repetition is read back. The baseline, alternating with each "+
+		"failover, kills a bare `redis-server` (minimal config, no persistence) with SIGKILL, waits for it to be reaped, "+
+		"execs it again on the same port and polls the same way: the restart a supervisor without a replica does, "+
+		"which comes back empty.", f.Keys, failoverPoll)
+	p("")
+	p("| figure | ratio (failover / bare restart) | clouddb failover | bare restart | met (goal ≤ %s) |", fmtDur(goalFailover))
+	p("|---|---:|---:|---:|---|")
+	p("| median | **%.2f** (median of the per-pair ratios) | %s | %s | %s |", f.MedianRatio(), fmtDur(medianDur(f.Real)), fmtDur(medianDur(f.Bare)), yesNo(medianDur(f.Real) <= goalFailover))
+	p("| max | %.2f | %s | %s | %s |", float64(f.Max())/float64(f.Bare[len(f.Bare)-1]), fmtDur(f.Max()), fmtDur(f.Bare[len(f.Bare)-1]), yesNo(f.Max() <= goalFailover))
+	p("")
+	p("Acknowledged writes lost: %d of %d (%s per failover; goal 0): %s.", f.TotalLost(), f.Keys*len(f.Lost), joinInts(f.Lost), yesNo(f.TotalLost() == 0))
 }

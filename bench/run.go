@@ -107,6 +107,13 @@ func measure(ctx context.Context, cfg Config) (rep *report, err error) {
 			return err
 		})
 	}
+	if cfg.runs("failover") {
+		section("failover", func() error {
+			var err error
+			rep.Failover, err = h.failover(ctx)
+			return err
+		})
+	}
 	if cfg.Profile != "" && cfg.runs("read") {
 		section("read-path profile", func() error { return h.profileReadPath(ctx, rep) })
 	}
