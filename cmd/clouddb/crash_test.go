@@ -681,7 +681,7 @@ func (w *workload) step(a *testAccount, rng *rand.Rand) {
 			}
 		}
 		name := w.name("d", a)
-		body := client.CreateDatabase{Name: client.Ptr(name), MemoryLimitInGB: client.Ptr(0.1),
+		body := client.CreateDatabase{Name: client.Ptr(name), DatasetSizeInGB: client.Ptr(0.1),
 			Password: client.Ptr(fmt.Sprintf("pw-%s-%08x", name, rng.Uint32()))}
 		if rng.IntN(4) == 0 {
 			body.DataPersistence = client.Ptr("aof-every-1-second")
@@ -704,11 +704,11 @@ func (w *workload) step(a *testAccount, rng *rand.Rand) {
 		}
 		switch rng.IntN(kinds) {
 		case 0:
-			body.MemoryLimitInGB = client.Ptr(float64(1+rng.IntN(3)) / 10)
+			body.DatasetSizeInGB = client.Ptr(float64(1+rng.IntN(3)) / 10)
 		case 1:
 			body.Password = client.Ptr(fmt.Sprintf("up-%s-%08x", db.Name, rng.Uint32()))
 		case 2:
-			body.MemoryLimitInGB = client.Ptr(float64(1+rng.IntN(3)) / 10)
+			body.DatasetSizeInGB = client.Ptr(float64(1+rng.IntN(3)) / 10)
 			body.Password = client.Ptr(fmt.Sprintf("up-%s-%08x", db.Name, rng.Uint32()))
 		default:
 			body.Replication = client.Ptr(!db.Replication)
@@ -1145,7 +1145,7 @@ func (h *harness) expectations(s *storeState) map[int]*expectedDatabase {
 		case clouddb.CommandDatabaseCreate:
 			var spec clouddb.DatabaseSpec
 			decodePayload(t, tk, &spec)
-			exp[tk.ResourceID] = &expectedDatabase{password: spec.Password, sizeGB: spec.SizeGB(), replication: spec.Replication}
+			exp[tk.ResourceID] = &expectedDatabase{password: spec.Password, sizeGB: spec.DatasetSizeGB(), replication: spec.Replication}
 		case clouddb.CommandSubscriptionCreate:
 			var spec clouddb.SubscriptionSpec
 			decodePayload(t, tk, &spec)
@@ -1154,7 +1154,7 @@ func (h *harness) expectations(s *storeState) map[int]*expectedDatabase {
 				for _, name := range ds.PlanNames() {
 					for _, d := range s.dbs {
 						if d.SubscriptionID == tk.ResourceID && d.Spec.Name == name {
-							exp[d.ID] = &expectedDatabase{sizeGB: ds.SizeGB(), replication: ds.Replication}
+							exp[d.ID] = &expectedDatabase{sizeGB: ds.DatasetSizeGB(), replication: ds.Replication}
 						}
 					}
 				}
@@ -1175,8 +1175,8 @@ func (h *harness) expectations(s *storeState) map[int]*expectedDatabase {
 			if u.Password != nil {
 				e.password = *u.Password
 			}
-			if u.MemoryLimitInGB != nil {
-				e.sizeGB = *u.MemoryLimitInGB
+			if u.DatasetSizeInGB != nil {
+				e.sizeGB = *u.DatasetSizeInGB
 			}
 			if u.Replication != nil {
 				if e.replication && !*u.Replication {
