@@ -148,7 +148,7 @@ func replicatedDatabase(ctx context.Context, c *client.Client) (*client.Database
 	}
 	t, err := c.CreateDatabase(ctx, subID, client.CreateDatabase{
 		Name:            client.Ptr("replicated"),
-		MemoryLimitInGB: client.Ptr(size),
+		DatasetSizeInGB: client.Ptr(size),
 		Password:        client.Ptr("bench-failover-password"),
 		DataPersistence: client.Ptr("none"),
 		Replication:     client.Ptr(true),
