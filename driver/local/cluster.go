@@ -34,10 +34,12 @@ import (
 const clusterFile = "nodes.conf"
 
 // clusterNodeTimeout (milliseconds) is how long a node may not answer before the others
-// think it failed. clouddb fails a shard over itself when its primary's process exits;
-// this bounds the failure of a node that hangs. A started primary also waits this long
-// (500 ms at least) before it serves, so it is kept short: a new cluster is ok in about
-// 2 s (redis' own delay before a new primary takes writes).
+// mark it failed. Replicas never fail over on their own (cluster-replica-no-failover):
+// clouddb fails a shard over when its primary's process is gone, or when it stopped a
+// primary that hung (errStopped), so a tenant's slow command cannot move a shard. A
+// started primary also waits this long (500 ms at least) before it serves, so it is kept
+// short: a new cluster is ok in about 2 s (redis' own delay before a new primary takes
+// writes).
 const clusterNodeTimeout = 1000
 
 // clusterSlots is the number of hash slots of a Redis Cluster.
@@ -432,7 +434,8 @@ func (d *Driver) clusterFailover(ctx context.Context, in clouddb.Instance) error
 		}
 		c, err := d.probe(ctx, alive, 0, cred{internalUser, d.internalSecret(in.DatabaseID)}, pid)
 		if err != nil {
-			continue // Ensure deals with it as a server
+			// It may hold the only copy of the shard's data: see failover.
+			return fmt.Errorf("database %d: shard %d's primary is gone and the other node (pid %d) does not answer yet: %w (%w)", in.DatabaseID, s, pid, err, clouddb.ErrServerStarting)
 		}
 		err = d.takeOver(ctx, c, in, alive)
 		c.Close()

@@ -167,8 +167,10 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 		line("cluster-node-timeout", strconv.Itoa(clusterNodeTimeout))
 		// A shard whose primary is down does not stop the others serving their slots.
 		line("cluster-require-full-coverage", "no")
-		// Replicas stay with the shard clouddb gave them.
+		// Replicas stay with the shard clouddb gave them, and take over only when clouddb
+		// says (see clusterNodeTimeout).
 		line("cluster-allow-replica-migration", "no")
+		line("cluster-replica-no-failover", "yes")
 		// A node that becomes a replica logs in to its primary as clouddb.
 		line("masteruser", internalUser)
 		line("masterauth", c.InternalSecret)

@@ -35,8 +35,10 @@ func (d *Driver) failover(ctx context.Context, in clouddb.Instance, p, r node) (
 	}
 	c, err := d.probe(ctx, r, 0, cred{internalUser, conf.InternalSecret}, rpid)
 	if err != nil {
-		d.log.Warn("the primary is gone and its replica does not answer; the primary starts on its own data", keyDatabase, in.DatabaseID, keyNode, r.idx, "error", err)
-		return p, r, nil
+		// Busy (a slow command, a disk stall) or hung: it may hold the only copy of the
+		// data, so neither is it stopped nor the primary started on its own files. The
+		// next Ensure asks again.
+		return p, r, fmt.Errorf("database %d: the primary's server is gone and its replica (pid %d) does not answer yet: %w (%w)", in.DatabaseID, rpid, err, clouddb.ErrServerStarting)
 	}
 	defer c.Close()
 	has, why, err := promotable(ctx, c)

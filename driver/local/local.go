@@ -120,7 +120,8 @@ type Driver struct {
 	watched map[int]watchedPid
 	epoll   int
 
-	topos map[int]topology // by database id, as read from its topology file
+	topos   map[int]topology // by database id, as read from its topology file
+	topoGen map[int]uint64   // by database id, changed by every write of its topology file
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -197,6 +198,7 @@ func New(cfg Config) (*Driver, error) {
 		ruleCheck:    make(chan struct{}, 1),
 		watched:      make(map[int]watchedPid),
 		topos:        make(map[int]topology),
+		topoGen:      make(map[int]uint64),
 		bins:         bins,
 		versions:     versions,
 	}, nil
@@ -884,8 +886,14 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if in.Replication {
 		return d.serverRunning(ctx, d.replicaServer(in, r))
 	}
-	if _, err := os.Stat(r.dir); err == nil {
-		return false, nil // a replica (or its directory) no longer wanted: Ensure removes it
+	// A replica no longer wanted (node 0's files, or node 1's directory, made but
+	// perhaps never given a config): Ensure removes it.
+	left := r.dir
+	if r.idx == 0 {
+		left = filepath.Join(r.dir, confFile)
+	}
+	if _, err := os.Stat(left); err == nil {
+		return false, nil
 	}
 	return true, nil
 }
@@ -1017,6 +1025,7 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 	}
 	d.mu.Lock()
 	delete(d.topos, id)
+	d.topoGen[id]++
 	d.mu.Unlock()
 	if d.sockDir != "" {
 		for _, n := range nodes {

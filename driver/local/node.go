@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,14 +106,21 @@ type topology struct {
 func (d *Driver) readTopology(id int) (topology, error) {
 	d.mu.Lock()
 	t, ok := d.topos[id]
+	gen := d.topoGen[id]
 	d.mu.Unlock()
 	if ok {
+		t.Ports = maps.Clone(t.Ports) // the caller's to change
 		return t, nil
 	}
 	t, err := readTopologyFile(filepath.Join(d.dbDir(id), topologyFile))
 	if err == nil {
 		d.mu.Lock()
-		d.topos[id] = t
+		// Not if a write began meanwhile: what was read may be the file before it.
+		if d.topoGen[id] == gen {
+			c := t
+			c.Ports = maps.Clone(t.Ports)
+			d.topos[id] = c
+		}
 		d.mu.Unlock()
 	}
 	return t, err
@@ -141,10 +149,22 @@ func (d *Driver) writeTopology(id int, t topology) error {
 	if err != nil {
 		return err
 	}
+	// The generation changes before and after the write, so that a reader that read
+	// the file meanwhile does not keep what it read (see readTopology).
 	d.mu.Lock()
+	d.topoGen[id]++
 	delete(d.topos, id)
 	d.mu.Unlock()
-	return writeFileAtomic(filepath.Join(d.dbDir(id), topologyFile), append(data, '\n'), 0o600)
+	err = writeFileAtomic(filepath.Join(d.dbDir(id), topologyFile), append(data, '\n'), 0o600)
+	d.mu.Lock()
+	d.topoGen[id]++
+	if err == nil {
+		c := t
+		c.Ports = maps.Clone(t.Ports)
+		d.topos[id] = c
+	}
+	d.mu.Unlock()
+	return err
 }
 
 // primaryNode is the database's primary node as its topology file says (node 0 when the

@@ -312,3 +312,31 @@ func TestReplication_TLS(t *testing.T) {
 	writeAcked(t, c2, "tls", 5)
 	requireRunning(t, b.driver, in, true)
 }
+
+// A replica that does not answer when the primary is gone (busy, or hung: here stopped)
+// may hold the only copy of the data: it is neither stopped nor replaced, and the primary
+// does not start on its own (empty) files; once it answers, it takes over.
+func TestReplication_SilentReplicaIsWaitedFor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := b.replicated(t, 1, "none")
+	p, r := nodes(t, b.driver, 1)
+	writeAcked(t, client(t, in.Port, in.Password), "k", 50)
+
+	require.NoError(t, syscall.Kill(r, syscall.SIGSTOP))
+	t.Cleanup(func() { _ = syscall.Kill(r, syscall.SIGCONT) })
+	killAndWait(t, p)
+	ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+	defer cancel()
+	err := b.driver.Ensure(ctx, in)
+	require.ErrorIs(t, err, clouddb.ErrServerStarting)
+	p2, r2 := b.driver.NodePids(1)
+	require.Zero(t, p2, "no primary started on empty files")
+	require.Equal(t, r, r2, "the silent replica is left alone")
+
+	require.NoError(t, syscall.Kill(r, syscall.SIGCONT))
+	require.NoError(t, b.driver.Ensure(ctxT(t), in))
+	p3, _ := nodes(t, b.driver, 1)
+	require.Equal(t, r, p3)
+	requireKeys(t, client(t, in.Port, in.Password), "k", 50)
+}
