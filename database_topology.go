@@ -176,15 +176,18 @@ func (s *DatabaseSpec) CheckReplicaOfTopology(replicaOf []string) error {
 
 // CheckTopologyChange refuses the changes of a live database's topology, from old to s,
 // that clouddb does not make: the number of shards of an OSS Cluster database (there is
-// no resharding; the OSS Cluster API may be turned on only where it leaves one shard),
-// the OSS Cluster API turned off, and replication turned off on a cluster. Replication
-// on or off without the OSS Cluster API, and on for a cluster, are made live.
+// no resharding), the OSS Cluster API turned on or off, and replication turned off on a
+// cluster. Replication on or off without the OSS Cluster API, and on for a cluster, are
+// made live.
 func CheckTopologyChange(old, s *DatabaseSpec) error {
 	oldShards := 1
 	if old.SupportOSSClusterAPI {
 		oldShards = old.NumberOfShards()
 	}
 	switch {
+	case !old.SupportOSSClusterAPI && s.SupportOSSClusterAPI:
+		return Invalid(ErrTypeTopologyChangeNotSupported,
+			"database: supportOSSClusterApi cannot be turned on for a live database (its server would restart as a cluster node): create a database with it and import a backup")
 	case old.SupportOSSClusterAPI && !s.SupportOSSClusterAPI:
 		return Invalid(ErrTypeTopologyChangeNotSupported,
 			"database: supportOSSClusterApi cannot be turned off for a live database (its data is spread over a cluster's shards): create a database without it and import a backup")

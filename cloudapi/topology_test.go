@@ -182,16 +182,12 @@ func TestTopologyTerraformUpdate(t *testing.T) {
 	put(`{"regexRules":["(?<tag>.*)"],"useExternalEndpointForOSSClusterApi":false}`)
 	require.Equal(t, []any{map[string]any{"ordinal": 0.0, "pattern": "(?<tag>.*)"}}, get()["clustering"].(map[string]any)["regexRules"])
 
-	// The OSS Cluster API turns on live where it leaves one shard; no resharding after.
-	put(`{"supportOSSClusterApi":true,"useExternalEndpointForOSSClusterApi":true,"regexRules":[".*\\{(?<tag>.*)\\}.*","(?<tag>.*)"],
-		"throughputMeasurement":{"by":"operations-per-second","value":25000}}`)
-	db = get()
-	require.Equal(t, true, db["supportOSSClusterApi"])
-	require.Equal(t, 1.0, db["clustering"].(map[string]any)["numberOfShards"])
-	require.Equal(t, 2.0, db["memoryLimitInGb"])
-	res := e.do(http.MethodPut, path, mainKey, mainSecret, []byte(`{"throughputMeasurement":{"by":"operations-per-second","value":50000}}`))
+	// The OSS Cluster API does not turn on for a live database (nor would it reshard).
+	res := e.do(http.MethodPut, path, mainKey, mainSecret, []byte(`{"supportOSSClusterApi":true,"useExternalEndpointForOSSClusterApi":true,
+		"regexRules":[".*\\{(?<tag>.*)\\}.*","(?<tag>.*)"],"throughputMeasurement":{"by":"operations-per-second","value":25000}}`))
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	_, err := e.main.WaitForTask(ctx, rawTask(t, res.body)["taskId"].(string))
 	require.ErrorContains(t, err, clouddb.ErrTypeTopologyChangeNotSupported)
+	require.Equal(t, false, get()["supportOSSClusterApi"])
 	require.Equal(t, 1.0, get()["clustering"].(map[string]any)["numberOfShards"])
 }

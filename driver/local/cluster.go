@@ -98,15 +98,7 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance) error {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 	if topo.Shards == 0 {
-		if _, ok, _ := d.readConfig(d.nodeOf(id, 0)); ok && (in.Shards != 1 || topo.Primary != 0) {
-			// A server with data becomes a one-shard cluster whose node 0 gets every slot
-			// (it restarts with its data, see ensureServer); more shards would need its
-			// keys moved.
-			return fmt.Errorf("database %d: it runs as one Redis server: the OSS Cluster API can be turned on for it only with one shard (and its primary on node 0); create a database with it and import a backup", id)
-		}
-		// Its replica, if any, comes back as a new cluster node: a node must be empty
-		// to replicate (CLUSTER REPLICATE), and it syncs again anyway.
-		if err = d.removeNode(ctx, d.nodeOf(id, 1)); err != nil {
+		if err = d.convertible(ctx, in, topo); err != nil {
 			return err
 		}
 		topo = topology{Shards: in.Shards, Ports: map[int]clusterPorts{}}
@@ -168,6 +160,46 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance) error {
 		servers = append(servers, s)
 	}
 	return d.formCluster(ctx, in, servers)
+}
+
+// convertible checks that a database that ran as one server (one stored with the OSS
+// Cluster API before clouddb ran clusters: the API refuses to turn it on for a live
+// database) can become a one-shard cluster whose node 0 serves every slot, restarted
+// with its data (see ensureServer): one shard, its server on node 0 and no other node,
+// and its keys in database 0 only (redis 7.0 crashes loading keys of another database in
+// cluster mode).
+func (d *Driver) convertible(ctx context.Context, in clouddb.Instance, topo topology) error {
+	n0 := d.nodeOf(in.DatabaseID, 0)
+	if _, ok, _ := d.readConfig(n0); !ok {
+		return nil // nothing ran: a new cluster
+	}
+	why := ""
+	switch {
+	case in.Shards != 1:
+		why = fmt.Sprintf("it would need %d shards and its keys moved", in.Shards)
+	case topo.Primary != 0 || len(d.nodes(in.DatabaseID)) > 1:
+		why = "it has a replica"
+	}
+	if pid := d.livePid(n0); why == "" && pid != 0 {
+		c, err := d.probe(ctx, n0, in.Port, cred{internalUser, d.internalSecret(in.DatabaseID)}, pid)
+		if err != nil {
+			return fmt.Errorf("database %d: check its keys before it becomes a cluster: %w", in.DatabaseID, err)
+		}
+		info, err := c.Info(ctx, "keyspace").Result()
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("database %d: check its keys before it becomes a cluster: %w", in.DatabaseID, classify(err))
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if db, _, ok := strings.Cut(strings.TrimSpace(line), ":keys="); ok && db != "db0" {
+				why = "it has keys in logical database " + strings.TrimPrefix(db, "db") + ", and a cluster has database 0 only"
+			}
+		}
+	}
+	if why != "" {
+		return fmt.Errorf("database %d: it runs as one Redis server and cannot become an OSS Cluster as it is: %s; create a database with the OSS Cluster API and import a backup", in.DatabaseID, why)
+	}
+	return nil
 }
 
 // clusterClient connects to a running cluster node as the internal user.

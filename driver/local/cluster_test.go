@@ -219,24 +219,29 @@ func TestCluster_BackupPartsImportIntoAnotherCluster(t *testing.T) {
 	}
 }
 
-// A database of before the OSS Cluster API (or one that turns it on with one shard)
-// becomes a one-shard cluster with its data, its replica a cluster replica.
+// A database stored with the OSS Cluster API before clouddb ran clusters ran as one server:
+// it becomes a one-shard cluster with its data. One that cannot (keys outside database 0,
+// which redis 7.0 cannot load in cluster mode; a replica) is refused, left as it runs.
 func TestCluster_StandaloneBecomesOneShardCluster(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	in := b.replicated(t, 1, "none")
+	in := b.instance(t, 1, "none")
+	require.NoError(t, b.driver.Ensure(ctxT(t), in))
 	c := client(t, in.Port, in.Password)
-	writeAcked(t, c, "k", 100)
+	for i := range 100 {
+		require.NoError(t, c.Set(ctxT(t), "k"+strconv.Itoa(i), i, 0).Err())
+	}
 
 	in.OSSCluster = true
 	in.Shards = 1
+	in.Replication = true // a replica joins as a new cluster node
 	requireRunning(t, b.driver, in, false)
 	require.NoError(t, b.driver.Ensure(ctxT(t), in))
 	requireRunning(t, b.driver, in, true)
 	cc := clusterClient(t, in)
 	clusterRead(t, cc, "k", 100)
-	ms := masters(t, in)
-	require.Equal(t, map[int]string{0: fmt.Sprintf("127.0.0.1:%d", in.Port)}, ms)
+	require.Equal(t, map[int]string{0: fmt.Sprintf("127.0.0.1:%d", in.Port)}, masters(t, in))
+	clusterWrite(t, cc, "new", 100) // every slot is served
 	require.NoError(t, cc.ForEachMaster(ctxT(t), func(ctx context.Context, m *redis.Client) error {
 		n, err := m.Wait(ctx, 1, 5*time.Second).Result()
 		if err == nil && n != 1 {
@@ -244,6 +249,18 @@ func TestCluster_StandaloneBecomesOneShardCluster(t *testing.T) {
 		}
 		return err
 	}))
+
+	// Keys in database 3: refused, the server left running as it is.
+	other := b.instance(t, 2, "none")
+	require.NoError(t, b.driver.Ensure(ctxT(t), other))
+	oc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", other.Port), Password: other.Password, DB: 3, Protocol: 2, DisableIdentity: true})
+	t.Cleanup(func() { oc.Close() })
+	require.NoError(t, oc.Set(ctxT(t), "elsewhere", 1, 0).Err())
+	before := pid(t, b.driver, 2)
+	other.OSSCluster, other.Shards = true, 1
+	require.ErrorContains(t, b.driver.Ensure(ctxT(t), other), "keys in logical database 3")
+	require.Equal(t, before, pid(t, b.driver, 2))
+	require.Equal(t, "1", oc.Get(ctxT(t), "elsewhere").Val())
 }
 
 // A TLS cluster: its bus speaks TLS, CLUSTER SLOTS announces the TLS ports, and a
