@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -200,6 +201,59 @@ func (d *Driver) convertible(ctx context.Context, in clouddb.Instance, topo topo
 		return fmt.Errorf("database %d: it runs as one Redis server and cannot become an OSS Cluster as it is: %s; create a database with the OSS Cluster API and import a backup", in.DatabaseID, why)
 	}
 	return nil
+}
+
+// clusterHealthy reports, as often as deep checks are made, whether the cluster is whole
+// as node 0 sees it: ok, every slot served, every node known, one primary with slots per
+// shard and, with replication, a replica following each. A cluster that formCluster
+// left unfinished (a crash, a timeout) is not: Ensure finishes it, so that no shard runs
+// without the replica its failover needs.
+func (d *Driver) clusterHealthy(ctx context.Context, in clouddb.Instance, topo topology) bool {
+	d.mu.Lock()
+	last := d.clusters[in.DatabaseID]
+	d.mu.Unlock()
+	if time.Since(last) < deepCheckEvery {
+		return true
+	}
+	n0 := d.nodeOf(in.DatabaseID, 0)
+	c, err := d.probe(ctx, n0, topo.Ports[0].Port, cred{internalUser, d.internalSecret(in.DatabaseID)}, d.livePid(n0))
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	info, err := c.ClusterInfo(ctx).Result()
+	if err != nil || infoField(info, "cluster_state") != "ok" || infoField(info, "cluster_slots_assigned") != strconv.Itoa(clusterSlots) ||
+		infoField(info, "cluster_known_nodes") != strconv.Itoa(len(clusterNodes(in))) {
+		return false
+	}
+	nodes, err := clusterNodesOf(ctx, c)
+	if err != nil {
+		return false
+	}
+	primaries := map[string]bool{}
+	for _, n := range nodes {
+		if n.has("master") && len(n.slots) > 0 && !n.has("fail") {
+			primaries[n.id] = true
+		}
+	}
+	replicas := 0
+	for _, n := range nodes {
+		if n.has("slave") && primaries[n.master] && !n.has("fail") {
+			replicas++
+		}
+	}
+	want := 0
+	if in.Replication {
+		want = in.Shards
+	}
+	if len(primaries) != in.Shards || replicas != want {
+		d.log.Warn("the cluster is not whole; ensuring it", keyDatabase, in.DatabaseID, "primaries", len(primaries), "replicas", replicas)
+		return false
+	}
+	d.mu.Lock()
+	d.clusters[in.DatabaseID] = time.Now()
+	d.mu.Unlock()
+	return true
 }
 
 // clusterClient connects to a running cluster node as the internal user.

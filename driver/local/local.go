@@ -120,8 +120,10 @@ type Driver struct {
 	watched map[int]watchedPid
 	epoll   int
 
-	topos   map[int]topology // by database id, as read from its topology file
-	topoGen map[int]uint64   // by database id, changed by every write of its topology file
+	topos map[int]topology // by database id, as read from its topology file
+	// clusters: by database id, when an OSS Cluster database last looked whole.
+	clusters map[int]time.Time
+	topoGen  map[int]uint64 // by database id, changed by every write of its topology file
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -199,6 +201,7 @@ func New(cfg Config) (*Driver, error) {
 		watched:      make(map[int]watchedPid),
 		topos:        make(map[int]topology),
 		topoGen:      make(map[int]uint64),
+		clusters:     make(map[int]time.Time),
 		bins:         bins,
 		versions:     versions,
 	}, nil
@@ -875,7 +878,7 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 				return ok, rerr
 			}
 		}
-		return true, nil
+		return d.clusterHealthy(ctx, in, topo), nil
 	}
 	p := d.nodeOf(in.DatabaseID, topo.Primary)
 	r := d.other(p)
@@ -1020,13 +1023,8 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 			d.log.Info("stopped redis-server for removal", keyDatabase, id, keyNode, n.idx, keyPid, pid)
 		}
 	}
-	if err := removeAll(d.dbDir(id)); err != nil {
-		return fmt.Errorf("database %d: %w", id, err)
-	}
-	d.mu.Lock()
-	delete(d.topos, id)
-	d.topoGen[id]++
-	d.mu.Unlock()
+	// The sockets outside the directory first: once the directory is gone, nothing
+	// lists the database to remove them again after a crash.
 	if d.sockDir != "" {
 		for _, n := range nodes {
 			if err := os.Remove(d.sockPath(n)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -1034,6 +1032,14 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 			}
 		}
 	}
+	if err := removeAll(d.dbDir(id)); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	d.mu.Lock()
+	delete(d.topos, id)
+	delete(d.clusters, id)
+	d.topoGen[id]++
+	d.mu.Unlock()
 	d.log.Info("removed database directory", keyDatabase, id)
 	return nil
 }
