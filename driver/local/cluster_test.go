@@ -57,6 +57,19 @@ func clusterWrite(t *testing.T, c *redis.ClusterClient, prefix string, n int) {
 	}
 }
 
+// requireReplicasAcked checks that every shard's replica has the shard's writes (WAIT 1
+// on each primary).
+func requireReplicasAcked(t *testing.T, c *redis.ClusterClient) {
+	t.Helper()
+	require.NoError(t, c.ForEachMaster(ctxT(t), func(ctx context.Context, m *redis.Client) error {
+		n, err := m.Wait(ctx, 1, 5*time.Second).Result()
+		if err == nil && n != 1 {
+			err = fmt.Errorf("WAIT 1 acknowledged by %d", n)
+		}
+		return err
+	}))
+}
+
 func clusterRead(t *testing.T, c *redis.ClusterClient, prefix string, n int) {
 	t.Helper()
 	ctx := ctxT(t)
@@ -134,13 +147,7 @@ func TestCluster_ShardFailover(t *testing.T) {
 	requireRunning(t, b.driver, in, true)
 	c := clusterClient(t, in)
 	clusterWrite(t, c, "k", 300)
-	require.NoError(t, c.ForEachMaster(ctxT(t), func(ctx context.Context, m *redis.Client) error {
-		n, err := m.Wait(ctx, 1, 5*time.Second).Result()
-		if err == nil && n != 1 {
-			err = fmt.Errorf("WAIT 1 acknowledged by %d", n)
-		}
-		return err
-	}))
+	requireReplicasAcked(t, c)
 
 	// Kill the primary of shard 1 (node 2): its replica takes its slots with the data.
 	p2 := nodePid(t, b.dir+"/1/node2")
@@ -242,13 +249,7 @@ func TestCluster_StandaloneBecomesOneShardCluster(t *testing.T) {
 	clusterRead(t, cc, "k", 100)
 	require.Equal(t, map[int]string{0: fmt.Sprintf("127.0.0.1:%d", in.Port)}, masters(t, in))
 	clusterWrite(t, cc, "new", 100) // every slot is served
-	require.NoError(t, cc.ForEachMaster(ctxT(t), func(ctx context.Context, m *redis.Client) error {
-		n, err := m.Wait(ctx, 1, 5*time.Second).Result()
-		if err == nil && n != 1 {
-			err = fmt.Errorf("WAIT 1 acknowledged by %d", n)
-		}
-		return err
-	}))
+	requireReplicasAcked(t, cc)
 
 	// Keys in database 3: refused, the server left running as it is.
 	other := b.instance(t, 2, "none")
@@ -288,13 +289,7 @@ func TestCluster_TLS(t *testing.T) {
 	t.Cleanup(func() { cc.Close() })
 	clusterWrite(t, cc, "k", 200)
 	clusterRead(t, cc, "k", 200)
-	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		n, err := m.Wait(ctx, 1, 5*time.Second).Result()
-		if err == nil && n != 1 {
-			err = fmt.Errorf("WAIT 1 acknowledged by %d", n)
-		}
-		return err
-	}))
+	requireReplicasAcked(t, cc)
 	// Without the client certificate no node lets a client in.
 	plain := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: []string{fmt.Sprintf("127.0.0.1:%d", in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true, MaxRetries: -1,
