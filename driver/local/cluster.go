@@ -143,7 +143,7 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance) error {
 		}
 	}
 	servers := make([]server, 0, len(want))
-	for _, idx := range want {
+	for _, idx := range d.replicasFirst(ctx, in, want) {
 		s := d.clusterServer(in, idx, topo.Ports[idx])
 		if err := makeDir(s.dir); err != nil {
 			return fmt.Errorf("database %d: %w", id, err)
@@ -254,6 +254,32 @@ func (d *Driver) clusterHealthy(ctx context.Context, in clouddb.Instance, topo t
 	d.clusters[in.DatabaseID] = time.Now()
 	d.mu.Unlock()
 	return true
+}
+
+// replicasFirst orders the nodes idxs so that those running as replicas come first: an
+// upgrade must give a replica the new binary before its primary writes data an older one
+// could not load (as Ensure does for a replicated database).
+func (d *Driver) replicasFirst(ctx context.Context, in clouddb.Instance, idxs []int) []int {
+	if !in.Replication {
+		return idxs
+	}
+	var replicas, others []int
+	for _, idx := range idxs {
+		n := d.nodeOf(in.DatabaseID, idx)
+		pid := d.livePid(n)
+		if pid != 0 {
+			if c, err := d.probe(ctx, n, 0, cred{internalUser, d.internalSecret(in.DatabaseID)}, pid); err == nil {
+				info, ierr := c.Info(ctx, "replication").Result()
+				c.Close()
+				if ierr == nil && infoField(info, "role") == "slave" {
+					replicas = append(replicas, idx)
+					continue
+				}
+			}
+		}
+		others = append(others, idx)
+	}
+	return append(replicas, others...)
 }
 
 // clusterClient connects to a running cluster node as the internal user.
