@@ -288,8 +288,11 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("--backup-dirs: %w", mkErr)
 		}
 	}
+	portLow, portHigh, _ := task.ParseRange(c.DBPorts)
 	drv, err := local.New(local.Config{Dir: filepath.Join(c.DataDir, "databases"), Host: c.AdvertiseHost, Logger: m.logger,
 		RedisServers: bins, CA: ca,
+		// The ports the store hands out are not the driver's to take for cluster nodes.
+		AvoidPorts: func(p int) bool { return p >= portLow && p <= portHigh },
 		// A server that exits wakes the reconciler, which restarts it if its database
 		// is still meant to run.
 		Exited: func(int) { m.Reconciler.Notify() },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -81,14 +82,25 @@ func (d *Driver) clusterServer(in clouddb.Instance, idx int, p clusterPorts) ser
 	return s
 }
 
-// freePort returns a port of host no one listens on now.
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
+// freePort returns a port of the driver's host no one listens on now, outside the ports
+// it must avoid (the databases' endpoints) and those of the database's other nodes.
+func (d *Driver) freePort(taken map[int]clusterPorts) (int, error) {
+	for range 100 {
+		l, err := net.Listen("tcp", net.JoinHostPort(d.host, "0"))
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if d.avoidPorts != nil && d.avoidPorts(port) {
+			continue
+		}
+		if slices.ContainsFunc(slices.Collect(maps.Values(taken)), func(p clusterPorts) bool { return p.Port == port || p.Bus == port }) {
+			continue
+		}
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no free port outside the databases' range")
 }
 
 // ensureCluster is Ensure for an OSS Cluster instance.
@@ -115,13 +127,13 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance) error {
 			p.Port, changed = in.Port, true
 		}
 		if p.Port == 0 {
-			if p.Port, err = freePort(d.host); err != nil {
+			if p.Port, err = d.freePort(topo.Ports); err != nil {
 				return fmt.Errorf("database %d: %w", id, err)
 			}
-			changed = true
+			topo.Ports[idx], changed = p, true
 		}
 		if p.Bus == 0 {
-			if p.Bus, err = freePort(d.host); err != nil {
+			if p.Bus, err = d.freePort(topo.Ports); err != nil {
 				return fmt.Errorf("database %d: %w", id, err)
 			}
 			changed = true

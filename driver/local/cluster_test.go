@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
+	"clouddb/driver/local"
 )
 
 // clustered returns an OSS Cluster instance of shards shards whose nodes run.
@@ -307,4 +310,35 @@ func TestCluster_TLS(t *testing.T) {
 	})
 	t.Cleanup(func() { cc2.Close() })
 	clusterRead(t, cc2, "k", 200)
+}
+
+// The ports of a cluster's nodes (but the endpoint's) are the driver's to pick: never one
+// it is told to avoid (the databases' range), never one of another node.
+func TestCluster_NodePortsAvoidTheDatabasesRange(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, err := local.New(local.Config{Dir: dir, Host: "127.0.0.1", StartTimeout: 10 * time.Second,
+		Logger:     slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		AvoidPorts: func(p int) bool { return p%2 == 0 }})
+	require.NoError(t, err)
+	b := &testBundle{dir: dir, driver: d}
+	in := b.clustered(t, 1, 2, true, "none")
+	data, err := os.ReadFile(dir + "/1/topology.json")
+	require.NoError(t, err)
+	var topo struct {
+		Ports map[string]struct{ Port, Bus int } `json:"ports"`
+	}
+	require.NoError(t, json.Unmarshal(data, &topo))
+	require.Len(t, topo.Ports, 4)
+	seen := map[int]bool{}
+	for node, p := range topo.Ports {
+		if node != "0" {
+			require.Equal(t, 1, p.Port%2, "node %s port %d", node, p.Port)
+		} else {
+			require.Equal(t, in.Port, p.Port)
+		}
+		require.Equal(t, 1, p.Bus%2, "node %s bus %d", node, p.Bus)
+		require.False(t, seen[p.Port] || seen[p.Bus], "a port given twice")
+		seen[p.Port], seen[p.Bus] = true, true
+	}
 }

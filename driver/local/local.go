@@ -76,6 +76,9 @@ type Config struct {
 	// databases, and the client certificates of clouddb's own connections to them, come
 	// from it. Without it, an instance with TLS fails.
 	CA clouddb.CertificateAuthority
+	// AvoidPorts, if set, says which ports the driver must not pick for the nodes of a
+	// cluster (see cluster.go): those the store hands out as databases' endpoints.
+	AvoidPorts func(port int) bool
 	// ReplicaEvent, if set, is told what happens to the sources of a replicating
 	// database (synced, link lost, retrying), from the replicator's goroutines.
 	ReplicaEvent func(databaseID int, e redisdata.Event)
@@ -94,6 +97,7 @@ type Driver struct {
 	exited       func(int)
 	dialSource   func(ctx context.Context, network, addr string) (net.Conn, error)
 	replicaEvent func(int, redisdata.Event)
+	avoidPorts   func(int) bool
 	ca           clouddb.CertificateAuthority
 	tlsHosts     []string // what server certificates name (see tlsHosts)
 
@@ -187,6 +191,7 @@ func New(cfg Config) (*Driver, error) {
 		exited:       cfg.Exited,
 		dialSource:   cfg.DialSource,
 		replicaEvent: cfg.ReplicaEvent,
+		avoidPorts:   cfg.AvoidPorts,
 		ca:           cfg.CA,
 		tlsHosts:     tlsHosts(host, connectHost),
 		tlsFiles:     make(map[int]tlsFiles),
