@@ -82,6 +82,28 @@ func (d *Driver) clusterServer(in clouddb.Instance, idx int, p clusterPorts) ser
 	return s
 }
 
+// movePorts gives node idx new client and bus ports, recorded before it starts on them.
+func (d *Driver) movePorts(ctx context.Context, in clouddb.Instance, topo *topology, idx int) (server, error) {
+	old := topo.Ports[idx]
+	p := clusterPorts{}
+	taken := maps.Clone(topo.Ports)
+	var err error
+	if p.Port, err = d.freePort(taken); err != nil {
+		return server{}, fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
+	taken[-1] = p
+	if p.Bus, err = d.freePort(taken); err != nil {
+		return server{}, fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
+	topo.Ports[idx] = p
+	if err = d.writeTopology(in.DatabaseID, *topo); err != nil {
+		return server{}, fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
+	d.log.Warn("a cluster node's port was taken while it was down; it moves", keyDatabase, in.DatabaseID, keyNode, idx,
+		"old_port", old.Port, "old_bus", old.Bus, keyPort, p.Port, "bus", p.Bus)
+	return d.clusterServer(in, idx, p), nil
+}
+
 // freePort returns a port of the driver's host no one listens on now, outside the ports
 // it must avoid (the databases' endpoints) and those of the database's other nodes.
 func (d *Driver) freePort(taken map[int]clusterPorts) (int, error) {
@@ -164,6 +186,14 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance) error {
 		if errors.Is(err, errStopped) {
 			// Its partner takes its slots first (see errStopped), then it rejoins.
 			if err = d.clusterFailover(ctx, in); err == nil {
+				err = d.ensureServer(ctx, s)
+			}
+		}
+		if err != nil && idx != 0 && strings.Contains(err.Error(), "Address already in use") {
+			// The node's ports are clouddb's choice, not reserved while it is down:
+			// something took one. It starts on new ones, which the cluster learns from
+			// its messages; the endpoint's port (node 0) is the store's, and stays.
+			if s, err = d.movePorts(ctx, in, &topo, idx); err == nil {
 				err = d.ensureServer(ctx, s)
 			}
 		}

@@ -342,3 +342,34 @@ func TestCluster_NodePortsAvoidTheDatabasesRange(t *testing.T) {
 		seen[p.Port], seen[p.Bus] = true, true
 	}
 }
+
+// A cluster node's port taken while the node was down: the node starts on new ports and
+// the cluster follows; its data stays.
+func TestCluster_NodeMovesOffATakenPort(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := b.clustered(t, 1, 2, false, "aof-every-write")
+	c := clusterClient(t, in)
+	clusterWrite(t, c, "k", 200)
+	require.NoError(t, b.driver.Stop(ctxT(t), 1))
+
+	data, err := os.ReadFile(b.dir + "/1/topology.json")
+	require.NoError(t, err)
+	var topo struct {
+		Ports map[string]struct{ Port, Bus int } `json:"ports"`
+	}
+	require.NoError(t, json.Unmarshal(data, &topo))
+	taken := topo.Ports["2"].Port
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", taken))
+	require.NoError(t, err)
+	defer l.Close()
+
+	require.NoError(t, b.driver.Ensure(ctxT(t), in))
+	requireRunning(t, b.driver, in, true)
+	ms := masters(t, in)
+	require.Len(t, ms, 2)
+	for _, addr := range ms {
+		require.NotEqual(t, fmt.Sprintf("127.0.0.1:%d", taken), addr, "the cluster announces the node's new port")
+	}
+	clusterRead(t, clusterClient(t, in), "k", 200)
+}
