@@ -54,8 +54,8 @@
 // even an inline new pair; its code names the cause: CONNECTION_UNREACHABLE,
 // CONNECTION_AUTH_FAILED, CONNECTION_TLS_FAILED, NOT_A_CLUSTER, CLUSTER_STATE_NOT_OK,
 // CLUSTER_NODES_UNREACHABLE, NOT_A_SENTINEL, SENTINEL_MASTER_UNKNOWN or CONNECTION_FAILED.
-// Errors are JSON:
-// {"statusCode", "error" (a machine code), "message", "field" (when a field is at fault)}.
+// Errors are JSON: {"statusCode", "error" (the HTTP reason phrase, "Bad Request", as the
+// tool answers), "code" (a machine code), "message", "field" (when a field is at fault)}.
 // No response ever holds a password, a certificate body or a private key: secrets show as
 // true where set, and are sealed with the clouddb.Cipher in the store.
 //
@@ -67,8 +67,9 @@
 //     verified; the client certificate is presented when given.
 //   - tls.clientCertificateKeyPair is required when tls.clientAuth is true, and both need
 //     tls.useTls. A pair id that does not exist is a 400 naming the field; a pair name
-//     already taken is a 409; a certificate that is malformed, expired or not yet valid, or
-//     a key that is malformed, encrypted or does not match, is a 400 with its own code.
+//     already taken is a 400 "This client certificate name is already in use." (the
+//     tool's answer); a certificate that is malformed, expired or not yet valid, or a key
+//     that is malformed, encrypted or does not match, is a 400 with its own code.
 //   - Connection names are not unique (any string is valid); certificate names are.
 //   - The list of connections is {"dbs": [...]}, as the tool's v1 answered; deletes
 //     answer 204.
@@ -263,7 +264,7 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"statusCode":500,"error":"GENERAL_ERROR","message":"internal error"}`)
+		b = []byte(`{"statusCode":500,"error":"Internal Server Error","code":"GENERAL_ERROR","message":"internal error"}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -274,10 +275,13 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	_, _ = w.Write([]byte{'\n'})
 }
 
-// errorBody is the envelope of every error.
+// errorBody is the envelope of every error. Error is the HTTP reason phrase ("Bad
+// Request"), as the tool's NestJS server answers; Code holds the machine code
+// (INVALID_FIELD, CONNECTION_UNREACHABLE, ...).
 type errorBody struct {
 	StatusCode int    `json:"statusCode"`
 	Error      string `json:"error"`
+	Code       string `json:"code"`
 	Message    string `json:"message"`
 	Field      string `json:"field,omitempty"`
 }
@@ -307,7 +311,7 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		logger.Error("browser: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = clouddb.Errorf(http.StatusInternalServerError, clouddb.ErrTypeGeneral, "internal error")
 	}
-	writeJSON(w, e.Status, errorBody{StatusCode: e.Status, Error: e.Type, Message: e.Description, Field: field})
+	writeJSON(w, e.Status, errorBody{StatusCode: e.Status, Error: reasonPhrase(e.Status), Code: e.Type, Message: e.Description, Field: field})
 }
 
 // fieldError is a client error caused by one field of the request; the error body names
