@@ -135,6 +135,7 @@ func Open(cfg Config) (*Server, error) {
 	s.registerCertificateRoutes()
 	s.registerConnectionRoutes()
 	s.registerKeyRoutes()
+	s.registerSentinelRoutes()
 	return s, nil
 }
 

@@ -17,3 +17,9 @@ func reasonPhrase(status int) string {
 
 // msgClientCertNameTaken is the tool's message for a client certificate name in use.
 const msgClientCertNameTaken = "This client certificate name is already in use."
+
+// Error codes of mode detection and sentinel discovery.
+const (
+	// errSentinelAsStandalone: a sentinel registered as STANDALONE.
+	errSentinelAsStandalone = "SENTINEL_AS_STANDALONE"
+)
