@@ -17,6 +17,7 @@
 //	DELETE /api/db/{id}                 → 204
 //	GET    /api/db/{id}/keys            ?match=&type=&cursor=&count= → 200 {cursor, keys}
 //	GET    /api/db/{id}/keys/{key}      ?cursor=&count= → 200 {name, type, ttl, length, value, cursor, truncated}
+//	POST   /api/redis-sentinel/get-databases  {host, port, password, tls} → 200 [{name, host, port, status, numberOfSlaves, nodes}]
 //
 // The key route takes the rest of the path, percent-decoded, as the key name, verbatim:
 // there a trailing slash is part of the key. A key's count is in bytes for a string
@@ -47,13 +48,20 @@
 // private addresses are allowed.
 //
 // Before a connection record is saved, the connection is tested against the real server
-// (unless ?test=false): STANDALONE connects, authenticates and PINGs; CLUSTER connects to
+// (unless ?test=false): STANDALONE connects, authenticates, PINGs and reads the server's
+// mode (INFO server redis_mode), as the tool does: a sentinel is refused with a 400
+// SENTINEL_AS_STANDALONE saying to register it as SENTINEL, and a cluster node is saved
+// as a CLUSTER record whose seedNodes is that node, tested as such; CLUSTER connects to
 // the first seed node that answers, checks cluster_state, discovers the nodes and PINGs
 // each; SENTINEL asks the sentinel (with sentinelPassword) for the master serviceName
 // names, then connects to it with authPass. A failure answers 424 and saves nothing, not
 // even an inline new pair; its code names the cause: CONNECTION_UNREACHABLE,
 // CONNECTION_AUTH_FAILED, CONNECTION_TLS_FAILED, NOT_A_CLUSTER, CLUSTER_STATE_NOT_OK,
-// CLUSTER_NODES_UNREACHABLE, NOT_A_SENTINEL, SENTINEL_MASTER_UNKNOWN or CONNECTION_FAILED.
+// CLUSTER_NODES_UNREACHABLE, NOT_A_SENTINEL or CONNECTION_FAILED. A master group the
+// sentinel does not monitor is the tool's 404 (SENTINEL_MASTER_UNKNOWN), whose message
+// lists the groups it does monitor; POST /api/redis-sentinel/get-databases lists them
+// (the sentinel given as host, port, password, or as a record's sentinelHost,
+// sentinelPort, sentinelPassword; with tls) and stores nothing.
 // Errors are JSON: {"statusCode", "error" (the HTTP reason phrase, "Bad Request", as the
 // tool answers), "code" (a machine code), "message", "field" (when a field is at fault)}.
 // No response ever holds a password, a certificate body or a private key: secrets show as
