@@ -17,6 +17,7 @@
 //	DELETE /api/db/{id}                 → 204
 //	GET    /api/db/{id}/keys            ?match=&type=&cursor=&count= → 200 {cursor, keys}
 //	GET    /api/db/{id}/keys/{key}      ?cursor=&count= → 200 {name, type, ttl, length, value, cursor, truncated}
+//	POST   /api/redis-sentinel/get-databases  {host, port, password, tls} → 200 [{name, host, port, status, numberOfSlaves, nodes}]
 //
 // The key route takes the rest of the path, percent-decoded, as the key name, verbatim:
 // there a trailing slash is part of the key. A key's count is in bytes for a string
@@ -47,15 +48,22 @@
 // private addresses are allowed.
 //
 // Before a connection record is saved, the connection is tested against the real server
-// (unless ?test=false): STANDALONE connects, authenticates and PINGs; CLUSTER connects to
+// (unless ?test=false): STANDALONE connects, authenticates, PINGs and reads the server's
+// mode (INFO server redis_mode), as the tool does: a sentinel is refused with a 400
+// SENTINEL_AS_STANDALONE saying to register it as SENTINEL, and a cluster node is saved
+// as a CLUSTER record whose seedNodes is that node, tested as such; CLUSTER connects to
 // the first seed node that answers, checks cluster_state, discovers the nodes and PINGs
 // each; SENTINEL asks the sentinel (with sentinelPassword) for the master serviceName
 // names, then connects to it with authPass. A failure answers 424 and saves nothing, not
 // even an inline new pair; its code names the cause: CONNECTION_UNREACHABLE,
 // CONNECTION_AUTH_FAILED, CONNECTION_TLS_FAILED, NOT_A_CLUSTER, CLUSTER_STATE_NOT_OK,
-// CLUSTER_NODES_UNREACHABLE, NOT_A_SENTINEL, SENTINEL_MASTER_UNKNOWN or CONNECTION_FAILED.
-// Errors are JSON:
-// {"statusCode", "error" (a machine code), "message", "field" (when a field is at fault)}.
+// CLUSTER_NODES_UNREACHABLE, NOT_A_SENTINEL or CONNECTION_FAILED. A master group the
+// sentinel does not monitor is the tool's 404 (SENTINEL_MASTER_UNKNOWN), whose message
+// lists the groups it does monitor; POST /api/redis-sentinel/get-databases lists them
+// (the sentinel given as host, port, password, or as a record's sentinelHost,
+// sentinelPort, sentinelPassword; with tls) and stores nothing.
+// Errors are JSON: {"statusCode", "error" (the HTTP reason phrase, "Bad Request", as the
+// tool answers), "code" (a machine code), "message", "field" (when a field is at fault)}.
 // No response ever holds a password, a certificate body or a private key: secrets show as
 // true where set, and are sealed with the clouddb.Cipher in the store.
 //
@@ -67,8 +75,9 @@
 //     verified; the client certificate is presented when given.
 //   - tls.clientCertificateKeyPair is required when tls.clientAuth is true, and both need
 //     tls.useTls. A pair id that does not exist is a 400 naming the field; a pair name
-//     already taken is a 409; a certificate that is malformed, expired or not yet valid, or
-//     a key that is malformed, encrypted or does not match, is a 400 with its own code.
+//     already taken is a 400 "This client certificate name is already in use." (the
+//     tool's answer); a certificate that is malformed, expired or not yet valid, or a key
+//     that is malformed, encrypted or does not match, is a 400 with its own code.
 //   - Connection names are not unique (any string is valid); certificate names are.
 //   - The list of connections is {"dbs": [...]}, as the tool's v1 answered; deletes
 //     answer 204.
@@ -134,6 +143,7 @@ func Open(cfg Config) (*Server, error) {
 	s.registerCertificateRoutes()
 	s.registerConnectionRoutes()
 	s.registerKeyRoutes()
+	s.registerSentinelRoutes()
 	return s, nil
 }
 
@@ -263,7 +273,7 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"statusCode":500,"error":"GENERAL_ERROR","message":"internal error"}`)
+		b = []byte(`{"statusCode":500,"error":"Internal Server Error","code":"GENERAL_ERROR","message":"internal error"}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -274,10 +284,13 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	_, _ = w.Write([]byte{'\n'})
 }
 
-// errorBody is the envelope of every error.
+// errorBody is the envelope of every error. Error is the HTTP reason phrase ("Bad
+// Request"), as the tool's NestJS server answers; Code holds the machine code
+// (INVALID_FIELD, CONNECTION_UNREACHABLE, ...).
 type errorBody struct {
 	StatusCode int    `json:"statusCode"`
 	Error      string `json:"error"`
+	Code       string `json:"code"`
 	Message    string `json:"message"`
 	Field      string `json:"field,omitempty"`
 }
@@ -307,7 +320,7 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		logger.Error("browser: internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = clouddb.Errorf(http.StatusInternalServerError, clouddb.ErrTypeGeneral, "internal error")
 	}
-	writeJSON(w, e.Status, errorBody{StatusCode: e.Status, Error: e.Type, Message: e.Description, Field: field})
+	writeJSON(w, e.Status, errorBody{StatusCode: e.Status, Error: reasonPhrase(e.Status), Code: e.Type, Message: e.Description, Field: field})
 }
 
 // fieldError is a client error caused by one field of the request; the error body names

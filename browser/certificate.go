@@ -45,7 +45,7 @@ func (s *Server) createCertificate(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	if err := s.store.createCertificate(r.Context(), c); errors.Is(err, errNameTaken) {
-		return 0, nil, nameTaken(body.name("name"), c.Name)
+		return 0, nil, nameTaken(body.name("name"))
 	} else if err != nil {
 		return 0, nil, err
 	}
@@ -81,8 +81,10 @@ func certificateNotFound(id string) error {
 	return clouddb.NotFound(errCertificateNotFound, "no TLS client certificate with id %s", id)
 }
 
-func nameTaken(field, name string) error {
-	return fieldErr(http.StatusConflict, errCertificateNameTaken, field, "a TLS client certificate named %q already exists", name)
+// nameTaken answers a pair name already in use as the tool does: 400 with its message,
+// word for word (the field is in the body's "field").
+func nameTaken(field string) error {
+	return &fieldError{err: clouddb.Invalid(errCertificateNameTaken, "%s", msgClientCertNameTaken), field: field}
 }
 
 // pathID reads the {id} path value; ok is false when it cannot name a record.

@@ -82,7 +82,7 @@ func TestCertificates(t *testing.T) {
 		{"KeyIsACert", map[string]any{"name": "n", "cert": cert, "key": cert}, 400, "PRIVATE_KEY_MALFORMED", "key", []string{`"CERTIFICATE"`}},
 		{"KeyEncrypted", map[string]any{"name": "n", "cert": cert, "key": encryptedKey}, 400, "PRIVATE_KEY_MALFORMED", "key", []string{"encrypted"}},
 		{"KeyEncryptedLegacy", map[string]any{"name": "n", "cert": cert, "key": legacyEncryptedKey}, 400, "PRIVATE_KEY_MALFORMED", "key", []string{"encrypted"}},
-		{"DuplicateName", map[string]any{"name": "client", "cert": otherCert, "key": otherKey}, 409, "CERTIFICATE_NAME_TAKEN", "name", []string{`"client"`, "already exists"}},
+		{"DuplicateName", map[string]any{"name": "client", "cert": otherCert, "key": otherKey}, 400, "CERTIFICATE_NAME_TAKEN", "name", []string{"This client certificate name is already in use."}},
 		{"NameMissing", map[string]any{"cert": cert, "key": key}, 400, "INVALID_FIELD", "name", []string{"is required"}},
 		{"NameNull", map[string]any{"name": nil, "cert": cert, "key": key}, 400, "INVALID_FIELD", "name", []string{"is required"}},
 		{"NameEmpty", map[string]any{"name": "", "cert": cert, "key": key}, 400, "INVALID_FIELD", "name", []string{"must not be empty"}},

@@ -125,7 +125,7 @@ func (s *Server) createConnection(r *http.Request) (int, any, error) {
 		if taken, err = s.store.certificateNameTaken(ctx, pair.Name); err != nil {
 			return 0, nil, err
 		} else if taken {
-			return 0, nil, nameTaken(newPairField+".name", pair.Name)
+			return 0, nil, nameTaken(newPairField + ".name")
 		}
 	}
 
@@ -146,7 +146,7 @@ func (s *Server) createConnection(r *http.Request) (int, any, error) {
 
 	switch err = s.store.createConnection(ctx, c, newPair); {
 	case errors.Is(err, errNameTaken):
-		return 0, nil, nameTaken(newPairField+".name", newPair.Name)
+		return 0, nil, nameTaken(newPairField + ".name")
 	case errors.Is(err, errCertificateGone):
 		return 0, nil, pairNotFound(c.CertID)
 	case err != nil:

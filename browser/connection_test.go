@@ -109,7 +109,7 @@ func TestConnectionValidation(t *testing.T) {
 		{"TLSNewPairKeyMismatch", newPair(map[string]any{"name": "n", "cert": cert, "key": otherKey}), 400, "PRIVATE_KEY_MISMATCH", "tls.clientCertificateKeyPair.new.key", []string{"does not match"}},
 		{"TLSNewPairExpired", newPair(map[string]any{"name": "n", "cert": expiredCert, "key": expiredKey}), 400, "CERTIFICATE_EXPIRED", "tls.clientCertificateKeyPair.new.cert", nil},
 		{"TLSNewPairMalformed", newPair(map[string]any{"name": "n", "cert": "x", "key": key}), 400, "CERTIFICATE_MALFORMED", "tls.clientCertificateKeyPair.new.cert", nil},
-		{"TLSNewPairNameTaken", newPair(map[string]any{"name": "existing", "cert": cert, "key": key}), 409, "CERTIFICATE_NAME_TAKEN", "tls.clientCertificateKeyPair.new.name", []string{`"existing"`}},
+		{"TLSNewPairNameTaken", newPair(map[string]any{"name": "existing", "cert": cert, "key": key}), 400, "CERTIFICATE_NAME_TAKEN", "tls.clientCertificateKeyPair.new.name", []string{"This client certificate name is already in use."}},
 		{"TLSNewPairUnknownField", newPair(map[string]any{"name": "n", "cert": cert, "key": key, "ca": "x"}), 400, "INVALID_FIELD", "tls.clientCertificateKeyPair.new.ca", []string{"is not allowed"}},
 
 		{"MalformedJSON", `{"name":`, 400, "MALFORMED_BODY", "", nil},

@@ -141,14 +141,15 @@ func requireStatus(t *testing.T, res response, status int) {
 	require.Equal(t, status, res.status, "body: %s", res.raw)
 }
 
-// requireError checks an error answer: status, code, the field at fault ("" for none)
-// and words its message must hold.
+// requireError checks an error answer: status, its reason phrase as error, the machine
+// code, the field at fault ("" for none) and words its message must hold.
 func requireError(t *testing.T, res response, status int, code, field string, words ...string) {
 	t.Helper()
 	requireStatus(t, res, status)
 	require.Equal(t, "application/json", res.header.Get("Content-Type"))
 	require.Equal(t, float64(status), res.body["statusCode"], "body: %s", res.raw)
-	require.Equal(t, code, res.body["error"], "body: %s", res.raw)
+	require.Equal(t, http.StatusText(status), res.body["error"], "the reason phrase, body: %s", res.raw)
+	require.Equal(t, code, res.body["code"], "body: %s", res.raw)
 	if field == "" {
 		require.NotContains(t, res.body, "field", "body: %s", res.raw)
 	} else {

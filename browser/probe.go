@@ -186,7 +186,8 @@ func (s *Server) probe(ctx context.Context, c *connection, pair *certificate) (*
 	return d.probeStandalone(ctx, c)
 }
 
-// probeStandalone connects, authenticates and PINGs.
+// probeStandalone connects, authenticates and PINGs, then reads what the server is
+// (detectMode): a cluster node makes c a CLUSTER record, a sentinel is refused.
 func (d *dialer) probeStandalone(ctx context.Context, c *connection) (*found, error) {
 	e := endpoint{c.Host, c.Port}
 	cl := redis.NewClient(d.options(e, c.Password))
@@ -194,7 +195,7 @@ func (d *dialer) probeStandalone(ctx context.Context, c *connection) (*found, er
 	if err := cl.Ping(ctx).Err(); err != nil {
 		return nil, classify(err, "the database at "+e.addr(), c.UseTLS)
 	}
-	return &found{version: serverVersion(ctx, cl)}, nil
+	return d.detectMode(ctx, cl, c)
 }
 
 // probeCluster connects to the first seed node that answers, checks that the cluster
@@ -355,7 +356,7 @@ func (d *dialer) sentinelMaster(ctx context.Context, c *connection) (endpoint, e
 	addr, err := sc.GetMasterAddrByName(ctx, c.ServiceName).Result()
 	switch {
 	case errors.Is(err, redis.Nil) || (err == nil && len(addr) == 0):
-		return endpoint{}, failed(errSentinelMasterUnknown, "%s monitors no master named %q", what, c.ServiceName)
+		return endpoint{}, unknownMaster(ctx, sc, at, c.ServiceName, c.UseTLS)
 	case err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown command"):
 		return endpoint{}, failed(errNotASentinel, "%s is not a sentinel: %s", at.addr(), firstLine(err.Error()))
 	case err != nil:

@@ -84,8 +84,6 @@ sentinel down-after-milliseconds mymaster 30000
 			with(body, map[string]any{"sentinelPassword": nil})},
 		{"MasterPasswordAsSentinelPassword", "CONNECTION_AUTH_FAILED", []string{"the sentinel at"},
 			with(body, map[string]any{"sentinelPassword": primaryPassword})},
-		{"UnknownMaster", "SENTINEL_MASTER_UNKNOWN", []string{`no master named "other"`},
-			master(map[string]any{"serviceName": "other", "authPass": primaryPassword})},
 		{"WrongAuthPass", "CONNECTION_AUTH_FAILED", []string{`master "mymaster" at 127.0.0.1:` + itoa(primary.port), "WRONGPASS"},
 			master(map[string]any{"serviceName": "mymaster", "authPass": "wrong"})},
 		{"NoAuthPass", "CONNECTION_AUTH_FAILED", []string{`master "mymaster"`, "NOAUTH"},

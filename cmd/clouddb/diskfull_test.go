@@ -173,7 +173,7 @@ func TestDiskFullBacksOffAndLogsOnce(t *testing.T) {
 	resp.Body.Close()
 	require.NoError(t, err)
 	require.Equal(t, http.StatusInsufficientStorage, resp.StatusCode, string(b))
-	require.Contains(t, string(b), `"error":"INSUFFICIENT_STORAGE"`)
+	require.Contains(t, string(b), `"code":"INSUFFICIENT_STORAGE"`)
 
 	free()
 	_, err = s.c.WaitForTask(ctx, imp.ID)
