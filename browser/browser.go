@@ -134,6 +134,7 @@ func Open(cfg Config) (*Server, error) {
 	s.registerCertificateRoutes()
 	s.registerConnectionRoutes()
 	s.registerKeyRoutes()
+	s.registerRecordRoutes()
 	return s, nil
 }
 
