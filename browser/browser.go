@@ -15,7 +15,10 @@
 //	GET    /api/db                      → 200 {"dbs": [record]}
 //	GET    /api/db/{id}                 → 200 record
 //	DELETE /api/db/{id}                 → 204
-//	GET    /api/db/{id}/keys            ?match=&type=&cursor=&count= → 200 {cursor, keys}
+//	PATCH  /api/db/{id}[?test=false]    some fields of a record → 200 the stored record
+//	POST   /api/db/test/{id}            optional unsaved changes → 200 {version, nodes, master}
+//	GET    /api/db/{id}/overview        → 200 {version, mode, totalKeys, usedMemory, connectedClients, opsPerSecond, …}
+//	GET    /api/db/{id}/keys            ?match=&type=&cursor=&count= → 200 {cursor, total, scanned, keys}
 //	GET    /api/db/{id}/keys/{key}      ?cursor=&count= → 200 {name, type, ttl, length, value, cursor, truncated}
 //
 // The key route takes the rest of the path, percent-decoded, as the key name, verbatim:
