@@ -15,7 +15,10 @@
 //	GET    /api/db                      → 200 {"dbs": [record]}
 //	GET    /api/db/{id}                 → 200 record
 //	DELETE /api/db/{id}                 → 204
-//	GET    /api/db/{id}/keys            ?match=&type=&cursor=&count= → 200 {cursor, keys}
+//	PATCH  /api/db/{id}[?test=false]    some fields of a record → 200 the stored record
+//	POST   /api/db/test/{id}            optional unsaved changes → 200 {version, nodes, master}
+//	GET    /api/db/{id}/overview        → 200 {version, mode, totalKeys, usedMemory, connectedClients, opsPerSecond, …}
+//	GET    /api/db/{id}/keys            ?match=&type=&cursor=&count= → 200 {cursor, total, scanned, keys}
 //	GET    /api/db/{id}/keys/{key}      ?cursor=&count= → 200 {name, type, ttl, length, value, cursor, truncated}
 //	POST   /api/redis-sentinel/get-databases  {host, port, password, tls} → 200 [{name, host, port, status, numberOfSlaves, nodes}]
 //
@@ -144,6 +147,7 @@ func Open(cfg Config) (*Server, error) {
 	s.registerConnectionRoutes()
 	s.registerKeyRoutes()
 	s.registerSentinelRoutes()
+	s.registerRecordRoutes()
 	return s, nil
 }
 

@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -121,12 +122,20 @@ type keyView struct {
 	// Truncated says that Name was cut to elementCap bytes; NameLength is its full length.
 	Truncated  bool `json:"truncated,omitempty"`
 	NameLength int  `json:"nameLength,omitempty"`
+	// Size is MEMORY USAGE in bytes and Length the value's length (keys_count.go);
+	// each is left out when the server does not tell it.
+	Size   *int64 `json:"size,omitempty"`
+	Length *int64 `json:"length,omitempty"`
 }
 
 type keysView struct {
 	// Cursor continues the listing; "0" when it is complete.
-	Cursor string    `json:"cursor"`
-	Keys   []keyView `json:"keys"`
+	Cursor string `json:"cursor"`
+	// Total is DBSIZE (summed over a cluster's primaries); Scanned is how many keys the
+	// SCAN calls of this request examined (the sum of their COUNT hints).
+	Total   int64     `json:"total"`
+	Scanned int       `json:"scanned"`
+	Keys    []keyView `json:"keys"`
 }
 
 type keyValueView struct {
@@ -225,7 +234,7 @@ func (s *Server) scanKeys(r *http.Request) (int, any, error) {
 
 	var out keysView
 	if c.Type == typeCluster {
-		out.Keys, out.Cursor, err = d.scanCluster(ctx, c, cursor, match, typ, count)
+		out.Keys, out.Cursor, out.Scanned, out.Total, err = d.scanCluster(ctx, c, cursor, match, typ, count)
 	} else {
 		n, perr := strconv.ParseUint(cursor, 10, 64)
 		if perr != nil {
@@ -236,6 +245,10 @@ func (s *Server) scanKeys(r *http.Request) (int, any, error) {
 		budget := scanBudget
 		var next uint64
 		out.Keys, next, err = scanNode(ctx, cl, n, match, typ, count, count, &budget)
+		out.Scanned = scanBudget - budget
+		if err == nil {
+			out.Total, err = cl.DBSize(ctx).Result()
+		}
 		if err != nil {
 			err = classify(err, "the database", c.UseTLS)
 		}
@@ -290,26 +303,35 @@ func scanNode(ctx context.Context, cl redis.Cmdable, cursor uint64, match, typ s
 			break
 		}
 	}
-	keys, err := describe(ctx, cl, names)
+	keys, err := describe(ctx, cl, names, typ)
 	return keys, cursor, err
 }
 
-// describe gets the type and TTL of keys in one pipeline; keys gone meanwhile are left out.
-func describe(ctx context.Context, cl redis.Cmdable, names []string) ([]keyView, error) {
+// describe gets the type, TTL, size and length of keys in one pipeline (typ, when not
+// empty, is the type they all have); keys gone meanwhile are left out.
+func describe(ctx context.Context, cl redis.Cmdable, names []string, typ string) ([]keyView, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
 	pipe := cl.Pipeline()
 	types := make([]*redis.StatusCmd, len(names))
 	ttls := make([]*redis.Cmd, len(names))
+	stats := make([]keyStats, len(names))
 	for i, name := range names {
 		types[i] = pipe.Type(ctx, name)
 		ttls[i] = pipe.Do(ctx, "TTL", name)
+		stats[i] = queueStats(ctx, pipe, name, typ)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
+	// A length command of another type than the key's answers WRONGTYPE: only the
+	// errors of TYPE and TTL are the connection's.
+	_, _ = pipe.Exec(ctx)
+	for i := range names {
+		if err := cmp.Or(types[i].Err(), ttls[i].Err()); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]keyView, 0, len(names))
+	var js []jsonKey
 	for i, name := range names {
 		typ := types[i].Val()
 		ttl, _ := ttls[i].Int64()
@@ -317,43 +339,46 @@ func describe(ctx context.Context, cl redis.Cmdable, names []string) ([]keyView,
 			continue
 		}
 		kv := keyView{Name: bstr(name), Type: typ, TTL: ttl}
+		kv.Size, kv.Length = stats[i].read(typ)
+		if typ == jsonType {
+			js = append(js, jsonKey{name: name, at: len(out)})
+		}
 		if len(name) > elementCap {
 			kv.Name, kv.Truncated, kv.NameLength = bstr(name[:elementCap]), true, len(name)
 		}
 		out = append(out, kv)
 	}
-	return out, nil
+	return out, jsonLengths(ctx, cl, js, out)
 }
 
-// scanCluster lists the keys of every primary, one after the other in address order.
+// scanCluster lists the keys of every primary, one after the other in address order,
+// and says how many keys its SCANs examined and how many the primaries hold.
 // The cursor says which primary and where in it: base64url of "host:port cursor".
-func (d *dialer) scanCluster(ctx context.Context, c *connection, cursor, match, typ string, count int) ([]keyView, string, error) {
-	seed, at, err := d.connectSeed(ctx, c)
+func (d *dialer) scanCluster(ctx context.Context, c *connection, cursor, match, typ string, count int) (keys []keyView, next string, scanned int, total int64, err error) {
+	primaries, err := d.primaries(ctx, c)
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, 0, err
 	}
-	nodes, err := clusterNodes(ctx, seed, at, c.UseTLS)
-	seed.Close()
-	if err != nil {
-		return nil, "", err
+	if total, err = d.clusterDBSize(ctx, c, primaries); err != nil {
+		return nil, "", 0, 0, err
 	}
-	var primaries []endpoint
-	for _, n := range nodes {
-		if n.slots {
-			primaries = append(primaries, endpoint{n.Host, n.Port})
-		}
-	}
+	keys, next, scanned, err = d.scanPrimaries(ctx, c, primaries, cursor, match, typ, count)
+	return keys, next, scanned, total, err
+}
+
+// scanPrimaries walks the primaries from the cursor.
+func (d *dialer) scanPrimaries(ctx context.Context, c *connection, primaries []endpoint, cursor, match, typ string, count int) ([]keyView, string, int, error) {
 	i, cur := 0, uint64(0)
 	if cursor != "0" {
 		raw, err := base64.RawURLEncoding.DecodeString(cursor)
 		addr, pos, ok := strings.Cut(string(raw), " ")
 		n, perr := strconv.ParseUint(pos, 10, 64)
 		if err != nil || !ok || perr != nil {
-			return nil, "", badCursor(cursor)
+			return nil, "", 0, badCursor(cursor)
 		}
 		i = slices.IndexFunc(primaries, func(e endpoint) bool { return e.addr() == addr })
 		if i < 0 {
-			return nil, "", fieldErr(http.StatusBadRequest, errInvalidCursor, "cursor", "the cursor is at %s, which is no longer a primary of the cluster; start again with 0", addr)
+			return nil, "", 0, fieldErr(http.StatusBadRequest, errInvalidCursor, "cursor", "the cursor is at %s, which is no longer a primary of the cluster; start again with 0", addr)
 		}
 		cur = n
 	}
@@ -365,11 +390,11 @@ func (d *dialer) scanCluster(ctx context.Context, c *connection, cursor, match, 
 		keys, next, err := scanNode(ctx, cl, cur, match, typ, count, count-len(out), &budget)
 		cl.Close()
 		if err != nil {
-			return nil, "", classify(err, "primary "+e.addr(), c.UseTLS)
+			return nil, "", 0, classify(err, "primary "+e.addr(), c.UseTLS)
 		}
 		out = append(out, keys...)
 		if next != 0 {
-			return out, clusterCursor(e, next), nil
+			return out, clusterCursor(e, next), scanBudget - budget, nil
 		}
 		i, cur = i+1, 0
 		if len(out) >= count || budget <= 0 {
@@ -377,9 +402,9 @@ func (d *dialer) scanCluster(ctx context.Context, c *connection, cursor, match, 
 		}
 	}
 	if i >= len(primaries) {
-		return out, "0", nil
+		return out, "0", scanBudget - budget, nil
 	}
-	return out, clusterCursor(primaries[i], 0), nil
+	return out, clusterCursor(primaries[i], 0), scanBudget - budget, nil
 }
 
 func clusterCursor(e endpoint, cursor uint64) string {

@@ -103,7 +103,10 @@ func testBrowse(t *testing.T, b *testBundle, dbID int, rc *redis.Client) {
 	t.Run("ScanAll", func(t *testing.T) {
 		keys := scanAll(t, b, dbID, "count=5")
 		require.Equal(t, all, sortedKeys(keys))
-		require.Equal(t, map[string]any{"name": "str", "type": "string", "ttl": float64(-1)}, keys["str"])
+		strSize, err := rc.MemoryUsage(ctx, "str").Result()
+		require.NoError(t, err)
+		require.Equal(t, map[string]any{"name": "str", "type": "string", "ttl": float64(-1),
+			"size": float64(strSize), "length": float64(5)}, keys["str"])
 		require.Equal(t, "hash", keys["h"]["type"])
 		require.Equal(t, "stream", keys["x"]["type"])
 		require.Equal(t, "zset", keys["z"]["type"])

@@ -63,7 +63,10 @@ func TestTLS(t *testing.T) {
 		require.Equal(t, "hello over TLS", val.body["value"])
 		keys := b.get(t, "/api/db/"+itoa(id(t, res.body["id"]))+"/keys")
 		requireStatus(t, keys, http.StatusOK)
-		require.Equal(t, []any{map[string]any{"name": "greeting", "type": "string", "ttl": float64(-1)}}, keys.body["keys"])
+		size, err := rc.MemoryUsage(context.Background(), "greeting").Result()
+		require.NoError(t, err)
+		require.Equal(t, []any{map[string]any{"name": "greeting", "type": "string", "ttl": float64(-1),
+			"size": float64(size), "length": float64(len("hello over TLS"))}}, keys.body["keys"])
 	})
 
 	t.Run("OKWithNewPair", func(t *testing.T) {

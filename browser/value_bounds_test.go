@@ -186,6 +186,9 @@ func TestValueByteBounds(t *testing.T) {
 		require.NoError(t, rc.Set(ctx, name, "v", 0).Err())
 		t.Cleanup(func() { rc.Del(ctx, name) })
 		res := readBounded(t, b, fmt.Sprintf("/api/db/%d/keys?match=kkk*", dbID))
-		require.Equal(t, []any{map[string]any{"name": name[:elementCap], "type": "string", "ttl": float64(-1), "truncated": true, "nameLength": float64(len(name))}}, res.body["keys"])
+		size, err := rc.MemoryUsage(ctx, name).Result()
+		require.NoError(t, err)
+		require.Equal(t, []any{map[string]any{"name": name[:elementCap], "type": "string", "ttl": float64(-1), "truncated": true, "nameLength": float64(len(name)),
+			"size": float64(size), "length": float64(1)}}, res.body["keys"])
 	})
 }
