@@ -60,7 +60,7 @@ func (s *Server) createCACertificate(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := body.done(" (a CA certificate has name and certificate)"); err != nil {
+	if err = body.done(" (a CA certificate has name and certificate)"); err != nil {
 		return 0, nil, err
 	}
 	err = s.store.update(r.Context(), func(tx *sql.Tx) error { return s.store.insertCACertificate(r.Context(), tx, ca) })

@@ -2,6 +2,8 @@ package browser_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"testing"
 
@@ -9,11 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// aclUser is an ACL user as clouddb's own ACL users are made on a database's servers: a
-// user with its password and full access to keys and commands.
-var aclUser = []string{"alice", "on", ">alice-Secret-1", "~*", "&*", "+@all"}
-
 const alicePassword = "alice-Secret-1"
+
+// aclUser is an ACL user as clouddb's driver makes a database's named users (ACL SETUSER
+// name reset on #<sha256 of the password> ~* &* +@all): the browser must authenticate as
+// such a user with its name and password.
+var aclUser = []string{"alice", "reset", "on", "#" + sha256Hex(alicePassword), "~*", "&*", "+@all"}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
 
 func TestUsername(t *testing.T) {
 	t.Parallel()
