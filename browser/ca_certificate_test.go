@@ -9,10 +9,16 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"clouddb"
+	"clouddb/sqlite"
 )
 
 // caNames lists the names of the stored CA certificates, checking the list's shape: a
@@ -263,4 +269,30 @@ func decodeArray(t *testing.T, raw string) []any {
 	var out []any
 	require.NoError(t, json.Unmarshal([]byte(raw), &out), "body: %s", raw)
 	return out
+}
+
+// A store made before migration 0002 opens with its records, which have no CA
+// certificate and no username, and takes CA certificates.
+func TestMigrationCACertificates(t *testing.T) {
+	t.Parallel()
+	initSQL, err := os.ReadFile("migration/0001_init.sql")
+	require.NoError(t, err)
+	key, err := clouddb.ParseKey(clouddb.NewKey())
+	require.NoError(t, err)
+	cipher, err := clouddb.NewCipher(key)
+	require.NoError(t, err)
+	b := &testBundle{path: filepath.Join(t.TempDir(), "browser.db"), cipher: cipher}
+	old, err := sqlite.OpenPools(b.path, fstest.MapFS{"migration/0001_init.sql": {Data: initSQL}}, 1)
+	require.NoError(t, err)
+	_, err = old.Writer.Exec(`INSERT INTO connections (name, connection_type, config, created_at) VALUES ('old', 'STANDALONE', '{"host":"127.0.0.1","port":6379,"useTls":true}', 0)`)
+	require.NoError(t, err)
+	require.NoError(t, old.Close())
+
+	b.start(t)
+	res := b.get(t, "/api/db/1")
+	requireStatus(t, res, http.StatusOK)
+	require.Equal(t, map[string]any{"useTls": true, "clientAuth": false}, res.body["tls"])
+	require.NotContains(t, res.body, "username")
+	b.createCA(t, "root", newCA(t, "test CA").pem)
+	require.Equal(t, []string{"root"}, b.caNames(t))
 }
