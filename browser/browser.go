@@ -11,6 +11,9 @@
 //	POST   /api/tls-client-cert         {name, cert, key} → 201 {"certificate": {id, name}}
 //	GET    /api/tls-client-cert         → 200 {"certificates": [{id, name}]}
 //	DELETE /api/tls-client-cert/{id}    → 204; 409 while a connection uses the pair
+//	POST   /api/certificates/ca         {name, certificate} → 201 {id, name}
+//	GET    /api/certificates/ca         → 200 [{id, name}]
+//	DELETE /api/certificates/ca/{id}    → 204; 409 while a connection uses it
 //	POST   /api/db[?test=false]         connection record → 201 the stored record
 //	GET    /api/db                      → 200 {"dbs": [record]}
 //	GET    /api/db/{id}                 → 200 record
@@ -72,10 +75,15 @@
 //
 // Choices where the spec says "not shown":
 //   - A request holds exactly the fields of its connectionType; any other field is a 400
-//     naming it (a client sending verifyServerCert or caCert learns that they are not
-//     supported rather than connecting without them).
-//   - The spec has no CA certificate field, so the server's TLS certificate is not
-//     verified; the client certificate is presented when given.
+//     naming it.
+//   - The server's TLS certificate is verified only with tls.verifyServerCert true,
+//     against tls.caCert ({id} of a stored CA certificate or {new: {name, certificate}})
+//     or the system's roots, and must be issued for the host dialled; a server it does
+//     not vouch for answers 424 SERVER_CERTIFICATE_REJECTED. caCert without
+//     verifyServerCert is a 400 rather than a CA that verifies nothing. A duplicate CA
+//     certificate name is a 400, as in RedisInsight (see ca_certificate.go).
+//   - username (sentinelMaster.username and sentinelUsername for SENTINEL) names a
+//     Redis 6+ ACL user: the connection authenticates with AUTH username password.
 //   - tls.clientCertificateKeyPair is required when tls.clientAuth is true, and both need
 //     tls.useTls. A pair id that does not exist is a 400 naming the field; a pair name
 //     already taken is a 400 "This client certificate name is already in use." (the
@@ -144,6 +152,7 @@ func Open(cfg Config) (*Server, error) {
 	s := &Server{store: st, resolver: cfg.Resolver, logger: cfg.Logger, now: func() time.Time { return time.Now().UTC() }}
 	s.mux = http.NewServeMux()
 	s.registerCertificateRoutes()
+	s.registerCACertificateRoutes()
 	s.registerConnectionRoutes()
 	s.registerKeyRoutes()
 	s.registerSentinelRoutes()

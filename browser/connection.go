@@ -42,8 +42,10 @@ type connectionView struct {
 	SeedNodes        []endpoint          `json:"seedNodes,omitempty"`
 	SentinelHost     string              `json:"sentinelHost,omitempty"`
 	SentinelPort     int                 `json:"sentinelPort,omitempty"`
+	SentinelUsername string              `json:"sentinelUsername,omitempty"`
 	SentinelPassword bool                `json:"sentinelPassword,omitempty"`
 	SentinelMaster   *sentinelMasterView `json:"sentinelMaster,omitempty"`
+	Username         string              `json:"username,omitempty"`
 	Password         bool                `json:"password,omitempty"`
 	TLS              tlsView             `json:"tls"`
 	Nodes            []node              `json:"nodes,omitempty"`
@@ -55,6 +57,7 @@ type connectionView struct {
 
 type sentinelMasterView struct {
 	ServiceName string `json:"serviceName"`
+	Username    string `json:"username,omitempty"`
 	AuthPass    bool   `json:"authPass,omitempty"`
 }
 
@@ -62,6 +65,8 @@ type tlsView struct {
 	UseTLS                   bool             `json:"useTls"`
 	ClientAuth               bool             `json:"clientAuth"`
 	ClientCertificateKeyPair *certificateView `json:"clientCertificateKeyPair,omitempty"`
+	VerifyServerCert         bool             `json:"verifyServerCert,omitempty"`
+	CACert                   *certificateView `json:"caCert,omitempty"`
 }
 
 func viewOf(c *connection) connectionView {
@@ -91,6 +96,8 @@ func viewOf(c *connection) connectionView {
 	if !c.LastConnection.IsZero() {
 		v.LastConnection = c.LastConnection.Format(time.RFC3339)
 	}
+	viewUsernames(&v, c)
+	viewServerVerification(&v, c)
 	return v
 }
 
@@ -128,6 +135,9 @@ func (s *Server) createConnection(r *http.Request) (int, any, error) {
 			return 0, nil, nameTaken(newPairField + ".name")
 		}
 	}
+	if err = s.loadCA(ctx, c); err != nil {
+		return 0, nil, err
+	}
 
 	if test {
 		if err = s.checkHosts(ctx, c); err != nil {
@@ -150,7 +160,7 @@ func (s *Server) createConnection(r *http.Request) (int, any, error) {
 	case errors.Is(err, errCertificateGone):
 		return 0, nil, pairNotFound(c.CertID)
 	case err != nil:
-		return 0, nil, err
+		return 0, nil, caStoreError(c, err)
 	}
 	stored, err := s.store.connection(ctx, c.ID)
 	if err != nil {
@@ -229,18 +239,21 @@ func (s *Server) readConnection(body *object) (*connection, *certificate, error)
 	var allowed string
 	switch c.Type {
 	case typeStandalone:
-		allowed = "host, port, password, tls"
+		allowed = "host, port, username, password, tls"
 		if c.Host, err = readHost(body, "host"); err != nil {
 			return nil, nil, err
 		}
 		if c.Port, _, err = body.integer("port", true, 1, 65535); err != nil {
 			return nil, nil, err
 		}
+		if c.Username, err = readUsername(body, "username"); err != nil {
+			return nil, nil, err
+		}
 		if c.Password, _, err = body.str("password", false); err != nil {
 			return nil, nil, err
 		}
 	case typeCluster:
-		allowed = "seedNodes, password, tls"
+		allowed = "seedNodes, username, password, tls"
 		var items []json.RawMessage
 		if items, _, err = body.array("seedNodes", true); err != nil {
 			return nil, nil, err
@@ -265,15 +278,21 @@ func (s *Server) readConnection(body *object) (*connection, *certificate, error)
 			}
 			c.SeedNodes = append(c.SeedNodes, e)
 		}
+		if c.Username, err = readUsername(body, "username"); err != nil {
+			return nil, nil, err
+		}
 		if c.Password, _, err = body.str("password", false); err != nil {
 			return nil, nil, err
 		}
 	case typeSentinel:
-		allowed = "sentinelHost, sentinelPort, sentinelPassword, sentinelMaster, tls"
+		allowed = "sentinelHost, sentinelPort, sentinelUsername, sentinelPassword, sentinelMaster, tls"
 		if c.SentinelHost, err = readHost(body, "sentinelHost"); err != nil {
 			return nil, nil, err
 		}
 		if c.SentinelPort, _, err = body.integer("sentinelPort", true, 1, 65535); err != nil {
+			return nil, nil, err
+		}
+		if c.SentinelUsername, err = readUsername(body, "sentinelUsername"); err != nil {
 			return nil, nil, err
 		}
 		if c.SentinelPassword, _, err = body.str("sentinelPassword", false); err != nil {
@@ -286,10 +305,13 @@ func (s *Server) readConnection(body *object) (*connection, *certificate, error)
 		if c.ServiceName, err = m.nonEmpty("serviceName", true, maxHostBytes); err != nil {
 			return nil, nil, err
 		}
+		if c.Username, err = readUsername(m, "username"); err != nil {
+			return nil, nil, err
+		}
 		if c.AuthPass, _, err = m.str("authPass", false); err != nil {
 			return nil, nil, err
 		}
-		if err = m.done(" (sentinelMaster has serviceName and authPass)"); err != nil {
+		if err = m.done(" (sentinelMaster has serviceName, username and authPass)"); err != nil {
 			return nil, nil, err
 		}
 	default:
@@ -358,7 +380,10 @@ func (s *Server) readTLS(body *object, c *connection) (*certificate, error) {
 	case p != nil && !c.UseTLS:
 		return nil, invalid("tls.clientCertificateKeyPair", "requires tls.useTls to be true")
 	}
-	if err := t.done(" (tls has useTls, clientAuth and clientCertificateKeyPair)"); err != nil {
+	if err := s.readServerVerification(t, c); err != nil {
+		return nil, err
+	}
+	if err := t.done(" (tls has useTls, clientAuth, clientCertificateKeyPair, verifyServerCert and caCert)"); err != nil {
 		return nil, err
 	}
 	return pair, nil

@@ -65,7 +65,7 @@ func TestConnectionValidation(t *testing.T) {
 		{"StandalonePasswordNotString", with(standalone, map[string]any{"password": 42}), 400, "INVALID_FIELD", "password", []string{"must be a string"}},
 		{"StandaloneWithSeedNodes", with(standalone, map[string]any{"seedNodes": []any{}}), 400, "INVALID_FIELD", "seedNodes", []string{"is not allowed for connectionType STANDALONE"}},
 		{"StandaloneWithSentinelHost", with(standalone, map[string]any{"sentinelHost": "h"}), 400, "INVALID_FIELD", "sentinelHost", []string{"is not allowed for connectionType STANDALONE"}},
-		{"StandaloneUnknownField", with(standalone, map[string]any{"username": "u"}), 400, "INVALID_FIELD", "username", []string{"is not allowed"}},
+		{"StandaloneUnknownField", with(standalone, map[string]any{"db": 1}), 400, "INVALID_FIELD", "db", []string{"is not allowed"}},
 
 		{"ClusterSeedNodesMissing", with(cluster, map[string]any{"seedNodes": nil}), 400, "INVALID_FIELD", "seedNodes", []string{"is required"}},
 		{"ClusterSeedNodesEmpty", with(cluster, map[string]any{"seedNodes": []any{}}), 400, "INVALID_FIELD", "seedNodes", []string{"at least one node"}},
@@ -102,7 +102,7 @@ func TestConnectionValidation(t *testing.T) {
 		{"TLSPairIDZero", withTLS(map[string]any{"useTls": true, "clientAuth": true, "clientCertificateKeyPair": map[string]any{"id": 0}}), 400, "INVALID_FIELD", "tls.clientCertificateKeyPair.id", []string{"must be an integer"}},
 		{"TLSPairIDUnknown", withTLS(map[string]any{"useTls": true, "clientAuth": true, "clientCertificateKeyPair": map[string]any{"id": 999}}), 400, "CERTIFICATE_NOT_FOUND", "tls.clientCertificateKeyPair.id", []string{"999"}},
 		{"TLSPairUnknownField", withTLS(map[string]any{"useTls": true, "clientAuth": true, "clientCertificateKeyPair": map[string]any{"id": 1, "name": "existing"}}), 400, "INVALID_FIELD", "tls.clientCertificateKeyPair.name", []string{"is not allowed"}},
-		{"TLSUnknownField", withTLS(map[string]any{"useTls": true, "verifyServerCert": true}), 400, "INVALID_FIELD", "tls.verifyServerCert", []string{"is not allowed"}},
+		{"TLSUnknownField", withTLS(map[string]any{"useTls": true, "servername": "h"}), 400, "INVALID_FIELD", "tls.servername", []string{"is not allowed"}},
 		{"TLSNewPairNotObject", withTLS(map[string]any{"useTls": true, "clientAuth": true, "clientCertificateKeyPair": map[string]any{"new": "x"}}), 400, "INVALID_FIELD", "tls.clientCertificateKeyPair.new", []string{"must be an object"}},
 		{"TLSNewPairKeyMissing", newPair(map[string]any{"name": "n", "cert": cert}), 400, "INVALID_FIELD", "tls.clientCertificateKeyPair.new.key", []string{"is required"}},
 		{"TLSNewPairNameMissing", newPair(map[string]any{"cert": cert, "key": key}), 400, "INVALID_FIELD", "tls.clientCertificateKeyPair.new.name", []string{"is required"}},

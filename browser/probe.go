@@ -43,17 +43,22 @@ type found struct {
 type dialer struct {
 	tls      *tls.Config
 	resolver *net.Resolver
+	// username is the ACL user of the database's servers (not of a sentinel).
+	username string
 }
 
 // newDialer prepares the TLS settings of c, with pair as the client certificate when it
-// is not nil. The spec has no field for a CA certificate, so the server's certificate
-// cannot be verified against one: it is not verified (like the tool's default), and the
-// transport is encrypted and, with a client pair, mutually authenticated by the server.
+// is not nil. The server's certificate is verified only with tls.verifyServerCert (see
+// verifyServer); otherwise, like the tool's default, the transport is encrypted and, with
+// a client pair, mutually authenticated by the server.
 func newDialer(c *connection, pair *certificate, resolver *net.Resolver) (*dialer, error) {
 	if !c.UseTLS {
-		return &dialer{resolver: resolver}, nil
+		return &dialer{resolver: resolver, username: c.Username}, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if err := verifyServer(cfg, c); err != nil {
+		return nil, err
+	}
 	if pair != nil {
 		cert, err := tls.X509KeyPair([]byte(pair.CertPEM), []byte(pair.KeyPEM))
 		if err != nil {
@@ -61,7 +66,7 @@ func newDialer(c *connection, pair *certificate, resolver *net.Resolver) (*diale
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	return &dialer{tls: cfg, resolver: resolver}, nil
+	return &dialer{tls: cfg, resolver: resolver, username: c.Username}, nil
 }
 
 // dial connects to addr through the address guard of package blob (which checks the
@@ -75,8 +80,8 @@ func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, erro
 		return conn, err
 	}
 	cfg := d.tls.Clone()
-	if host, _, _ := net.SplitHostPort(addr); net.ParseIP(host) == nil {
-		cfg.ServerName = host // SNI
+	if host, _, _ := net.SplitHostPort(addr); net.ParseIP(host) == nil || !cfg.InsecureSkipVerify {
+		cfg.ServerName = host // SNI, and the name the server's certificate is verified for
 	}
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
@@ -106,6 +111,7 @@ func (e *handshakeError) Unwrap() error { return e.err }
 func (d *dialer) options(e endpoint, password string) *redis.Options {
 	return &redis.Options{
 		Addr:                     e.addr(),
+		Username:                 d.username,
 		Password:                 password,
 		Dialer:                   d.dial,
 		Protocol:                 2,
@@ -134,6 +140,7 @@ func (d *dialer) client(c *connection) redis.UniversalClient {
 		}
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                    addrs,
+			Username:                 c.Username,
 			Password:                 c.Password,
 			Dialer:                   d.dial,
 			Protocol:                 2,
@@ -151,7 +158,9 @@ func (d *dialer) client(c *connection) redis.UniversalClient {
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:            c.ServiceName,
 			SentinelAddrs:         []string{endpoint{c.SentinelHost, c.SentinelPort}.addr()},
+			SentinelUsername:      c.SentinelUsername,
 			SentinelPassword:      c.SentinelPassword,
+			Username:              c.Username,
 			Password:              c.AuthPass,
 			Dialer:                d.dial,
 			Protocol:              2,
@@ -348,7 +357,7 @@ func (d *dialer) probeSentinel(ctx context.Context, c *connection) (*found, erro
 func (d *dialer) sentinelMaster(ctx context.Context, c *connection) (endpoint, error) {
 	at := endpoint{c.SentinelHost, c.SentinelPort}
 	what := "the sentinel at " + at.addr()
-	sc := redis.NewSentinelClient(d.options(at, c.SentinelPassword))
+	sc := redis.NewSentinelClient(sentinelOptions(d.options(at, c.SentinelPassword), c))
 	defer sc.Close()
 	if err := sc.Ping(ctx).Err(); err != nil {
 		return endpoint{}, classify(err, what, c.UseTLS)
@@ -404,6 +413,8 @@ func classify(err error, what string, useTLS bool) *clouddb.Error {
 		return failed(errAddressForbidden, "%s is at a forbidden address: %s", what, msg)
 	case isAuthError(msg):
 		return failed(errAuthFailed, "%s refused the credentials: %s", what, msg)
+	case isVerifyError(err):
+		return serverCertRejected(what, err)
 	case isTLSError(err):
 		return failed(errTLSFailed, "TLS with %s failed: %s (check tls.useTls, tls.clientAuth and the client certificate)", what, msg)
 	case closed && useTLS:

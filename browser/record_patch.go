@@ -151,7 +151,7 @@ func (s *Server) pairFor(ctx context.Context, c *connection, newPair *certificat
 		if taken, err := s.store.certificateNameTaken(ctx, newPair.Name); err != nil {
 			return nil, err
 		} else if taken {
-			return nil, nameTaken(newPairField+".name")
+			return nil, nameTaken(newPairField + ".name")
 		}
 		return newPair, nil
 	case c.CertID != 0:
@@ -215,7 +215,7 @@ func (s *Server) patchConnection(r *http.Request) (int, any, error) {
 	}
 	switch err = s.store.updateConnection(ctx, c, newPair); {
 	case errors.Is(err, errNameTaken):
-		return 0, nil, nameTaken(newPairField+".name")
+		return 0, nil, nameTaken(newPairField + ".name")
 	case errors.Is(err, errCertificateGone):
 		return 0, nil, pairNotFound(c.CertID)
 	case errors.Is(err, clouddb.ErrNotFound):

@@ -224,6 +224,10 @@ type settings struct {
 	ServiceName  string     `json:"serviceName,omitempty"`
 	UseTLS       bool       `json:"useTls,omitempty"`
 	ClientAuth   bool       `json:"clientAuth,omitempty"`
+	// VerifyServerCert and the usernames: see ca_certificate.go and username.go.
+	VerifyServerCert bool   `json:"verifyServerCert,omitempty"`
+	Username         string `json:"username,omitempty"`
+	SentinelUsername string `json:"sentinelUsername,omitempty"`
 
 	// What the connection test found.
 	Version string    `json:"version,omitempty"`
@@ -249,6 +253,13 @@ type connection struct {
 	CertName            string
 	CreatedAt           time.Time
 	LastConnection      time.Time
+
+	// The CA certificate that verifies the server's, when the record has one; CACertPEM
+	// is set by connectionWithSecrets, newCA on a record being created with an inline one.
+	CACertID   int
+	CACertName string
+	CACertPEM  string
+	newCA      *caCertificate
 }
 
 // createConnection stores c, and first newCert when it is not nil (c then refers to it),
@@ -266,6 +277,9 @@ func (st *store) createConnection(ctx context.Context, c *connection, newCert *c
 			}
 			c.CertID = newCert.ID
 		}
+		if err := st.insertNewCA(ctx, tx, c); err != nil {
+			return err
+		}
 		var certID any
 		if c.CertID != 0 {
 			certID = c.CertID
@@ -276,10 +290,10 @@ func (st *store) createConnection(ctx context.Context, c *connection, newCert *c
 		}
 		c.CreatedAt = st.now().Truncate(time.Microsecond)
 		res, err := tx.ExecContext(ctx, `INSERT INTO connections
-			(name, connection_type, config, password, sentinel_password, auth_pass, certificate_id, created_at, last_connection)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			(name, connection_type, config, password, sentinel_password, auth_pass, certificate_id, created_at, last_connection, ca_certificate_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			c.Name, c.Type, string(cfg), st.seal(c.Password), st.seal(c.SentinelPassword), st.seal(c.AuthPass),
-			certID, c.CreatedAt.UnixMicro(), last)
+			certID, c.CreatedAt.UnixMicro(), last, caRef(c))
 		if constraint(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY {
 			return errCertificateGone
 		} else if err != nil {
@@ -292,7 +306,8 @@ func (st *store) createConnection(ctx context.Context, c *connection, newCert *c
 }
 
 const connectionColumns = `c.id, c.name, c.connection_type, c.config, c.password <> '', c.sentinel_password <> '',
-	c.auth_pass <> '', COALESCE(c.certificate_id, 0), COALESCE(k.name, ''), c.created_at, c.last_connection`
+	c.auth_pass <> '', COALESCE(c.certificate_id, 0), COALESCE(k.name, ''), c.created_at, c.last_connection,
+	COALESCE(c.ca_certificate_id, 0), COALESCE((SELECT a.name FROM ca_certificates a WHERE a.id = c.ca_certificate_id), '')`
 
 // scanConnection scans connectionColumns, then the extra columns into extra.
 func scanConnection(row interface{ Scan(...any) error }, extra ...any) (*connection, error) {
@@ -303,7 +318,7 @@ func scanConnection(row interface{ Scan(...any) error }, extra ...any) (*connect
 		last    sql.NullInt64
 	)
 	dest := append([]any{&c.ID, &c.Name, &c.Type, &cfg, &c.HasPassword, &c.HasSentinelPassword, &c.HasAuthPass,
-		&c.CertID, &c.CertName, &created, &last}, extra...)
+		&c.CertID, &c.CertName, &created, &last, &c.CACertID, &c.CACertName}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -349,11 +364,12 @@ func (st *store) connection(ctx context.Context, id int) (*connection, error) {
 // connectionWithSecrets returns a record with its secrets opened, and its certificate
 // pair when it has one; clouddb.ErrNotFound when there is no such record.
 func (st *store) connectionWithSecrets(ctx context.Context, id int) (*connection, *certificate, error) {
-	var pw, spw, ap, certPEM, keyPEM string
+	var pw, spw, ap, certPEM, keyPEM, caPEM string
 	c, err := scanConnection(st.reader.QueryRowContext(ctx, `SELECT `+connectionColumns+`,
-		c.password, c.sentinel_password, c.auth_pass, COALESCE(k.cert, ''), COALESCE(k.key, '')
+		c.password, c.sentinel_password, c.auth_pass, COALESCE(k.cert, ''), COALESCE(k.key, ''),
+		COALESCE((SELECT a.certificate FROM ca_certificates a WHERE a.id = c.ca_certificate_id), '')
 		FROM connections c LEFT JOIN certificates k ON k.id = c.certificate_id WHERE c.id = ?`, id),
-		&pw, &spw, &ap, &certPEM, &keyPEM)
+		&pw, &spw, &ap, &certPEM, &keyPEM, &caPEM)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, clouddb.ErrNotFound
 	} else if err != nil {
@@ -362,7 +378,7 @@ func (st *store) connectionWithSecrets(ctx context.Context, id int) (*connection
 	for _, f := range []struct {
 		dst    *string
 		sealed string
-	}{{&c.Password, pw}, {&c.SentinelPassword, spw}, {&c.AuthPass, ap}, {&certPEM, certPEM}, {&keyPEM, keyPEM}} {
+	}{{&c.Password, pw}, {&c.SentinelPassword, spw}, {&c.AuthPass, ap}, {&certPEM, certPEM}, {&keyPEM, keyPEM}, {&c.CACertPEM, caPEM}} {
 		if *f.dst, err = st.open(f.sealed); err != nil {
 			return nil, nil, err
 		}
