@@ -455,7 +455,7 @@ func (s *Server) uiKey(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, ue.Status, "key", data)
 		return
 	}
-	v := res.(keyValueView)
+	v := res.(*keyValueView)
 	data["Key"] = v
 	data["Size"] = s.keySize(r.Context(), id, name)
 	if v.Truncated {
