@@ -97,7 +97,7 @@ async function run(page, shotDir) {
 
   begin('open /');
   await page.goto(base + '/');
-  await page.getByTestId('db-list').waitFor();
+  await page.getByTestId('db-list').waitFor({ state: 'attached' }); // empty: maybe of no height
 
   begin('add a database');
   await page.getByTestId('add-db').click();
@@ -123,6 +123,7 @@ async function run(page, shotDir) {
     const row = page.getByTestId('key-row').filter({ has: openLink(page, k.name) });
     await waitText(row.getByTestId('key-type'), new RegExp(k.type, 'i'), `key-type of ${k.name}`);
   }
+  const keysURL = page.url(); // the key panel may be a page of its own: come back here
   await shot('keys.png');
 
   begin('filter by pattern');
@@ -146,6 +147,7 @@ async function run(page, shotDir) {
   await shot('hash.png');
 
   begin('filter by type stream and open the stream');
+  if ((await page.getByTestId('key-filter').count()) === 0) await page.goto(keysURL);
   await filter(page, want.prefix + '*', 'stream');
   await waitRows(page, [want.stream.name], `streams matching ${want.prefix}*`);
   await openLink(page, want.stream.name).click();
