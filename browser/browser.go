@@ -157,6 +157,7 @@ func Open(cfg Config) (*Server, error) {
 	s.registerKeyRoutes()
 	s.registerSentinelRoutes()
 	s.registerRecordRoutes()
+	s.registerUIRoutes()
 	return s, nil
 }
 
