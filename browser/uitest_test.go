@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"image"
 	"image/png"
@@ -32,6 +33,10 @@ const (
 		"sudo apt-get install -y chromium nodejs npm, then npm ci in internal/uitest)"
 	uiWidth, uiHeight = 1280, 800 // the viewport flow.mjs sets, at scale 1
 )
+
+// uiShots keeps the UI test's screenshots in a directory instead of a temporary one:
+// go test ./browser/ -run TestUIFlow -args -ui-shots=DIR
+var uiShots = flag.String("ui-shots", "", "directory for TestUIFlow's screenshots (default: a temporary one)")
 
 // uiExpect is what flow.mjs checks in the UI (its UI_EXPECT).
 type uiExpect struct {
@@ -64,7 +69,12 @@ func TestUIFlow(t *testing.T) {
 	expect, err := json.Marshal(want)
 	require.NoError(t, err)
 
-	shots := t.TempDir()
+	shots := *uiShots
+	if shots == "" {
+		shots = t.TempDir()
+	} else {
+		require.NoError(t, os.MkdirAll(shots, 0o755))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join(uiFlowDir, "flow.mjs"))
@@ -173,6 +183,8 @@ func requireScreenshot(t *testing.T, path string) {
 	total := bounds.Dx() * bounds.Dy()
 	share := float64(total-background) / float64(total)
 	t.Logf("%s: %dx%d, %d colours, %.1f%% non-background", filepath.Base(path), bounds.Dx(), bounds.Dy(), len(counts), 100*share)
-	require.GreaterOrEqual(t, len(counts), 16, "%s: too few colours: blank?", path)
-	require.GreaterOrEqual(t, share, 0.01, "%s: almost all background: blank?", path)
+	// Anti-aliased text alone gives hundreds of colours; the pages' navigation bar alone
+	// is about 5% of the pixels.
+	require.GreaterOrEqual(t, len(counts), 64, "%s: too few colours: blank?", path)
+	require.GreaterOrEqual(t, share, 0.08, "%s: almost all background: blank?", path)
 }

@@ -119,6 +119,7 @@ async function run(page, shotDir) {
   }
   await waitText(page.getByTestId('key-total'), new RegExp(`\\b${want.keys.length}\\b`), 'key-total');
   await waitRows(page, want.keys.map((k) => k.name), 'all keys');
+  await waitText(page.getByTestId('key-scanned'), /\d/, 'key-scanned');
   for (const k of want.keys) {
     const row = page.getByTestId('key-row').filter({ has: openLink(page, k.name) });
     await waitText(row.getByTestId('key-type'), new RegExp(k.type, 'i'), `key-type of ${k.name}`);
@@ -164,6 +165,7 @@ async function run(page, shotDir) {
   const row = page.getByTestId('db-row').filter({ hasText: dbName });
   await waitCount(row, 1, `db-row of ${dbName}`);
   await row.getByTestId('db-open').waitFor();
+  await waitText(row.getByTestId('db-status'), /\S/, `db-status of ${dbName}`);
   await shot('dbs.png');
 }
 
