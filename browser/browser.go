@@ -25,6 +25,9 @@
 //	GET    /api/db/{id}/keys/{key}      ?cursor=&count= → 200 {name, type, ttl, length, value, cursor, truncated}
 //	POST   /api/redis-sentinel/get-databases  {host, port, password, tls} → 200 [{name, host, port, status, numberOfSlaves, nodes}]
 //
+// The same listener serves a web UI at / (ui.go): server-rendered pages under /ui/ that
+// call these handlers in process, behind the same guard.
+//
 // The key route takes the rest of the path, percent-decoded, as the key name, verbatim:
 // there a trailing slash is part of the key. A key's count is in bytes for a string
 // (default 64 KiB, at most 1 MiB) and in elements otherwise (default 100, at most 1000);
