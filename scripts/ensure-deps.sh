@@ -5,8 +5,11 @@
 #   run:  go, redis-server
 #   test: also vsftpd (FTP backups/imports), node + npm and azurite (Azure blob storage),
 #         and PostgreSQL's initdb/pg_ctl (the Postgres store's tests start a throwaway
-#         cluster; TEST_DATABASE_URL names a server to use instead), and golangci-lint
-#         at GOLANGCI_LINT_VERSION (built from the Go module proxy into $(go env GOPATH)/bin)
+#         cluster; TEST_DATABASE_URL names a server to use instead), golangci-lint
+#         at GOLANGCI_LINT_VERSION (built from the Go module proxy into $(go env GOPATH)/bin),
+#         and for the browser UI test Debian's chromium and playwright-core (npm ci into
+#         internal/uitest/node_modules, which git ignores, at the version its
+#         package-lock.json pins)
 # Usage: scripts/ensure-deps.sh [run|test]   (default: test)
 set -euo pipefail
 want=${1:-test}
@@ -20,7 +23,8 @@ apt_pkgs=()
 command -v redis-server >/dev/null 2>&1 || apt_pkgs+=(redis-server)
 if [ "$want" = test ]; then
   command -v vsftpd >/dev/null 2>&1 || [ -x /usr/sbin/vsftpd ] || apt_pkgs+=(vsftpd)
-  command -v npm >/dev/null 2>&1 || apt_pkgs+=(nodejs npm)
+  { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; } || apt_pkgs+=(nodejs npm)
+  [ -x /usr/bin/chromium ] || apt_pkgs+=(chromium)
   if [ -z "${TEST_DATABASE_URL:-}" ] && ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     apt_pkgs+=(postgresql)
   fi
@@ -53,6 +57,18 @@ if [ "$want" = test ] && ! command -v azurite >/dev/null 2>&1; then
     echo "missing: azurite (the Azure storage emulator the tests use). Install it with:" >&2
     echo "  sudo npm install -g azurite" >&2
     exit 1
+  fi
+fi
+
+# playwright-core drives /usr/bin/chromium in the UI test (its own browser download is
+# never used); npm ci installs exactly the locked version, once.
+if [ "$want" = test ]; then
+  uitest="$(cd "$(dirname "$0")/.." && pwd)/internal/uitest"
+  if ! [ -f "$uitest/node_modules/playwright-core/package.json" ] ||
+    ! cmp -s "$uitest/package-lock.json" "$uitest/node_modules/.package-lock.json.installed"; then
+    echo "installing playwright-core with npm ci in internal/uitest" >&2
+    (cd "$uitest" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --silent --no-audit --no-fund >/dev/null)
+    cp "$uitest/package-lock.json" "$uitest/node_modules/.package-lock.json.installed"
   fi
 fi
 
