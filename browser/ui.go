@@ -421,9 +421,14 @@ func (s *Server) uiKeys(w http.ResponseWriter, r *http.Request) {
 	for _, k := range page.Keys {
 		rows = append(rows, keyRow{keyView: k, Href: keyHref(db.ID, string(k.Name), "")})
 	}
-	data["Keys"], data["Total"], data["Scanned"] = rows, page.Total, page.Scanned
+	// The API's scanned is this request's (RedisInsight's meaning); the page shows the
+	// whole listing's so far, as RedisInsight's browser adds it up, and never more than
+	// the keys there are.
+	prior, _ := strconv.ParseInt(q.Get("scanned"), 10, 64)
+	scanned := min(max(prior, 0)+int64(page.Scanned), int64(page.Total))
+	data["Keys"], data["Total"], data["Scanned"] = rows, page.Total, scanned
 	if page.Cursor != "0" {
-		next := url.Values{"match": {match}, "type": {typ}, "cursor": {page.Cursor}}
+		next := url.Values{"match": {match}, "type": {typ}, "cursor": {page.Cursor}, "scanned": {strconv.FormatInt(scanned, 10)}}
 		data["Next"] = "/ui/db/" + id + "?" + next.Encode()
 	}
 	s.render(w, r, http.StatusOK, "keys", data)
