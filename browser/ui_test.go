@@ -333,8 +333,8 @@ func TestUIKeyBrowser(t *testing.T) {
 		p = b.getPage(t, attr(next[0], "href"))
 		require.Equal(t, strconv.FormatInt(size, 10), text(one(t, p.doc, "key-total")))
 		// The scanned count adds up over the pages, and never passes the total.
-		more, err := strconv.Atoi(text(one(t, p.doc, "key-scanned")))
-		require.NoError(t, err)
+		more, serr := strconv.Atoi(text(one(t, p.doc, "key-scanned")))
+		require.NoError(t, serr)
 		require.GreaterOrEqual(t, more, scanned)
 		require.LessOrEqual(t, more, int(size))
 		scanned = more
