@@ -195,13 +195,24 @@ func (s *Server) probe(ctx context.Context, c *connection, pair *certificate) (*
 	return d.probeStandalone(ctx, c)
 }
 
+// loggedIn connects and authenticates, and checks that the server answers a PING. An ACL
+// user whose rules do not grant PING (Redis Cloud's Read-Only rule is +@read) is logged
+// in all the same: the server refused the command, not the credentials.
+func loggedIn(ctx context.Context, cl *redis.Client) error {
+	err := cl.Ping(ctx).Err()
+	if err != nil && strings.HasPrefix(err.Error(), "NOPERM") {
+		return nil
+	}
+	return err
+}
+
 // probeStandalone connects, authenticates and PINGs, then reads what the server is
 // (detectMode): a cluster node makes c a CLUSTER record, a sentinel is refused.
 func (d *dialer) probeStandalone(ctx context.Context, c *connection) (*found, error) {
 	e := endpoint{c.Host, c.Port}
 	cl := redis.NewClient(d.options(e, c.Password))
 	defer cl.Close()
-	if err := cl.Ping(ctx).Err(); err != nil {
+	if err := loggedIn(ctx, cl); err != nil {
 		return nil, classify(err, "the database at "+e.addr(), c.UseTLS)
 	}
 	return d.detectMode(ctx, cl, c)
@@ -230,7 +241,7 @@ func (d *dialer) probeCluster(ctx context.Context, c *connection) (*found, error
 			e := endpoint{n.Host, n.Port}
 			cl := redis.NewClient(d.options(e, c.Password))
 			defer cl.Close()
-			if err := cl.Ping(ctx).Err(); err != nil {
+			if err := loggedIn(ctx, cl); err != nil {
 				mu.Lock()
 				defer mu.Unlock()
 				failures = append(failures, classify(err, n.Role+" "+e.addr(), c.UseTLS).Description)
@@ -256,7 +267,7 @@ func (d *dialer) connectSeed(ctx context.Context, c *connection) (*redis.Client,
 	var causes []string
 	for _, e := range c.SeedNodes {
 		cl := redis.NewClient(d.options(e, c.Password))
-		err := cl.Ping(ctx).Err()
+		err := loggedIn(ctx, cl)
 		if err == nil {
 			return cl, e, nil
 		}
@@ -346,7 +357,7 @@ func (d *dialer) probeSentinel(ctx context.Context, c *connection) (*found, erro
 	}
 	cl := redis.NewClient(d.options(master, c.AuthPass))
 	defer cl.Close()
-	if err := cl.Ping(ctx).Err(); err != nil {
+	if err := loggedIn(ctx, cl); err != nil {
 		return nil, classify(err, fmt.Sprintf("master %q at %s", c.ServiceName, master.addr()), c.UseTLS)
 	}
 	return &found{version: serverVersion(ctx, cl), master: &master}, nil
