@@ -443,13 +443,16 @@ func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, servers [
 			return err
 		}
 	}
-	return d.waitCluster(ctx, in, "the cluster to be ok", func() (bool, error) {
+	// Every node must see every slot served, not only say ok: with
+	// cluster-require-full-coverage off a node is ok before gossip has told it who serves
+	// the other shards' slots, and answers CLUSTERDOWN for them meanwhile.
+	return d.waitCluster(ctx, in, "every node to see every slot served", func() (bool, error) {
 		for _, c := range clients {
 			info, err := c.ClusterInfo(ctx).Result()
 			if err != nil {
 				return false, classify(err)
 			}
-			if infoField(info, "cluster_state") != "ok" {
+			if infoField(info, "cluster_state") != "ok" || infoField(info, "cluster_slots_ok") != strconv.Itoa(clusterSlots) {
 				return false, nil
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -119,14 +120,28 @@ func (b *testBundle) instance(t *testing.T, id int, persistence string) clouddb.
 	}
 }
 
+// freePort returns a free port below Linux's ephemeral range, from a block of this
+// process's: the driver picks its cluster nodes' ports among the ephemeral ones (as it
+// does outside the databases' range), and a test's endpoint port, free while its server
+// restarts, must not be one of them.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return port
+	const block = 200
+	base := 12000 + (os.Getpid()%40)*block
+	for range block {
+		port := base + int(portNext.Add(1))%block
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		require.NoError(t, l.Close())
+		return port
+	}
+	t.Fatalf("no free port in %d-%d", base, base+block-1)
+	return 0
 }
+
+var portNext atomic.Int32
 
 func client(t *testing.T, port int, password string) *redis.Client {
 	t.Helper()
