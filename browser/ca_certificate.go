@@ -357,39 +357,5 @@ func (st *store) caNameTaken(ctx context.Context, name string) (bool, error) {
 // deleteCACertificate deletes a CA certificate: clouddb.ErrNotFound when there is none,
 // and a 409 naming the connections that still use it.
 func (st *store) deleteCACertificate(ctx context.Context, id int) error {
-	return st.update(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM connections WHERE ca_certificate_id = ? ORDER BY id`, id)
-		if err != nil {
-			return err
-		}
-		var users []string
-		for rows.Next() {
-			var cid int
-			if err = rows.Scan(&cid); err != nil {
-				rows.Close()
-				return err
-			}
-			users = append(users, fmt.Sprint(cid))
-		}
-		rows.Close()
-		if err = rows.Err(); err != nil {
-			return err
-		}
-		if len(users) > 0 {
-			return clouddb.Conflict(errCertificateInUse, "CA certificate %d is used by connection %s: delete or change those first", id, strings.Join(users, ", "))
-		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM ca_certificates WHERE id = ?`, id)
-		if err != nil {
-			if constraint(err) != 0 {
-				return clouddb.Conflict(errCertificateInUse, "CA certificate %d is used by a connection", id)
-			}
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return clouddb.ErrNotFound
-		}
-		return nil
-	})
+	return st.deleteUnused(ctx, id, "ca_certificates", "ca_certificate_id", "CA certificate")
 }

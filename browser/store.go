@@ -163,8 +163,15 @@ func (st *store) insertCertificate(ctx context.Context, tx *sql.Tx, c *certifica
 // deleteCertificate deletes a pair: clouddb.ErrNotFound when there is none, and a 409
 // naming the connections that still use it.
 func (st *store) deleteCertificate(ctx context.Context, id int) error {
+	return st.deleteUnused(ctx, id, "certificates", "certificate_id", "certificate")
+}
+
+// deleteUnused deletes row id of table (a kind of certificate, what), which connections
+// name in their column: clouddb.ErrNotFound when there is none, and a 409 naming the
+// connections that still use it. table and column are this package's constants.
+func (st *store) deleteUnused(ctx context.Context, id int, table, column, what string) error {
 	return st.update(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM connections WHERE certificate_id = ? ORDER BY id`, id)
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM connections WHERE `+column+` = ? ORDER BY id`, id)
 		if err != nil {
 			return err
 		}
@@ -182,12 +189,12 @@ func (st *store) deleteCertificate(ctx context.Context, id int) error {
 			return err
 		}
 		if len(users) > 0 {
-			return clouddb.Conflict(errCertificateInUse, "certificate %d is used by connection %s: delete or change those first", id, strings.Join(users, ", "))
+			return clouddb.Conflict(errCertificateInUse, "%s %d is used by connection %s: delete or change those first", what, id, strings.Join(users, ", "))
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM certificates WHERE id = ?`, id)
+		res, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE id = ?`, id)
 		if err != nil {
 			if constraint(err) != 0 {
-				return clouddb.Conflict(errCertificateInUse, "certificate %d is used by a connection", id)
+				return clouddb.Conflict(errCertificateInUse, "%s %d is used by a connection", what, id)
 			}
 			return err
 		}
