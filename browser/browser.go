@@ -235,10 +235,16 @@ func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkLocal refuses requests that a web page could have sent: a Host that is not a
-// loopback name (DNS rebinding) or an Origin whose host is not loopback (cross-site).
+// loopback name (DNS rebinding), an Origin whose host is not loopback (cross-site), and a
+// request a browser marks as coming from another site (Sec-Fetch-Site), which covers the
+// GETs a page makes without an Origin (an image, a link, a script), some of which act
+// (a connection test, a key read).
 func checkLocal(r *http.Request) error {
 	if !loopbackHost(r.Host) {
 		return clouddb.Forbidden(errHostNotAllowed, "host %q is not a loopback name: the browser API answers only to localhost, 127.0.0.1 or [::1]", r.Host)
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+		return clouddb.Forbidden(errOriginNotAllowed, "a request from another site (Sec-Fetch-Site: %s) is not allowed: only pages served from this listener may use it", site)
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		u, err := url.Parse(origin)

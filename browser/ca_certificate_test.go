@@ -206,6 +206,23 @@ func TestVerifyServerCert(t *testing.T) {
 		requireStatus(t, keys, http.StatusOK)
 	})
 
+	t.Run("KeptByPatchAndTest", func(t *testing.T) {
+		// A PATCH that does not name the server verification keeps it, and the test of the
+		// saved record (moved, unsaved, to the misnamed server) verifies it too.
+		res := b.post(t, "/api/db/", body(port, verify(map[string]any{"id": caID})))
+		requireStatus(t, res, http.StatusCreated)
+		rec := itoa(id(t, res.body["id"]))
+		patched := b.do(t, http.MethodPatch, "/api/db/"+rec, map[string]any{"name": "renamed"})
+		requireStatus(t, patched, http.StatusOK)
+		tlsView := patched.body["tls"].(map[string]any)
+		require.Equal(t, true, tlsView["verifyServerCert"])
+		require.Equal(t, "root", tlsView["caCert"].(map[string]any)["name"])
+		requireStatus(t, b.post(t, "/api/db/test/"+rec, map[string]any{}), http.StatusOK)
+		moved := b.post(t, "/api/db/test/"+rec, map[string]any{"port": misnamedPort})
+		requireError(t, moved, http.StatusFailedDependency, "SERVER_CERTIFICATE_REJECTED", "", "certificate for 127.0.0.1")
+		requireNoSecrets(t, moved.raw, password)
+	})
+
 	t.Run("OKWithRightInlineCA", func(t *testing.T) {
 		res := b.post(t, "/api/db/", body(port, verify(map[string]any{"new": map[string]any{"name": "inline", "certificate": ca.pem}})))
 		requireStatus(t, res, http.StatusCreated)

@@ -78,3 +78,19 @@ func TestConnectionAddressGuard(t *testing.T) {
 		}
 	})
 }
+
+// TestCrossSiteFetchesRefused: a request a browser marks as coming from another site
+// (an <img> or a link, which carry no Origin) is refused, reads included; the listener's
+// own pages (same-origin) and clients that send no Sec-Fetch-Site get through.
+func TestCrossSiteFetchesRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, site := range []string{"cross-site", "same-site"} {
+		res := b.do(t, http.MethodGet, "/api/db", nil, "Sec-Fetch-Site", site)
+		requireError(t, res, http.StatusForbidden, "ORIGIN_NOT_ALLOWED", "", "Sec-Fetch-Site: "+site)
+		res = b.do(t, http.MethodGet, "/", nil, "Sec-Fetch-Site", site)
+		require.Equal(t, http.StatusForbidden, res.status)
+	}
+	requireStatus(t, b.do(t, http.MethodGet, "/api/db", nil, "Sec-Fetch-Site", "same-origin"), http.StatusOK)
+	requireStatus(t, b.do(t, http.MethodGet, "/api/db", nil), http.StatusOK)
+}

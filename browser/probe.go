@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -471,7 +472,20 @@ func isUnreachable(err error) bool {
 		(errors.As(err, &ne) && ne.Timeout())
 }
 
+// firstLine is the first line of a server's message, cut to maxReplyText bytes (on a
+// rune boundary): a server's reply lines have no bound, and they go into answers, pages
+// and logs.
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
-	return s
+	if len(s) <= maxReplyText {
+		return s
+	}
+	cut := maxReplyText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
+
+// maxReplyText bounds the text of a server's reply that an answer quotes.
+const maxReplyText = 512

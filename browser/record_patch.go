@@ -26,8 +26,8 @@ func (s *Server) registerRecordRoutes() {
 
 // patchFields are the fields a PATCH or a test of a saved record may hold: those of a
 // POST /api/db body.
-var patchFields = []string{"name", "connectionType", "host", "port", "password", "seedNodes", "sentinelHost",
-	"sentinelPort", "sentinelPassword", "sentinelMaster", "tls"}
+var patchFields = []string{"name", "connectionType", "host", "port", "username", "password", "seedNodes", "sentinelHost",
+	"sentinelPort", "sentinelUsername", "sentinelPassword", "sentinelMaster", "tls"}
 
 // mergeRecord applies the changes of body to the saved record c (with its secrets) and
 // validates the result as a POST /api/db body: a field given replaces the saved one, a
@@ -38,7 +38,7 @@ var patchFields = []string{"name", "connectionType", "host", "port", "password",
 func (s *Server) mergeRecord(saved *connection, body *object) (*connection, *certificate, bool, error) {
 	for f := range body.fields {
 		if !slices.Contains(patchFields, f) {
-			return nil, nil, false, invalid(f, "is not allowed (a record has name, connectionType, host, port, password, seedNodes, sentinelHost, sentinelPort, sentinelPassword, sentinelMaster and tls)")
+			return nil, nil, false, invalid(f, "is not allowed (a record has name, connectionType, host, port, username, password, seedNodes, sentinelHost, sentinelPort, sentinelUsername, sentinelPassword, sentinelMaster and tls)")
 		}
 	}
 	base := recordFields(saved)
@@ -92,7 +92,9 @@ func (s *Server) mergeRecord(saved *connection, body *object) (*connection, *cer
 		!slices.Equal(c.SeedNodes, saved.SeedNodes) || c.SentinelHost != saved.SentinelHost ||
 		c.SentinelPort != saved.SentinelPort || c.ServiceName != saved.ServiceName ||
 		c.Password != saved.Password || c.SentinelPassword != saved.SentinelPassword || c.AuthPass != saved.AuthPass ||
-		c.UseTLS != saved.UseTLS || c.ClientAuth != saved.ClientAuth || c.CertID != saved.CertID
+		c.Username != saved.Username || c.SentinelUsername != saved.SentinelUsername ||
+		c.UseTLS != saved.UseTLS || c.ClientAuth != saved.ClientAuth || c.CertID != saved.CertID ||
+		c.VerifyServerCert != saved.VerifyServerCert || c.CACertID != saved.CACertID || c.newCA != nil
 	return c, pair, changed, nil
 }
 
@@ -107,23 +109,37 @@ func recordFields(c *connection) map[string]any {
 	switch c.Type {
 	case typeStandalone:
 		m["host"], m["port"] = c.Host, c.Port
+		str("username", c.Username)
 		str("password", c.Password)
 	case typeCluster:
 		m["seedNodes"] = c.SeedNodes
+		str("username", c.Username)
 		str("password", c.Password)
 	case typeSentinel:
 		m["sentinelHost"], m["sentinelPort"] = c.SentinelHost, c.SentinelPort
+		str("sentinelUsername", c.SentinelUsername)
 		str("sentinelPassword", c.SentinelPassword)
 		master := map[string]any{"serviceName": c.ServiceName}
+		if c.Username != "" {
+			master["username"] = c.Username
+		}
 		if c.AuthPass != "" {
 			master["authPass"] = c.AuthPass
 		}
 		m["sentinelMaster"] = master
 	}
-	if c.UseTLS || c.ClientAuth || c.CertID != 0 {
+	if c.UseTLS || c.ClientAuth || c.CertID != 0 || c.VerifyServerCert || c.CACertID != 0 {
 		t := map[string]any{"useTls": c.UseTLS, "clientAuth": c.ClientAuth}
 		if c.CertID != 0 {
 			t["clientCertificateKeyPair"] = map[string]any{"id": c.CertID}
+		}
+		// Server verification is kept as saved: a PATCH or a test that does not name it
+		// must not connect without it.
+		if c.VerifyServerCert {
+			t["verifyServerCert"] = true
+		}
+		if c.CACertID != 0 {
+			t["caCert"] = map[string]any{"id": c.CACertID}
 		}
 		m["tls"] = t
 	}
@@ -198,6 +214,12 @@ func (s *Server) patchConnection(r *http.Request) (int, any, error) {
 	}
 	c.ID, c.CreatedAt = saved.ID, saved.CreatedAt
 	c.Version, c.Nodes, c.Master, c.LastConnection = saved.Version, saved.Nodes, saved.Master, saved.LastConnection
+	if c.newCA != nil {
+		return 0, nil, invalid(newCACertField, "is not taken by PATCH: add the CA certificate first (POST /api/certificates/ca) and give its id")
+	}
+	if err = s.loadCA(ctx, c); err != nil {
+		return 0, nil, err
+	}
 	if changed {
 		var pair *certificate
 		if pair, err = s.pairFor(ctx, c, newPair); err != nil {
@@ -256,6 +278,9 @@ func (s *Server) testConnection(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	c.ID = saved.ID
+	if err = s.loadCA(ctx, c); err != nil {
+		return 0, nil, err
+	}
 	var pair *certificate
 	if newPair != nil {
 		pair = newPair // tested, not stored: its name may be taken
@@ -284,17 +309,20 @@ func (st *store) updateConnection(ctx context.Context, c *connection, newCert *c
 			}
 			c.CertID = newCert.ID
 		}
-		var certID, last any
+		var certID, caID, last any
 		if c.CertID != 0 {
 			certID = c.CertID
+		}
+		if c.CACertID != 0 {
+			caID = c.CACertID
 		}
 		if !c.LastConnection.IsZero() {
 			last = c.LastConnection.UnixMicro()
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE connections SET name = ?, connection_type = ?, config = ?, password = ?,
-			sentinel_password = ?, auth_pass = ?, certificate_id = ?, last_connection = ? WHERE id = ?`,
+			sentinel_password = ?, auth_pass = ?, certificate_id = ?, ca_certificate_id = ?, last_connection = ? WHERE id = ?`,
 			c.Name, c.Type, string(cfg), st.seal(c.Password), st.seal(c.SentinelPassword), st.seal(c.AuthPass),
-			certID, last, c.ID)
+			certID, caID, last, c.ID)
 		if constraint(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY {
 			return errCertificateGone
 		} else if err != nil {
