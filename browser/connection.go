@@ -324,6 +324,16 @@ func (s *Server) readConnection(body *object) (*connection, *certificate, error)
 	if err := body.done(fmt.Sprintf(" for connectionType %s (it takes name, connectionType, %s)", c.Type, allowed)); err != nil {
 		return nil, nil, err
 	}
+	// A username without a password would not be sent (a client logs in with AUTH only
+	// when it has a password): the connection would test as the default user.
+	switch {
+	case c.Type != typeSentinel && c.Username != "" && c.Password == "":
+		return nil, nil, invalid("password", "is required with username")
+	case c.SentinelUsername != "" && c.SentinelPassword == "":
+		return nil, nil, invalid("sentinelPassword", "is required with sentinelUsername")
+	case c.Type == typeSentinel && c.Username != "" && c.AuthPass == "":
+		return nil, nil, invalid("sentinelMaster.authPass", "is required with sentinelMaster.username")
+	}
 	c.HasPassword, c.HasSentinelPassword, c.HasAuthPass = c.Password != "", c.SentinelPassword != "", c.AuthPass != ""
 	return c, pair, nil
 }

@@ -136,3 +136,25 @@ func TestUsernameCluster(t *testing.T) {
 	res = b.post(t, "/api/db/", with(cluster, map[string]any{"username": "bob"}))
 	requireError(t, res, http.StatusFailedDependency, "CONNECTION_AUTH_FAILED", "", "WRONGPASS")
 }
+
+// A username without its password is refused: no client would send it, and the record
+// would test as the default user.
+func TestUsernameNeedsPassword(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"name": "u1", "connectionType": "STANDALONE", "host": "127.0.0.1", "port": 6379, "username": "alice"}, "password"},
+		{map[string]any{"name": "u2", "connectionType": "CLUSTER", "seedNodes": []any{map[string]any{"host": "127.0.0.1", "port": 6379}}, "username": "alice"}, "password"},
+		{map[string]any{"name": "u3", "connectionType": "SENTINEL", "sentinelHost": "127.0.0.1", "sentinelPort": 26379, "sentinelUsername": "bob",
+			"sentinelMaster": map[string]any{"serviceName": "m"}}, "sentinelPassword"},
+		{map[string]any{"name": "u4", "connectionType": "SENTINEL", "sentinelHost": "127.0.0.1", "sentinelPort": 26379,
+			"sentinelMaster": map[string]any{"serviceName": "m", "username": "carol"}}, "sentinelMaster.authPass"},
+	} {
+		res := b.post(t, "/api/db/?test=false", tc.body)
+		require.Equal(t, http.StatusBadRequest, res.status, "%s", res.raw)
+		require.Equal(t, tc.field, res.body["field"], "%s", res.raw)
+	}
+}
