@@ -218,7 +218,7 @@ func TestVerifyServerCert(t *testing.T) {
 		require.Equal(t, true, tlsView["verifyServerCert"])
 		require.Equal(t, "root", tlsView["caCert"].(map[string]any)["name"])
 		requireStatus(t, b.post(t, "/api/db/test/"+rec, map[string]any{}), http.StatusOK)
-		moved := b.post(t, "/api/db/test/"+rec, map[string]any{"port": misnamedPort})
+		moved := b.post(t, "/api/db/test/"+rec, map[string]any{"port": misnamedPort, "password": password})
 		requireError(t, moved, http.StatusFailedDependency, "SERVER_CERTIFICATE_REJECTED", "", "certificate for 127.0.0.1")
 		requireNoSecrets(t, moved.raw, password)
 	})

@@ -88,6 +88,9 @@ func (s *Server) mergeRecord(saved *connection, body *object) (*connection, *cer
 	if err != nil {
 		return nil, nil, false, err
 	}
+	if err := secretsStay(saved, c, body); err != nil {
+		return nil, nil, false, err
+	}
 	changed := pair != nil || c.Type != saved.Type || c.Host != saved.Host || c.Port != saved.Port ||
 		!slices.Equal(c.SeedNodes, saved.SeedNodes) || c.SentinelHost != saved.SentinelHost ||
 		c.SentinelPort != saved.SentinelPort || c.ServiceName != saved.ServiceName ||
@@ -96,6 +99,32 @@ func (s *Server) mergeRecord(saved *connection, body *object) (*connection, *cer
 		c.UseTLS != saved.UseTLS || c.ClientAuth != saved.ClientAuth || c.CertID != saved.CertID ||
 		c.VerifyServerCert != saved.VerifyServerCert || c.CACertID != saved.CACertID || c.newCA != nil
 	return c, pair, changed, nil
+}
+
+// secretsStay refuses a change of a saved record's address (host, port, seed nodes,
+// sentinel) that keeps a saved secret without giving it again: a saved password goes only
+// to the server it was saved for, not to one a request names (a test of a saved record
+// with changes would otherwise hand it to any server).
+func secretsStay(saved, c *connection, body *object) error {
+	moved := c.Type != saved.Type || c.Host != saved.Host || c.Port != saved.Port ||
+		!slices.Equal(c.SeedNodes, saved.SeedNodes) || c.SentinelHost != saved.SentinelHost || c.SentinelPort != saved.SentinelPort
+	if !moved {
+		return nil
+	}
+	given := func(f string) bool { _, ok := body.fields[f]; return ok }
+	again := "must be given again when the record's address changes: a saved secret goes only to the server it was saved for"
+	switch {
+	case saved.Password != "" && c.Password == saved.Password && !given("password"):
+		return invalid("password", "%s", again)
+	case saved.SentinelPassword != "" && c.SentinelPassword == saved.SentinelPassword && !given("sentinelPassword"):
+		return invalid("sentinelPassword", "%s", again)
+	case saved.AuthPass != "" && c.AuthPass == saved.AuthPass:
+		var m map[string]json.RawMessage
+		if raw, ok := body.fields["sentinelMaster"]; !ok || json.Unmarshal(raw, &m) != nil || m["authPass"] == nil {
+			return invalid("sentinelMaster.authPass", "%s", again)
+		}
+	}
+	return nil
 }
 
 // recordFields is a saved record as a POST /api/db body, secrets included.

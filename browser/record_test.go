@@ -173,7 +173,12 @@ func TestStandaloneRecord(t *testing.T) {
 
 		// A dead port is tested and refused; nothing changes.
 		dead := freePort(t)
+		// The saved password goes only to the saved address: a new one must give it again.
 		res := b.do(t, http.MethodPatch, path, map[string]any{"port": dead})
+		requireError(t, res, http.StatusBadRequest, "INVALID_FIELD", "password", "must be given again")
+		res = b.post(t, "/api/db/test/"+itoa(dbID), map[string]any{"port": dead})
+		requireError(t, res, http.StatusBadRequest, "INVALID_FIELD", "password", "must be given again")
+		res = b.do(t, http.MethodPatch, path, map[string]any{"port": dead, "password": password})
 		requireError(t, res, http.StatusFailedDependency, "CONNECTION_UNREACHABLE", "", "127.0.0.1:"+itoa(dead))
 		unchanged()
 		res = b.do(t, http.MethodPatch, path, map[string]any{"password": "wrong"})
@@ -213,7 +218,7 @@ func TestStandaloneRecord(t *testing.T) {
 
 		// Moving to a live server is tested, saved, and used from then on.
 		time.Sleep(time.Second) // lastConnection has a resolution of a second
-		res = b.do(t, http.MethodPatch, path, map[string]any{"port": other.port})
+		res = b.do(t, http.MethodPatch, path, map[string]any{"port": other.port, "password": password})
 		requireStatus(t, res, http.StatusOK)
 		require.Equal(t, float64(other.port), res.body["port"])
 		require.Equal(t, "renamed", res.body["name"])
@@ -233,7 +238,7 @@ func TestStandaloneRecord(t *testing.T) {
 		res = b.do(t, http.MethodPatch, path, map[string]any{"password": nil})
 		requireError(t, res, http.StatusFailedDependency, "CONNECTION_AUTH_FAILED", "", "NOAUTH")
 		// ?test=false saves without testing.
-		res = b.do(t, http.MethodPatch, path+"?test=false", map[string]any{"port": dead})
+		res = b.do(t, http.MethodPatch, path+"?test=false", map[string]any{"port": dead, "password": password})
 		requireStatus(t, res, http.StatusOK)
 		require.Equal(t, float64(dead), res.body["port"])
 		require.NotContains(t, res.body, "version", "what was found about the old server is dropped")
@@ -310,10 +315,10 @@ func TestClusterRecord(t *testing.T) {
 
 	t.Run("Patch", func(t *testing.T) {
 		before := b.get(t, fmt.Sprintf("/api/db/%d", dbID))
-		res := b.do(t, http.MethodPatch, fmt.Sprintf("/api/db/%d", dbID), map[string]any{"seedNodes": []any{map[string]any{"host": "127.0.0.1", "port": freePort(t)}}})
+		res := b.do(t, http.MethodPatch, fmt.Sprintf("/api/db/%d", dbID), map[string]any{"password": password, "seedNodes": []any{map[string]any{"host": "127.0.0.1", "port": freePort(t)}}})
 		requireError(t, res, http.StatusFailedDependency, "CONNECTION_UNREACHABLE", "", "no seed node answered")
 		require.Equal(t, before.body, b.get(t, fmt.Sprintf("/api/db/%d", dbID)).body)
-		res = b.do(t, http.MethodPatch, fmt.Sprintf("/api/db/%d", dbID), map[string]any{"seedNodes": []any{map[string]any{"host": "127.0.0.1", "port": nodes[2].port}}})
+		res = b.do(t, http.MethodPatch, fmt.Sprintf("/api/db/%d", dbID), map[string]any{"password": password, "seedNodes": []any{map[string]any{"host": "127.0.0.1", "port": nodes[2].port}}})
 		requireStatus(t, res, http.StatusOK)
 		require.Equal(t, []any{map[string]any{"host": "127.0.0.1", "port": float64(nodes[2].port)}}, res.body["seedNodes"])
 		require.Len(t, res.body["nodes"], 3)
