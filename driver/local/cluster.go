@@ -415,6 +415,10 @@ func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, servers [
 		}
 	}
 	// Every node knows every other, out of handshake.
+	members := map[string]bool{}
+	for _, id := range ids {
+		members[id] = true
+	}
 	if err := d.waitCluster(ctx, in, "every node to know the others", func() (bool, error) {
 		for _, c := range clients {
 			nodes, err := clusterNodesOf(ctx, c)
@@ -423,7 +427,7 @@ func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, servers [
 			}
 			seen := 0
 			for _, n := range nodes {
-				if slices.Contains(slices.Collect(mapValues(ids)), n.id) && !n.has("handshake") && !n.has("noaddr") {
+				if members[n.id] && !n.has("handshake") && !n.has("noaddr") {
 					seen++
 				}
 			}
@@ -500,16 +504,6 @@ func (d *Driver) assignSlots(ctx context.Context, in clouddb.Instance, clients m
 		}
 	}
 	return nil
-}
-
-func mapValues(m map[int]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for _, v := range m {
-			if !yield(v) {
-				return
-			}
-		}
-	}
 }
 
 // pairReplicas makes the node of each shard that serves no slots replicate the one that

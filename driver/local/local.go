@@ -108,7 +108,7 @@ type Driver struct {
 	mu       sync.Mutex
 	locks    map[int]chan struct{} // per database id, a one-slot semaphore
 	children map[int]*child        // by pid, servers this Driver started and has not reaped
-	secrets  map[int]string        // internal-user secrets made but not yet in a config file
+	secrets  map[int]string        // internal-user secrets, by database id (see internalSecret)
 	checked  map[node]deepCheck    // by node, when Running last saw its server answer
 	rules    map[node]knownRules   // by node, the default user's rules as its server last showed them
 	replicas map[int]*replica      // running replicators, by database id
@@ -339,19 +339,31 @@ func (d *Driver) configOf(in server) serverConfig {
 // internalSecret is the password of the database's internal user, the same on its
 // nodes (a replica logs in to its primary as it): the one in a node's config file, or a
 // new random one until a file has it.
+//
+// It is kept once known: it never changes, and the cluster and failover code asks for it
+// at every poll (each read lists the database's nodes and parses their config files).
 func (d *Driver) internalSecret(id int) string {
+	d.mu.Lock()
+	s, ok := d.secrets[id]
+	d.mu.Unlock()
+	if ok {
+		return s
+	}
 	for _, n := range d.nodes(id) {
 		if c, ok, err := d.readConfig(n); err == nil && ok && c.InternalSecret != "" {
-			return c.InternalSecret
+			s = c.InternalSecret
+			break
 		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, ok := d.secrets[id]
-	if !ok {
-		s = rand.Text() + rand.Text()
-		d.secrets[id] = s
+	if known, ok := d.secrets[id]; ok {
+		return known
 	}
+	if s == "" {
+		s = rand.Text() + rand.Text()
+	}
+	d.secrets[id] = s
 	return s
 }
 
@@ -1043,6 +1055,7 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 	d.mu.Lock()
 	delete(d.topos, id)
 	delete(d.clusters, id)
+	delete(d.secrets, id)
 	d.topoGen[id]++
 	d.mu.Unlock()
 	d.log.Info("removed database directory", keyDatabase, id)
