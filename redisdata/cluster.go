@@ -2,6 +2,7 @@ package redisdata
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -30,14 +31,8 @@ func CopyKeysToCluster(ctx context.Context, src Endpoint, shards []Shard, opts C
 	}
 	sc := client(src, 0, 1)
 	defer sc.Close()
-	info, err := sc.Info(ctx, "keyspace").Result()
-	if err != nil {
-		return 0, fmt.Errorf("INFO keyspace on %s: %w", src.Addr, classify(err))
-	}
-	for db, n := range keyspace(info) {
-		if db != 0 && n > 0 {
-			return 0, fmt.Errorf("the data has %d keys in logical database %d: a cluster has database 0 only", n, db)
-		}
+	if err := onlyDB0(ctx, sc, src); err != nil {
+		return 0, err
 	}
 	dcs := make([]*redis.Client, len(shards))
 	for i, s := range shards {
@@ -74,6 +69,68 @@ func CopyKeysToCluster(ctx context.Context, src Endpoint, shards []Shard, opts C
 			return copied, nil
 		}
 	}
+}
+
+// ShardUsage is how many bytes of memory src's keys would take in each of the shards
+// (MEMORY USAGE of each key, grouped by the shard of its slot), so that a caller can refuse
+// data one shard cannot hold before anything is written: hash tags can put most keys in
+// one shard, whose memory limit is its share of the database's.
+func ShardUsage(ctx context.Context, src Endpoint, shards []Shard) ([]int64, error) {
+	if len(shards) == 0 {
+		return nil, fmt.Errorf("no shards")
+	}
+	sc := client(src, 0, 1)
+	defer sc.Close()
+	if err := onlyDB0(ctx, sc, src); err != nil {
+		return nil, err
+	}
+	node := client(shards[0].Endpoint, 0, 1)
+	defer node.Close()
+	used := make([]int64, len(shards))
+	var cursor uint64
+	for {
+		keys, next, err := sc.Scan(ctx, cursor, "", 500).Result()
+		if err != nil {
+			return nil, fmt.Errorf("SCAN on %s: %w", src.Addr, classify(err))
+		}
+		groups, err := bySlot(ctx, node, shards, keys)
+		if err != nil {
+			return nil, err
+		}
+		pipe := sc.Pipeline()
+		sizes := make([][]*redis.IntCmd, len(groups))
+		for i, g := range groups {
+			for _, k := range g {
+				sizes[i] = append(sizes[i], pipe.MemoryUsage(ctx, k))
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("MEMORY USAGE on %s: %w", src.Addr, classify(err))
+		}
+		for i, cmds := range sizes {
+			for _, c := range cmds {
+				used[i] += c.Val() // 0 for a key gone since SCAN
+			}
+		}
+		cursor = next
+		if cursor == 0 {
+			return used, nil
+		}
+	}
+}
+
+// onlyDB0 refuses a src with keys outside logical database 0, which a cluster lacks.
+func onlyDB0(ctx context.Context, sc *redis.Client, src Endpoint) error {
+	info, err := sc.Info(ctx, "keyspace").Result()
+	if err != nil {
+		return fmt.Errorf("INFO keyspace on %s: %w", src.Addr, classify(err))
+	}
+	for db, n := range keyspace(info) {
+		if db != 0 && n > 0 {
+			return fmt.Errorf("the data has %d keys in logical database %d: a cluster has database 0 only", n, db)
+		}
+	}
+	return nil
 }
 
 // bySlot groups keys by the index of the shard that serves their slot.

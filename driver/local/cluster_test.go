@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -372,4 +373,58 @@ func TestCluster_NodeMovesOffATakenPort(t *testing.T) {
 		require.NotEqual(t, fmt.Sprintf("127.0.0.1:%d", taken), addr, "the cluster announces the node's new port")
 	}
 	clusterRead(t, clusterClient(t, in), "k", 200)
+}
+
+// An import one shard cannot hold (hash tags put every key in one shard, whose limit is
+// its share of the database's) is refused before anything is written, as is one with keys
+// outside database 0 in any part: the cluster keeps its data.
+func TestCluster_ImportRefusedBeforeAnyWrite(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	src := b.instance(t, 1, "none")
+	require.NoError(t, b.driver.Ensure(ctx, src))
+	sc := client(t, src.Port, src.Password)
+	big := strings.Repeat("x", 100<<10)
+	for i := range 120 { // about 12 MB, all in the slot of {tag}: more than a shard, less than both
+		require.NoError(t, sc.Set(ctx, fmt.Sprintf("{tag}:%d", i), big, 0).Err())
+	}
+	crowded := filepath.Join(t.TempDir(), "crowded.rdb")
+	snapshot(t, b, src, crowded)
+	require.NoError(t, sc.FlushAll(ctx).Err())
+	sc3 := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", src.Port), Password: src.Password, DB: 3, Protocol: 2, DisableIdentity: true})
+	t.Cleanup(func() { sc3.Close() })
+	require.NoError(t, sc3.Set(ctx, "elsewhere", 1, 0).Err())
+	otherDB := filepath.Join(t.TempDir(), "db3.rdb")
+	snapshot(t, b, src, otherDB)
+
+	dst := b.instance(t, 2, "none")
+	dst.OSSCluster, dst.Shards, dst.MaxMemoryBytes = true, 2, 16*mb // 8 MB a shard
+	require.NoError(t, b.driver.Ensure(ctx, dst))
+	dc := clusterClient(t, dst)
+	clusterWrite(t, dc, "kept", 50)
+
+	err := b.driver.Load(ctx, dst, []string{crowded})
+	require.ErrorIs(t, err, clouddb.ErrDataTooLarge)
+	require.ErrorContains(t, err, "shard")
+	clusterRead(t, dc, "kept", 50)
+
+	// A first part that fits, then one with keys in database 3: nothing is written.
+	require.NoError(t, sc.FlushAll(ctx).Err())
+	require.NoError(t, sc.Set(ctx, "fits", 1, 0).Err())
+	fits := filepath.Join(t.TempDir(), "fits.rdb")
+	snapshot(t, b, src, fits)
+	require.ErrorContains(t, b.driver.Load(ctx, dst, []string{fits, otherDB}), "logical database 3")
+	clusterRead(t, dc, "kept", 50)
+	require.Equal(t, redis.Nil, dc.Get(ctx, "fits").Err())
+}
+
+// snapshot writes in's data to path.
+func snapshot(t *testing.T, b *testBundle, in clouddb.Instance, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	_, err = b.driver.Snapshot(ctxT(t), in, 0, f)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
 }

@@ -110,6 +110,25 @@ func (d *Driver) Load(ctx context.Context, in clouddb.Instance, files []string) 
 			}
 			shards = append(shards, sh)
 		}
+		// Each shard holds its share of the memory limit: data that one shard cannot
+		// hold (hash tags crowding one) is refused before anything is emptied.
+		perShard := make([]int64, len(shards))
+		for _, t := range temps {
+			used, err := redisdata.ShardUsage(ctx, t.Endpoint(), shards)
+			if err != nil {
+				return fmt.Errorf("check the data against the shards: %w", err)
+			}
+			for s, n := range used {
+				perShard[s] += n
+			}
+		}
+		limit := in.MaxMemoryBytes / int64(len(shards))
+		for s, n := range perShard {
+			if in.MaxMemoryBytes > 0 && n > limit {
+				return fmt.Errorf("%w: shard %d (slots %d-%d) would need about %d bytes, its share of the limit is %d",
+					clouddb.ErrDataTooLarge, s, shards[s].Lo, shards[s].Hi, n, limit)
+			}
+		}
 		for i, t := range temps {
 			if _, err := redisdata.CopyKeysToCluster(ctx, t.Endpoint(), shards, redisdata.CopyOptions{Replace: i == 0}); err != nil {
 				return fmt.Errorf("copy the data into the database: %w", err)
