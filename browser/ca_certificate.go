@@ -311,20 +311,7 @@ func (st *store) insertCACertificate(ctx context.Context, tx *sql.Tx, ca *caCert
 
 // caCertificates lists the CA certificates by id, without their bodies.
 func (st *store) caCertificates(ctx context.Context) ([]caCertificate, error) {
-	rows, err := st.reader.QueryContext(ctx, `SELECT id, name FROM ca_certificates ORDER BY id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []caCertificate{}
-	for rows.Next() {
-		var c caCertificate
-		if err := rows.Scan(&c.ID, &c.Name); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return listNamed(ctx, st, "ca_certificates", func(id int, name string) caCertificate { return caCertificate{ID: id, Name: name} })
 }
 
 // caCertificate returns a CA certificate with its opened body, or clouddb.ErrNotFound.

@@ -305,8 +305,18 @@ func clusterNodes(ctx context.Context, seed *redis.Client, at endpoint, useTLS b
 	if err != nil {
 		return nil, classify(err, "seed node "+at.addr(), useTLS)
 	}
-	return parseClusterNodes(text, at.Host), nil
+	nodes := parseClusterNodes(text, at.Host)
+	if len(nodes) > maxClusterNodes {
+		// Every node is dialled, with the record's password: a server that lists
+		// thousands would make this tool scan ports for it.
+		return nil, failed(errConnectionFailed, "seed node %s lists %d cluster nodes: at most %d are taken", at.addr(), len(nodes), maxClusterNodes)
+	}
+	return nodes, nil
 }
+
+// maxClusterNodes bounds the nodes a cluster record's seed may list (Redis Cluster's
+// recommended maximum is 1000).
+const maxClusterNodes = 1000
 
 // parseClusterNodes reads the output of CLUSTER NODES. A node that does not know its own
 // IP address yet shows an empty one: it is reached at seedHost.

@@ -95,18 +95,27 @@ type certificate struct {
 
 // certificates lists the pairs by id, without their bodies.
 func (st *store) certificates(ctx context.Context) ([]certificate, error) {
-	rows, err := st.reader.QueryContext(ctx, `SELECT id, name FROM certificates ORDER BY id`)
+	return listNamed(ctx, st, "certificates", func(id int, name string) certificate { return certificate{ID: id, Name: name} })
+}
+
+// listNamed lists the ids and names of table's rows, by id, as mk makes them. table is
+// this package's constant.
+func listNamed[T any](ctx context.Context, st *store, table string, mk func(id int, name string) T) ([]T, error) {
+	rows, err := st.reader.QueryContext(ctx, `SELECT id, name FROM `+table+` ORDER BY id`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := []certificate{}
+	out := []T{}
 	for rows.Next() {
-		var c certificate
-		if err := rows.Scan(&c.ID, &c.Name); err != nil {
+		var (
+			id   int
+			name string
+		)
+		if err := rows.Scan(&id, &name); err != nil {
 			return nil, err
 		}
-		out = append(out, c)
+		out = append(out, mk(id, name))
 	}
 	return out, rows.Err()
 }

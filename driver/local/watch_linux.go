@@ -2,6 +2,8 @@ package local
 
 import (
 	"golang.org/x/sys/unix"
+
+	"clouddb"
 )
 
 // watchExit has exited called once process pid, a server this Driver adopted rather than
@@ -49,6 +51,13 @@ func (d *Driver) watchExit(id, pid int) {
 
 // waitExits reports the exits of the watched processes, for the life of the process.
 func (d *Driver) waitExits(ep int) {
+	// A panic here would end clouddb for every tenant: the watch ends instead, and the
+	// reconciler's checks find exits (as they do without pidfds).
+	defer func() {
+		if p := clouddb.Recovered(recover()); p != nil {
+			d.log.Error("the watch of adopted servers' exits panicked; the next checks find them", "panic", p.Value, "stack", string(p.Stack))
+		}
+	}()
 	events := make([]unix.EpollEvent, 16)
 	for {
 		n, err := unix.EpollWait(ep, events, -1)
