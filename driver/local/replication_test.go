@@ -65,7 +65,7 @@ func killAndWait(t *testing.T, p int) {
 	require.Eventually(t, func() bool { return processGone(p) }, 5*time.Second, 5*time.Millisecond)
 }
 
-func TestReplication_ReplicaFollowsAndIsReadOnly(t *testing.T) {
+func TestReplication_ReplicaFollows(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	in := b.replicated(t, 1, "none")
