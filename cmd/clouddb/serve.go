@@ -330,7 +330,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.Addr = ln.Addr().String()
-	srv := newHTTPServer(api.Handler(), m.timeouts)
+	srv := newHTTPServer(m.apiListenerHandler(api.Handler()), m.timeouts)
 	servers := []*http.Server{srv}
 	serveErr := make(chan error, 2)
 	if c.BrowserListen != "" {

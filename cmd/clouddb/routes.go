@@ -1,0 +1,17 @@
+package main
+
+import "net/http"
+
+// apiListenerHandler is everything the API listener serves: the cloud API (/v1, and the
+// bare paths it normalises onto /v1), and beside it the console at /, the OpenAPI
+// documents and their docs page, /metrics, /healthz and /readyz. api is the cloud API's
+// handler; the console calls it in process.
+func (m *Main) apiListenerHandler(api http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", m.instrumentAPI(api))
+	m.mountHealth(mux)
+	m.mountMetrics(mux)
+	m.mountOpenAPI(mux)
+	m.mountConsole(mux, api)
+	return mux
+}
