@@ -21,6 +21,7 @@ test-deps:
 	@GOLANGCI_LINT_VERSION=$(GOLANGCI_LINT_VERSION) scripts/ensure-deps.sh test
 
 build:
+	@test -x $(BIN) || echo "Building clouddb. The first build downloads its Go modules and compiles them: a few minutes; later builds take seconds." >&2
 	$(GO) build -o $(BIN) ./cmd/clouddb
 
 run: deps build

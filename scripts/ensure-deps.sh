@@ -9,7 +9,7 @@
 #         at GOLANGCI_LINT_VERSION (built from the Go module proxy into $(go env GOPATH)/bin),
 #         and for the browser UI test Debian's chromium and playwright-core (npm ci into
 #         internal/uitest/node_modules, which git ignores, at the version its
-#         package-lock.json pins)
+#         package-lock.json pins), and jq and curl for the README's examples
 # Usage: scripts/ensure-deps.sh [run|test]   (default: test)
 set -euo pipefail
 want=${1:-test}
@@ -25,6 +25,9 @@ if [ "$want" = test ]; then
   command -v vsftpd >/dev/null 2>&1 || [ -x /usr/sbin/vsftpd ] || apt_pkgs+=(vsftpd)
   { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; } || apt_pkgs+=(nodejs npm)
   [ -x /usr/bin/chromium ] || apt_pkgs+=(chromium)
+  # The README's examples, which a test runs as written.
+  command -v jq >/dev/null 2>&1 || apt_pkgs+=(jq)
+  command -v curl >/dev/null 2>&1 || apt_pkgs+=(curl)
   if [ -z "${TEST_DATABASE_URL:-}" ] && ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     apt_pkgs+=(postgresql)
   fi

@@ -577,18 +577,45 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
+// printWelcome tells a new user where everything is and how to call it from another
+// shell: every line it prints works as pasted there. The secret is printed on the first
+// start only (it is also in credentials.json); later starts point the CLI at the file.
 func (m *Main) printWelcome(creds *credentials) {
-	url := "http://" + m.Addr + "/v1"
-	fmt.Fprintf(m.stdout, "clouddb is serving the cloud API at %s\n", url)
+	root := "http://" + m.Addr
+	api := root + "/v1"
+	w := m.stdout
+	fmt.Fprintf(w, "clouddb %s is serving the cloud API at %s\n", clouddb.Version(), api)
+	fmt.Fprintf(w, "  console:        %s/\n", root)
+	fmt.Fprintf(w, "  API reference:  %s/docs (OpenAPI: %s/openapi.json)\n", root, api)
+	fmt.Fprintf(w, "  metrics:        %s/metrics (health: %s/healthz, %s/readyz)\n", root, root, root)
 	if m.BrowserAddr != "" {
-		fmt.Fprintf(m.stdout, "and the browser local API at http://%s/api/\n", m.BrowserAddr)
+		fmt.Fprintf(w, "and the browser local API at http://%s/api/ (its web UI: http://%s/)\n", m.BrowserAddr, m.BrowserAddr)
 	}
+	dataDir := m.Config.DataDir
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		dataDir = abs
+	}
+	credsFile := filepath.Join(dataDir, "credentials.json")
+	fmt.Fprintf(w, "\nTo use the CLI from another shell, paste:\n  export CLOUDDB_URL=%s\n", api)
 	if creds != nil {
-		fmt.Fprintf(m.stdout, "\nA default account was created. Its API key (shown once, also in %s):\n  x-api-key:        %s\n  x-api-secret-key: %s\n",
-			filepath.Join(m.Config.DataDir, "credentials.json"), creds.APIKey, creds.SecretKey)
+		fmt.Fprintf(w, "  export CLOUDDB_API_KEY=%s\n  export CLOUDDB_API_SECRET_KEY=%s\n", creds.APIKey, creds.SecretKey)
+		fmt.Fprintf(w, "(a default account was made on this first start; its key pair, shown once, is also in %s)\n", credsFile)
+	} else {
+		fmt.Fprintf(w, "  export CLOUDDB_DATA_DIR=%s\n", dataDir)
+		fmt.Fprintf(w, "(the CLI reads the default account's key pair from %s)\n", credsFile)
 	}
-	fmt.Fprintf(m.stdout, "\nTry:\n  curl -s %s/subscriptions -H \"x-api-key: $KEY\" -H \"x-api-secret-key: $SECRET\"\n", url)
-	fmt.Fprintf(m.stdout, "(the key and secret are in %s)\n", filepath.Join(m.Config.DataDir, "credentials.json"))
+	fmt.Fprintf(w, "\nTry:\n  %s subscriptions list\n  %s --help\n", cliPath(), cliPath())
+}
+
+// cliPath is how the user ran this binary (./bin/clouddb under make run), for the lines
+// the welcome suggests; plain "clouddb" when it was found in PATH or is not the CLI (a
+// test binary).
+func cliPath() string {
+	arg := os.Args[0]
+	if filepath.Base(arg) != "clouddb" {
+		return "clouddb"
+	}
+	return arg
 }
 
 // redisLog is the logger go-redis's lines go to (main installs redisLogger once; a
