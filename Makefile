@@ -2,6 +2,9 @@
 # (scripts/ensure-deps.sh) or say exactly what to install.
 GO      ?= go
 BIN     := bin/clouddb
+# The version `clouddb version` reports: the checkout's tag or commit (empty outside git,
+# and then Go's build information decides).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 # Two cores here: keep test parallelism modest.
 TESTFLAGS ?= -race -p 2 -timeout 20m
 
@@ -22,7 +25,7 @@ test-deps:
 
 build:
 	@test -x $(BIN) || echo "Building clouddb. The first build downloads its Go modules and compiles them: a few minutes; later builds take seconds." >&2
-	$(GO) build -o $(BIN) ./cmd/clouddb
+	$(GO) build -ldflags "-X clouddb.version=$(VERSION)" -o $(BIN) ./cmd/clouddb
 
 run: deps build
 	./$(BIN) serve
