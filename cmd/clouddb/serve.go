@@ -330,6 +330,10 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.Addr = ln.Addr().String()
+	if err := writeAPIURL(c.DataDir, m.Addr); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	srv := newHTTPServer(m.apiListenerHandler(api.Handler()), m.timeouts)
 	servers := []*http.Server{srv}
 	serveErr := make(chan error, 2)
@@ -630,6 +634,32 @@ func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	if l := redisLog.Load(); l != nil {
 		l.DebugContext(ctx, fmt.Sprintf(format, v...), "system", "go-redis")
 	}
+}
+
+// apiURLFile, in the data dir, holds the URL the API serves at, so that the CLI run in a
+// shell beside the data dir reaches this service whatever --listen said.
+const apiURLFile = "api-url"
+
+// writeAPIURL records the API's URL for the CLI (written whole: a CLI reading it meanwhile
+// sees the old URL or the new one).
+func writeAPIURL(dataDir, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		// Listening on every address: the loopback one reaches it from this machine.
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	u := "http://" + net.JoinHostPort(host, port) + "/v1\n"
+	tmp := filepath.Join(dataDir, apiURLFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(u), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", apiURLFile, err)
+	}
+	return os.Rename(tmp, filepath.Join(dataDir, apiURLFile))
 }
 
 // credentials are the bootstrap key pair, written once to <data-dir>/credentials.json.
