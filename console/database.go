@@ -73,7 +73,7 @@ func redisCLI(endpoint, pass string, useTLS, clientAuth bool) string {
 }
 
 // shellQuote quotes s for a POSIX shell: inside single quotes nothing is special but the
-// quote itself, written '\''.
+// quote itself, which is written as quote, backslash, quote, quote.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
@@ -81,12 +81,14 @@ func shellQuote(s string) string {
 // shellWord is s bare when it holds only characters no shell treats specially (host
 // names, addresses, ports), quoted otherwise.
 func shellWord(s string) string {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_:[]", r)) {
-			return shellQuote(s)
-		}
+	if s == "" || strings.ContainsFunc(s, func(r rune) bool { return !plainShellChar(r) }) {
+		return shellQuote(s)
 	}
 	return s
+}
+
+func plainShellChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_:", r)
 }
 
 // formatGB shows a size in GB without trailing zeros.
