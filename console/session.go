@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -102,7 +103,7 @@ func (s *sealer) session(r *http.Request) (*session, error) {
 func (s *sealer) setCookie(w http.ResponseWriter, r *http.Request, sess session) {
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: s.seal(sess), Path: "/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
 }
 
@@ -110,6 +111,14 @@ func (s *sealer) setCookie(w http.ResponseWriter, r *http.Request, sess session)
 func clearCookie(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
+}
+
+// overTLS reports whether the browser reached the console over TLS: directly, or through
+// a TLS-terminating proxy that says so (X-Forwarded-Proto: https). The header is trusted
+// from anyone because it can only make the cookie stricter: a client that sends it over
+// plain HTTP gets a cookie its browser will not send back.
+func overTLS(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }

@@ -50,14 +50,20 @@ func TestSessionSeal(t *testing.T) {
 	require.ErrorIs(t, err, errNoSession)
 }
 
-// The cookie is Secure when the console was reached over TLS.
+// The cookie is Secure when the console was reached over TLS, directly or through a
+// proxy that says so.
 func TestSessionCookieSecureOverTLS(t *testing.T) {
 	t.Parallel()
 	s := newSealer()
-	for _, overTLS := range []bool{false, true} {
+	for i, overTLS := range []bool{false, true, true, false} {
 		r := httptest.NewRequest(http.MethodPost, "/console/signin", nil)
-		if overTLS {
+		switch i {
+		case 1:
 			r.TLS = &tls.ConnectionState{}
+		case 2:
+			r.Header.Set("X-Forwarded-Proto", "https")
+		case 3:
+			r.Header.Set("X-Forwarded-Proto", "http")
 		}
 		w := httptest.NewRecorder()
 		s.setCookie(w, r, session{Key: "k", Secret: "s", Issued: time.Now().Unix()})
