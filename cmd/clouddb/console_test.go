@@ -76,8 +76,8 @@ func TestConsoleFlow(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(pages), 12, "pages the flow saved")
 	for _, p := range pages {
-		b, err := os.ReadFile(p)
-		require.NoError(t, err)
+		b, readErr := os.ReadFile(p)
+		require.NoError(t, readErr)
 		require.NotContains(t, string(b), creds.SecretKey, "%s holds the secret key", filepath.Base(p))
 	}
 	require.NotContains(t, s.logs.String(), creds.SecretKey, "the service's logs hold the secret key")
