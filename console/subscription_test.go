@@ -1,0 +1,94 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"clouddb/cloudapi"
+)
+
+func TestSubscriptions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.browser()
+	b.signIn(ownerKey, ownerSecret)
+
+	p := b.getOK("/console/subscriptions")
+	requireSecurityHeaders(t, p.header)
+	require.Empty(t, all(p.doc, "subscription-row"))
+	require.False(t, refreshes(p))
+	form := one(t, p.doc, "new-subscription-form")
+	require.Equal(t, "/console/subscriptions", attr(form, "action"))
+
+	// The API's refusals, next to the form, with what was typed.
+	res := b.post("/console/subscriptions", url.Values{"name": {"shop"}, "dbName": {"cache"}, "dbMemory": {"lots"}})
+	require.Equal(t, http.StatusBadRequest, res.status, res.raw)
+	require.Equal(t, "INVALID_FIELD: field databases[0].memoryLimitInGb: expected a number, got string", text(one(t, res.doc, "form-error")))
+	require.Contains(t, res.raw, `value="shop"`)
+	require.Contains(t, res.raw, `value="lots"`)
+	res = b.post("/console/subscriptions", url.Values{"name": {""}, "dbName": {"cache"}, "dbMemory": {"1"}})
+	require.Equal(t, http.StatusBadRequest, res.status, res.raw)
+	require.Contains(t, text(one(t, res.doc, "form-error")), "subscription: name is required")
+
+	// A valid form: the task page, which follows the subscription while it is pending
+	// (there is no reconciler here to make it active).
+	id := taskID(t, b.post("/console/subscriptions", url.Values{"name": {"shop <1>"}, "dbName": {"cache"}, "dbMemory": {"1"}}))
+	tk, err := e.owner.GetTask(testCtx(t), id)
+	require.NoError(t, err)
+	subID := tk.ResourceID()
+	require.NotZero(t, subID)
+	p = b.getOK("/console/tasks/" + id)
+	require.Equal(t, "processing-completed", text(one(t, p.doc, "task-status")))
+	require.Equal(t, "/console/subscriptions/"+strconv.Itoa(subID), attr(one(t, p.doc, "task-subscription-open"), "href"))
+	require.Equal(t, "pending", text(one(t, p.doc, "task-subscription-status")))
+	require.True(t, refreshes(p), "the subscription is pending")
+
+	p = b.getOK("/console/subscriptions")
+	rows := all(p.doc, "subscription-row")
+	require.Len(t, rows, 1)
+	require.Equal(t, strconv.Itoa(subID), attr(rows[0], "data-id"))
+	require.Equal(t, "shop <1>", text(one(t, rows[0], "subscription-open")))
+	require.Contains(t, p.raw, "shop &lt;1&gt;", "escaped")
+	require.Equal(t, "pending", text(one(t, rows[0], "status")))
+	require.Equal(t, "1", text(one(t, rows[0], "subscription-databases")))
+	require.True(t, refreshes(p))
+
+	e.activate(subID)
+	p = b.getOK("/console/tasks/" + id)
+	require.Equal(t, "active", text(one(t, p.doc, "task-subscription-status")))
+	require.False(t, refreshes(p), "settled")
+
+	// Another account's subscription does not exist for this key: the API's 404.
+	other := e.browser()
+	other.signIn(otherKey, otherSecret)
+	res = other.get("/console/subscriptions/" + strconv.Itoa(subID))
+	require.Equal(t, http.StatusNotFound, res.status)
+	require.Contains(t, text(one(t, res.doc, "form-error")), "SUBSCRIPTION_NOT_FOUND")
+	require.Empty(t, all(other.getOK("/console/subscriptions").doc, "subscription-row"))
+
+	// Paths that are no page.
+	for _, path := range []string{"/console/subscriptions/abc", "/console/subscriptions/0", "/console/nothing", "/console/subscriptions/1/databases/x"} {
+		res = b.get(path)
+		require.Equal(t, http.StatusNotFound, res.status, path)
+		requireSecurityHeaders(t, res.header)
+		one(t, res.doc, "form-error")
+	}
+	e.requireNoSecret(ownerSecret, otherSecret)
+}
+
+// The API's rate limit applies to the console's calls: past it, the page says so.
+func TestRateLimited(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(s *cloudapi.Server) { s.RateLimit = 3 })
+	b := e.browser()
+	b.signIn(ownerKey, ownerSecret) // one call
+	b.getOK("/console/subscriptions")
+	b.getOK("/console/tasks")
+	res := b.get("/console/subscriptions")
+	require.Equal(t, http.StatusTooManyRequests, res.status, res.raw)
+	require.Contains(t, text(one(t, res.doc, "form-error")), "RATE_LIMIT_EXCEEDED")
+}
