@@ -54,12 +54,16 @@ func (m *Main) initMetrics() {
 		}
 	}
 	m.Reconciler.Provisioned = func(_ *clouddb.Database, took time.Duration) { m.metrics.DatabaseProvisioned(took) }
+	// Run sets m.Store before it serves anything.
+	m.metrics.WatchStore(func() clouddb.Store { return m.Store }, storeQueryTimeout)
 }
 
-// mountMetrics serves /metrics to the clients Guard lets in.
-func (m *Main) mountMetrics(mux *http.ServeMux) {
-	m.metrics.WatchStore(m.Store, storeQueryTimeout)
-	mux.Handle("GET /metrics", metrics.Guard(m.Config.MetricsToken, m.metrics.Handler()))
+// mountMetrics serves /metrics.
+func (m *Main) mountMetrics(mux *http.ServeMux) { mux.Handle("GET /metrics", m.metricsHandler()) }
+
+// metricsHandler serves the metrics to the clients metrics.Guard lets in.
+func (m *Main) metricsHandler() http.Handler {
+	return metrics.Guard(m.Config.MetricsToken, m.metrics.Handler())
 }
 
 // instrumentAPI counts and times the cloud API's requests by route.

@@ -59,20 +59,23 @@ func (d *Driver) Stats(ctx context.Context, in clouddb.Instance) (clouddb.Databa
 	return sum, nil
 }
 
-// nodeStats reads one node's figures and its replication role.
+// nodeStats reads one node's figures and its replication role. It sends one command
+// after AUTH (not probe's PING and INFO server before): the server's
+// instantaneous_ops_per_sec would count the reader's own commands. INFO server's
+// process_id is checked as probe does, so a stranger on the port is not read.
 func (d *Driver) nodeStats(ctx context.Context, n node, port int) (clouddb.DatabaseStats, string, error) {
 	pid, err := d.pidOf(n)
 	if err != nil {
 		return clouddb.DatabaseStats{}, "", fmt.Errorf("database %d node %d: no server runs: %w", n.db, n.idx, err)
 	}
-	c, err := d.probe(ctx, n, port, cred{internalUser, d.internalSecret(n.db)}, pid)
-	if err != nil {
-		return clouddb.DatabaseStats{}, "", fmt.Errorf("database %d node %d: %w", n.db, n.idx, err)
-	}
+	c := d.newClient(n, port, cred{internalUser, d.internalSecret(n.db)})
 	defer c.Close()
-	info, err := c.Info(ctx, "memory", "clients", "stats", "keyspace", "replication").Result()
+	info, err := c.Info(ctx, "server", "memory", "clients", "stats", "keyspace", "replication").Result()
 	if err != nil {
-		return clouddb.DatabaseStats{}, "", fmt.Errorf("database %d node %d: INFO: %w", n.db, n.idx, err)
+		return clouddb.DatabaseStats{}, "", fmt.Errorf("database %d node %d: INFO: %w", n.db, n.idx, classify(err))
+	}
+	if got := infoField(info, "process_id"); got != strconv.Itoa(pid) {
+		return clouddb.DatabaseStats{}, "", fmt.Errorf("database %d node %d: %s is served by process %s, not redis-server pid %d", n.db, n.idx, d.internalAddr(n, port), got, pid)
 	}
 	s, err := parseStats(info)
 	if err != nil {

@@ -48,7 +48,7 @@ func CountDatabases(ctx context.Context, store clouddb.Store) (map[clouddb.Datab
 // clouddb.StatusCounter), bounded by a timeout. A store that does not answer in time
 // reports clouddb_store_up 0 and leaves the counts out.
 type storeCollector struct {
-	store   clouddb.Store
+	store   func() clouddb.Store
 	timeout time.Duration
 	now     func() time.Time
 }
@@ -66,8 +66,9 @@ var (
 		"Tasks being processed now.", nil, nil)
 )
 
-// WatchStore registers the store's counts, read at each scrape within timeout.
-func (m *Metrics) WatchStore(store clouddb.Store, timeout time.Duration) {
+// WatchStore registers the store's counts, read at each scrape within timeout from the
+// store that store returns then (the service opens its store after it made its metrics).
+func (m *Metrics) WatchStore(store func() clouddb.Store, timeout time.Duration) {
 	m.Registry.MustRegister(&storeCollector{store: store, timeout: timeout, now: time.Now})
 }
 
@@ -84,7 +85,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	up := 1.0
 	defer func() { ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, up) }()
-	counts, err := CountDatabases(ctx, c.store)
+	store := c.store()
+	counts, err := CountDatabases(ctx, store)
 	if err != nil {
 		up = 0
 		return
@@ -92,7 +94,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range DatabaseStatuses {
 		ch <- prometheus.MustNewConstMetric(databasesDesc, prometheus.GaugeValue, float64(counts[s]), string(s))
 	}
-	sc, ok := c.store.(clouddb.StatusCounter)
+	sc, ok := store.(clouddb.StatusCounter)
 	if !ok {
 		return
 	}
