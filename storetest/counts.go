@@ -25,14 +25,14 @@ func RunStatusCounter(t *testing.T, open OpenFunc) {
 
 	sub := newSubscription(bn.a.ID, bn.internal.ID, "s")
 	bn.update(t, func(tx clouddb.Tx) error {
-		if err := tx.CreateSubscription(bn.ctx, sub); err != nil {
-			return err
+		if cerr := tx.CreateSubscription(bn.ctx, sub); cerr != nil {
+			return cerr
 		}
 		for i, s := range []clouddb.DatabaseStatus{clouddb.DatabaseActive, clouddb.DatabaseActive, clouddb.DatabasePending, clouddb.DatabaseDeleting} {
 			d := newDatabase(sub, string(s)+string(rune('a'+i)), 10000+i)
 			d.Status = s
-			if err := tx.CreateDatabase(bn.ctx, d); err != nil {
-				return err
+			if cerr := tx.CreateDatabase(bn.ctx, d); cerr != nil {
+				return cerr
 			}
 		}
 		return nil

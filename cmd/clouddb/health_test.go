@@ -116,7 +116,7 @@ func TestHealthPostgres(t *testing.T) {
 	require.Equal(t, storeHealth{Kind: "postgres", Reachable: true, LatencyMs: h.Store.LatencyMs}, h.Store)
 	require.Zero(t, h.Databases["active"])
 
-	n, ok := sample(scrape(t, s), "clouddb_store_up", nil)
+	n, ok := seriesValue(scrape(t, s), "clouddb_store_up", nil)
 	require.True(t, ok)
 	require.EqualValues(t, 1, n)
 }

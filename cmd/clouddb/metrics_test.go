@@ -34,9 +34,9 @@ func scrape(t *testing.T, s *service) family {
 	return fams
 }
 
-// sample is the value of the series of name whose labels include labels (a histogram's
+// seriesValue is the value of the series of name whose labels include labels (a histogram's
 // count of observations); ok is false when there is no such series.
-func sample(fams family, name string, labels map[string]string) (float64, bool) {
+func seriesValue(fams family, name string, labels map[string]string) (float64, bool) {
 	f, ok := fams[name]
 	if !ok {
 		return 0, false
@@ -91,7 +91,7 @@ func TestMetrics(t *testing.T) {
 	var fams family
 	eventually(t, 30*time.Second, "the database's figures in /metrics", func() bool {
 		fams = scrape(t, s)
-		n, ok := sample(fams, "clouddb_database_keys", dbLabels)
+		n, ok := seriesValue(fams, "clouddb_database_keys", dbLabels)
 		return ok && n == keys
 	})
 
@@ -104,10 +104,10 @@ func TestMetrics(t *testing.T) {
 		{"GET /v1/subscriptions/{subscriptionId}/databases/{databaseId}", "GET", "404"},
 		{"unmatched", "GET", "404"},
 	} {
-		n, ok := sample(fams, "clouddb_http_requests_total", map[string]string{"route": c.route, "method": c.method, "code": c.code})
+		n, ok := seriesValue(fams, "clouddb_http_requests_total", map[string]string{"route": c.route, "method": c.method, "code": c.code})
 		require.True(t, ok, "requests of %+v", c)
 		require.Positive(t, n, "requests of %+v", c)
-		n, ok = sample(fams, "clouddb_http_request_duration_seconds", map[string]string{"route": c.route, "method": c.method, "code": c.code})
+		n, ok = seriesValue(fams, "clouddb_http_request_duration_seconds", map[string]string{"route": c.route, "method": c.method, "code": c.code})
 		require.True(t, ok && n > 0, "latency of %+v", c)
 	}
 	for _, m := range fams["clouddb_http_requests_total"].GetMetric() {
@@ -116,42 +116,42 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 
-	n, ok := sample(fams, "clouddb_tasks_processed_total", map[string]string{"command": "subscriptionCreateRequest", "status": "processing-completed"})
+	n, ok := seriesValue(fams, "clouddb_tasks_processed_total", map[string]string{"command": "subscriptionCreateRequest", "status": "processing-completed"})
 	require.True(t, ok)
 	require.EqualValues(t, 1, n)
-	n, ok = sample(fams, "clouddb_task_duration_seconds", map[string]string{"command": "subscriptionCreateRequest"})
+	n, ok = seriesValue(fams, "clouddb_task_duration_seconds", map[string]string{"command": "subscriptionCreateRequest"})
 	require.True(t, ok)
 	require.EqualValues(t, 1, n)
-	n, ok = sample(fams, "clouddb_databases", map[string]string{"status": "active"})
+	n, ok = seriesValue(fams, "clouddb_databases", map[string]string{"status": "active"})
 	require.True(t, ok)
 	require.EqualValues(t, 1, n)
-	n, ok = sample(fams, "clouddb_databases", map[string]string{"status": "error"})
+	n, ok = seriesValue(fams, "clouddb_databases", map[string]string{"status": "error"})
 	require.True(t, ok, "every status is reported, zeros too")
 	require.Zero(t, n)
-	n, ok = sample(fams, "clouddb_database_provisioning_seconds", nil)
+	n, ok = seriesValue(fams, "clouddb_database_provisioning_seconds", nil)
 	require.True(t, ok)
 	require.EqualValues(t, 1, n, "one database provisioned")
 	for name, want := range map[string]float64{"clouddb_store_up": 1, "clouddb_task_queue_depth": 0, "clouddb_tasks_in_progress": 0, "clouddb_task_queue_oldest_age_seconds": 0} {
-		n, ok = sample(fams, name, nil)
+		n, ok = seriesValue(fams, name, nil)
 		require.True(t, ok, name)
 		require.Equal(t, want, n, name)
 	}
 
-	n, _ = sample(fams, "clouddb_database_up", dbLabels)
+	n, _ = seriesValue(fams, "clouddb_database_up", dbLabels)
 	require.EqualValues(t, 1, n)
-	used, ok := sample(fams, "clouddb_database_memory_used_bytes", dbLabels)
+	used, ok := seriesValue(fams, "clouddb_database_memory_used_bytes", dbLabels)
 	require.True(t, ok)
 	require.Positive(t, used)
-	maxMem, ok := sample(fams, "clouddb_database_memory_max_bytes", dbLabels)
+	maxMem, ok := seriesValue(fams, "clouddb_database_memory_max_bytes", dbLabels)
 	require.True(t, ok)
 	require.EqualValues(t, int64(db.DatasetSizeInGB*(1<<30)), maxMem)
-	clients, ok := sample(fams, "clouddb_database_connected_clients", dbLabels)
+	clients, ok := seriesValue(fams, "clouddb_database_connected_clients", dbLabels)
 	require.True(t, ok)
 	require.GreaterOrEqual(t, clients, 1.0, "the test's connection")
-	_, ok = sample(fams, "clouddb_database_ops_per_second", dbLabels)
+	_, ok = seriesValue(fams, "clouddb_database_ops_per_second", dbLabels)
 	require.True(t, ok)
 	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "clouddb_build_info"} {
-		_, ok = sample(fams, name, nil)
+		_, ok = seriesValue(fams, name, nil)
 		require.True(t, ok, name)
 	}
 
@@ -162,11 +162,11 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, err)
 	eventually(t, 30*time.Second, "the deleted database's series gone", func() bool {
 		fams = scrape(t, s)
-		_, up := sample(fams, "clouddb_database_up", dbLabels)
-		_, keys := sample(fams, "clouddb_database_keys", dbLabels)
+		_, up := seriesValue(fams, "clouddb_database_up", dbLabels)
+		_, keys := seriesValue(fams, "clouddb_database_keys", dbLabels)
 		return !up && !keys
 	})
-	n, ok = sample(fams, "clouddb_tasks_processed_total", map[string]string{"command": "databaseDeleteRequest", "status": "processing-completed"})
+	n, ok = seriesValue(fams, "clouddb_tasks_processed_total", map[string]string{"command": "databaseDeleteRequest", "status": "processing-completed"})
 	require.True(t, ok)
 	require.EqualValues(t, 1, n)
 }
@@ -210,7 +210,7 @@ func TestMetricsDoNotBlockOnServers(t *testing.T) {
 	sub, db := s.activeSubscription(ctx, "frozen", 1)
 	dbLabels := map[string]string{"database_id": strconv.Itoa(db.ID), "subscription_id": strconv.Itoa(sub)}
 	eventually(t, 30*time.Second, "the database's figures", func() bool {
-		_, ok := sample(scrape(t, s), "clouddb_database_keys", dbLabels)
+		_, ok := seriesValue(scrape(t, s), "clouddb_database_keys", dbLabels)
 		return ok
 	})
 	// A server that hangs (stopped by SIGSTOP) for a few seconds: the rounds that read it
@@ -230,13 +230,13 @@ func TestMetricsDoNotBlockOnServers(t *testing.T) {
 		start := time.Now()
 		fams := scrape(t, s)
 		require.Less(t, time.Since(start), time.Second, "a scrape while a server hangs")
-		_, ok := sample(fams, "clouddb_database_up", dbLabels)
+		_, ok := seriesValue(fams, "clouddb_database_up", dbLabels)
 		require.True(t, ok)
 		time.Sleep(400 * time.Millisecond)
 	}
 	resume()
 	eventually(t, 30*time.Second, "the figures read again", func() bool {
-		n, _ := sample(scrape(t, s), "clouddb_database_up", dbLabels)
+		n, _ := seriesValue(scrape(t, s), "clouddb_database_up", dbLabels)
 		return n == 1
 	})
 }
