@@ -58,10 +58,18 @@ func (c *StatsCollector) Run(ctx context.Context, store clouddb.Store, reader cl
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	// A store out of reach fails every round: that is logged when it begins and ends.
+	failing := false
 	for {
-		if err := c.Refresh(ctx, store, reader, log); err != nil && ctx.Err() == nil {
-			log.Warn("reading the databases' figures", "err", err)
+		err := c.Refresh(ctx, store, reader, log)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && !failing:
+			log.Warn("cannot list the databases to read their figures; the last ones read are kept", "err", err)
+		case err == nil && failing:
+			log.Info("listing the databases to read their figures again")
 		}
+		failing = err != nil && ctx.Err() == nil
 		select {
 		case <-ctx.Done():
 			return
