@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -239,4 +240,27 @@ func TestMetricsDoNotBlockOnServers(t *testing.T) {
 		n, _ := seriesValue(scrape(t, s), "clouddb_database_up", dbLabels)
 		return n == 1
 	})
+}
+
+// TestMetricsFlags: the token and the interval are checked, and the token may come from
+// the environment.
+func TestMetricsFlags(t *testing.T) {
+	parse := func(args ...string) (*Main, error) {
+		m := NewMain(io.Discard, io.Discard)
+		return m, m.ParseFlags(args)
+	}
+	_, err := parse("--metrics-token", "short")
+	require.ErrorContains(t, err, "--metrics-token")
+	_, err = parse("--metrics-token", "a token with spaces in it")
+	require.ErrorContains(t, err, "--metrics-token")
+	_, err = parse("--metrics-interval", "1ms")
+	require.ErrorContains(t, err, "--metrics-interval")
+	m, err := parse("--metrics-interval", "30s")
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, m.Config.MetricsInterval)
+
+	t.Setenv("CLOUDDB_METRICS_TOKEN", "token-from-the-environment")
+	m, err = parse()
+	require.NoError(t, err)
+	require.Equal(t, "token-from-the-environment", m.Config.MetricsToken)
 }
