@@ -146,6 +146,9 @@ func (r *Reconciler) provisionDatabase(ctx context.Context, d *clouddb.Database,
 		r.event(ctx, d.AccountID, clouddb.LogTypeDatabase, d.Spec.Name, d.ID, "Database %q (id %d) failed to start: %v", d.Spec.Name, d.ID, err)
 	} else {
 		r.event(ctx, d.AccountID, clouddb.LogTypeDatabase, d.Spec.Name, d.ID, "Database %q (id %d) is active on port %d", d.Spec.Name, d.ID, d.Port)
+		if d.ActivatedOn.IsZero() && r.Provisioned != nil {
+			r.Provisioned(d, r.Now().Sub(d.CreatedAt))
+		}
 	}
 	r.Notify() // its subscription may be waiting for it
 	return nil

@@ -36,6 +36,9 @@ type Reconciler struct {
 	Interval time.Duration
 	// Concurrency bounds the driver operations running at once.
 	Concurrency int
+	// Provisioned, when set, is told of each database that becomes active for the first
+	// time, with the time since it was created.
+	Provisioned func(d *clouddb.Database, took time.Duration)
 
 	once     sync.Once
 	wake     chan struct{}

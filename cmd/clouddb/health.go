@@ -1,6 +1,140 @@
 package main
 
-import "net/http"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"time"
 
-// mountHealth serves /healthz and /readyz. (Stub: owned by the metrics work.)
-func (m *Main) mountHealth(mux *http.ServeMux) {}
+	"clouddb"
+	"clouddb/internal/metrics"
+)
+
+// /healthz and /readyz answer anyone, without authentication, in JSON: they say whether
+// this process serves and its store answers, never anything secret (no store URL, no
+// error text, which may name hosts; those go to the log).
+
+// health is the body of /healthz.
+type health struct {
+	// Status is "ok", or "unavailable" (503) when the store does not answer.
+	Status  string      `json:"status"`
+	Version string      `json:"version"`
+	Store   storeHealth `json:"store"`
+	// Databases counts the databases of every account by status; absent when the store
+	// does not answer.
+	Databases map[clouddb.DatabaseStatus]int `json:"databases,omitempty"`
+	// Workers says whether this process runs the task engine and the databases (with a
+	// shared store, one replica at a time does).
+	Workers bool `json:"workers"`
+	// Reason says what is wrong when Status is not "ok".
+	Reason string `json:"reason,omitempty"`
+}
+
+type storeHealth struct {
+	// Kind is "sqlite" or "postgres".
+	Kind      string `json:"kind"`
+	Reachable bool   `json:"reachable"`
+	// LatencyMs is how long the store took to count the databases.
+	LatencyMs float64 `json:"latencyMs"`
+}
+
+// ready is the body of /readyz.
+type ready struct {
+	// Status is "ready", or "starting" or "unavailable" (503).
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// healthCheck serves both endpoints; storeDown remembers the last outcome, so that the
+// store's failures are logged when they begin and end, not at every probe.
+type healthCheck struct {
+	m         *Main
+	storeDown atomic.Bool
+}
+
+// mountHealth serves /healthz and /readyz. The cloud API's own /healthz (bare status)
+// is shadowed on this listener by this fuller one, which answers the typed client's
+// Health the same way while the store answers.
+func (m *Main) mountHealth(mux *http.ServeMux) {
+	h := &healthCheck{m: m}
+	mux.HandleFunc("GET /healthz", h.serveHealth)
+	mux.HandleFunc("GET /readyz", h.serveReady)
+}
+
+func (h *healthCheck) serveHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), storeQueryTimeout)
+	defer cancel()
+	body := health{Status: "ok", Version: clouddb.Version(), Store: storeHealth{Kind: storeKind(h.m.Config.Store)}, Workers: h.m.Leading()}
+	start := time.Now()
+	counts, err := metrics.CountDatabases(ctx, h.m.Store)
+	body.Store.LatencyMs = float64(time.Since(start).Microseconds()) / 1000
+	if reason := h.storeOutcome(err); reason != "" {
+		body.Status, body.Reason = "unavailable", reason
+		writeHealthJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	body.Store.Reachable, body.Databases = true, counts
+	writeHealthJSON(w, http.StatusOK, body)
+}
+
+// serveReady answers 200 once the service serves and its store answers a read (one
+// row), 503 otherwise.
+func (h *healthCheck) serveReady(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-h.m.Ready():
+	default:
+		writeHealthJSON(w, http.StatusServiceUnavailable, ready{Status: "starting", Reason: "clouddb is starting"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), storeQueryTimeout)
+	defer cancel()
+	err := h.m.Store.View(ctx, func(tx clouddb.Tx) error {
+		_, err := tx.Setting(ctx, keyCheck)
+		if errors.Is(err, clouddb.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if reason := h.storeOutcome(err); reason != "" {
+		writeHealthJSON(w, http.StatusServiceUnavailable, ready{Status: "unavailable", Reason: reason})
+		return
+	}
+	writeHealthJSON(w, http.StatusOK, ready{Status: "ready"})
+}
+
+// storeOutcome logs a change of the store's state and returns what a client is told of a
+// failure ("" for none).
+func (h *healthCheck) storeOutcome(err error) string {
+	was := h.storeDown.Swap(err != nil)
+	switch {
+	case err != nil && !was:
+		h.m.logger.Error("health check: the store does not answer", "err", err)
+	case err == nil && was:
+		h.m.logger.Info("health check: the store answers again")
+	}
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the store did not answer within " + storeQueryTimeout.String()
+	}
+	return "the store cannot be read"
+}
+
+// storeKind names the kind of --store, never its URL (which may hold a password).
+func storeKind(store string) string {
+	if isShared(store) {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+func writeHealthJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	// A probe must see the state of now, not a cached one.
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

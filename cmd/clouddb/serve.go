@@ -27,6 +27,7 @@ import (
 	"clouddb/browser"
 	"clouddb/cloudapi"
 	"clouddb/driver/local"
+	"clouddb/internal/metrics"
 	"clouddb/reconcile"
 	"clouddb/redisdata"
 	"clouddb/task"
@@ -61,6 +62,12 @@ type Config struct {
 	// Redis version offered; the first runs the databases that name no version. Empty
 	// means redis-server in PATH.
 	RedisServers []string
+	// MetricsToken, when set, lets clients beyond loopback read /metrics with it as a
+	// bearer token (see metrics.go).
+	MetricsToken string
+	// MetricsInterval is how often the databases' figures are read for /metrics; 0 means
+	// defaultMetricsInterval.
+	MetricsInterval time.Duration
 }
 
 // Defaults of `clouddb serve`.
@@ -95,6 +102,8 @@ type Main struct {
 	leading atomic.Bool
 	// timeouts are the HTTP servers' (defaultHTTPTimeouts; tests shorten them).
 	timeouts httpTimeouts
+	// metrics are what /metrics serves (see metrics.go).
+	metrics *metrics.Metrics
 }
 
 // httpTimeouts bound how long a connection holds a server's resources: without them an
@@ -143,6 +152,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.DataTimeout, "data-timeout", c.DataTimeout, "longest an import or a backup may take as a whole; past it the task fails")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.Var((*redisServersFlag)(&c.RedisServers), "redis-server", "a redis-server binary, path or name in PATH (repeat it, one binary per Redis major.minor version; the first is the default version; default redis-server in PATH)")
+	fs.StringVar(&c.MetricsToken, "metrics-token", c.MetricsToken, "bearer token that lets clients beyond loopback read /metrics (prefer CLOUDDB_METRICS_TOKEN: a flag shows in the process list); empty: loopback only")
+	fs.DurationVar(&c.MetricsInterval, "metrics-interval", c.MetricsInterval, "how often each database's figures (memory, keys, ops/s, clients) are read for /metrics (default 10s)")
 	fs.StringVar(&c.Store, "store", c.Store, "sqlite (a file in the data dir) or a postgres:// URL that several replicas may share (they need the same "+envKey+")")
 	if err := envFlags(fs, args); err != nil {
 		return err
@@ -205,6 +216,9 @@ func (c *Config) Validate() error {
 	if c.DataTimeout < 0 || (c.DataTimeout > 0 && c.DataTimeout < time.Second) {
 		return errors.New("--data-timeout must be at least 1s")
 	}
+	if err := validateMetrics(c); err != nil {
+		return err
+	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
@@ -241,6 +255,7 @@ func (m *Main) Run(ctx context.Context) error {
 		DataTimeout: c.DataTimeout,
 		Processed:   func(*clouddb.Task) { m.Reconciler.Notify() },
 	}
+	m.initMetrics()
 	db, cipher, err := openState(ctx, c, func() {
 		// Another replica committed: a task to claim, or a change to provision, if this
 		// one runs the workers.
@@ -544,6 +559,7 @@ func (m *Main) lead(ctx context.Context, lost <-chan struct{}) {
 	wg.Go(func() {
 		clouddb.Keep(wctx, m.logger, "reconciler", func(ctx context.Context) { m.logStopped("reconciler", ctx, m.Reconciler.Run(ctx)) })
 	})
+	wg.Go(func() { clouddb.Keep(wctx, m.logger, "database figures", m.collectStats) })
 	select {
 	case <-ctx.Done():
 	case <-lost:

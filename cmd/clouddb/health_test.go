@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"clouddb"
+	"clouddb/internal/pgtest"
+	"clouddb/sqlite"
+)
+
+// getJSON reads a JSON answer of the API listener.
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+	return resp.StatusCode
+}
+
+// TestHealth: /healthz of a live service says its version, its store and its databases
+// by status, to anyone; /readyz answers 200; the typed client's Health still works.
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	s := startService(t, t.TempDir(), options{})
+	ctx := testContext(t)
+	s.activeSubscription(ctx, "health", 1)
+
+	var h health
+	require.Equal(t, http.StatusOK, getJSON(t, "http://"+s.m.Addr+"/healthz", &h))
+	require.Equal(t, "ok", h.Status)
+	require.Equal(t, clouddb.Version(), h.Version)
+	require.NotEmpty(t, h.Version)
+	require.Equal(t, storeHealth{Kind: "sqlite", Reachable: true, LatencyMs: h.Store.LatencyMs}, h.Store)
+	require.Equal(t, map[clouddb.DatabaseStatus]int{"active": 1, "pending": 0, "active-change-pending": 0, "deleting": 0, "error": 0}, h.Databases)
+	require.True(t, h.Workers)
+	require.Empty(t, h.Reason)
+
+	var rd ready
+	require.Equal(t, http.StatusOK, getJSON(t, "http://"+s.m.Addr+"/readyz", &rd))
+	require.Equal(t, ready{Status: "ready"}, rd)
+
+	require.NoError(t, s.c.Health(ctx))
+}
+
+// TestHealthStoreDown: with a store that cannot be read (closed here), /healthz and
+// /readyz answer 503 with the reason, and no error text or count; a service not started
+// yet is not ready.
+func TestHealthStoreDown(t *testing.T) {
+	t.Parallel()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	m := NewMain(io.Discard, io.Discard)
+	m.logger = slog.New(slog.DiscardHandler)
+	m.Store = db
+	hc := &healthCheck{m: m}
+	call := func(serve http.HandlerFunc, path string, v any) int {
+		rec := httptest.NewRecorder()
+		serve(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), v))
+		return rec.Code
+	}
+
+	var rd ready
+	require.Equal(t, http.StatusServiceUnavailable, call(hc.serveReady, "/readyz", &rd), "not serving yet")
+	require.Equal(t, "starting", rd.Status)
+	m.readyOnce.Do(func() { close(m.ready) })
+	require.Equal(t, http.StatusOK, call(hc.serveReady, "/readyz", &rd))
+	var h health
+	require.Equal(t, http.StatusOK, call(hc.serveHealth, "/healthz", &h))
+	require.Equal(t, "ok", h.Status)
+
+	require.NoError(t, db.Close())
+	rd = ready{}
+	require.Equal(t, http.StatusServiceUnavailable, call(hc.serveReady, "/readyz", &rd))
+	require.Equal(t, ready{Status: "unavailable", Reason: "the store cannot be read"}, rd)
+	h = health{}
+	require.Equal(t, http.StatusServiceUnavailable, call(hc.serveHealth, "/healthz", &h))
+	require.Equal(t, "unavailable", h.Status)
+	require.Equal(t, clouddb.Version(), h.Version)
+	require.Equal(t, "the store cannot be read", h.Reason)
+	require.False(t, h.Store.Reachable)
+	require.Equal(t, "sqlite", h.Store.Kind)
+	require.Nil(t, h.Databases)
+}
+
+// TestHealthPostgres: on a shared store /healthz names its kind, never its URL, and the
+// metrics count from it too.
+func TestHealthPostgres(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.URL(t)
+	s := startService(t, t.TempDir(), options{store: pg, key: clouddb.NewKey()})
+	resp, err := http.Get("http://" + s.m.Addr + "/healthz")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NotContains(t, string(body), pg)
+	u, err := url.Parse(pg)
+	require.NoError(t, err)
+	require.NotContains(t, string(body), u.Host)
+	var h health
+	require.NoError(t, json.Unmarshal(body, &h))
+	require.Equal(t, storeHealth{Kind: "postgres", Reachable: true, LatencyMs: h.Store.LatencyMs}, h.Store)
+	require.Zero(t, h.Databases["active"])
+
+	n, ok := seriesValue(scrape(t, s), "clouddb_store_up", nil)
+	require.True(t, ok)
+	require.EqualValues(t, 1, n)
+}

@@ -1,0 +1,200 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"clouddb"
+)
+
+// Bounds of a round of the databases' figures.
+const (
+	// DefaultStatsInterval is how often the figures are read: about as often as
+	// Prometheus scrapes.
+	DefaultStatsInterval = 10 * time.Second
+	// statsTimeout bounds the reading of one database (all its shards).
+	statsTimeout = 3 * time.Second
+	// statsConcurrency bounds the databases read at once.
+	statsConcurrency = 4
+)
+
+// StatsCollector keeps the last figures read from each database's servers and serves
+// them at each scrape: a scrape only reads this cache, so it never waits on a Redis
+// server. Run fills it while this process runs the databases; it holds the figures of the
+// databases that exist at the last round only, so a deleted database's series go with
+// it.
+type StatsCollector struct {
+	// Interval is the time between rounds; 0 means DefaultStatsInterval.
+	Interval time.Duration
+
+	mu      sync.RWMutex
+	figures map[int]databaseFigures
+	// down remembers the databases whose last read failed, to log a failure once.
+	down map[int]bool
+}
+
+// databaseFigures are what a round learnt of one database.
+type databaseFigures struct {
+	subscriptionID int
+	stats          clouddb.DatabaseStats
+	ok             bool
+}
+
+// statsStatuses are the statuses of databases whose servers run and are read.
+var statsStatuses = []clouddb.DatabaseStatus{clouddb.DatabaseActive, clouddb.DatabaseChangePending}
+
+// Run reads the figures every Interval until ctx ends, then forgets them: another
+// process may run the databases from then on.
+func (c *StatsCollector) Run(ctx context.Context, store clouddb.Store, reader clouddb.StatsReader, log *slog.Logger) {
+	defer c.forget()
+	interval := c.Interval
+	if interval <= 0 {
+		interval = DefaultStatsInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	// A store out of reach fails every round: that is logged when it begins and ends.
+	failing := false
+	for {
+		err := c.Refresh(ctx, store, reader, log)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && !failing:
+			log.Warn("cannot list the databases to read their figures; the last ones read are kept", "err", err)
+		case err == nil && failing:
+			log.Info("listing the databases to read their figures again")
+		}
+		failing = err != nil && ctx.Err() == nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Refresh reads every running database's figures once, a few at a time, each within a
+// timeout, and replaces the cache with them. When the store cannot list the databases,
+// the cache is left as it was.
+func (c *StatsCollector) Refresh(ctx context.Context, store clouddb.Store, reader clouddb.StatsReader, log *slog.Logger) error {
+	var dbs []*clouddb.Database
+	err := store.View(ctx, func(tx clouddb.Tx) error {
+		var err error
+		dbs, _, err = tx.Databases(ctx, clouddb.DatabaseFilter{Statuses: statsStatuses})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	figures := make(map[int]databaseFigures, len(dbs))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, statsConcurrency)
+	for _, d := range dbs {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			rctx, cancel := context.WithTimeout(ctx, statsTimeout)
+			defer cancel()
+			s, err := reader.Stats(rctx, clouddb.InstanceOf(d))
+			c.logChange(log, d.ID, err)
+			mu.Lock()
+			figures[d.ID] = databaseFigures{subscriptionID: d.SubscriptionID, stats: s, ok: err == nil}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	c.mu.Lock()
+	c.figures = figures
+	for id := range c.down {
+		if _, ok := figures[id]; !ok {
+			delete(c.down, id)
+		}
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// logChange logs a database whose figures could not be read, once until they can again:
+// a server restarting fails a round or two, and would fill the log every interval.
+func (c *StatsCollector) logChange(log *slog.Logger, id int, err error) {
+	c.mu.Lock()
+	was := c.down[id]
+	if err != nil {
+		if c.down == nil {
+			c.down = map[int]bool{}
+		}
+		c.down[id] = true
+	} else {
+		delete(c.down, id)
+	}
+	c.mu.Unlock()
+	switch {
+	case err != nil && !was:
+		log.Info("cannot read a database's figures; its clouddb_database_up is 0 until it can", "database_id", id, "err", err)
+	case err == nil && was:
+		log.Info("reading a database's figures again", "database_id", id)
+	}
+}
+
+// forget drops every database's figures.
+func (c *StatsCollector) forget() {
+	c.mu.Lock()
+	c.figures, c.down = nil, nil
+	c.mu.Unlock()
+}
+
+var (
+	databaseLabels = []string{"database_id", "subscription_id"}
+	databaseUpDesc = prometheus.NewDesc(Namespace+"_database_up",
+		"1 when the last round read the database's figures from its servers, else 0.", databaseLabels, nil)
+	usedMemoryDesc = prometheus.NewDesc(Namespace+"_database_memory_used_bytes",
+		"Memory the database's data takes (INFO used_memory, summed over its shards' primaries).", databaseLabels, nil)
+	maxMemoryDesc = prometheus.NewDesc(Namespace+"_database_memory_max_bytes",
+		"The database's memory limit (INFO maxmemory, summed over its shards' primaries).", databaseLabels, nil)
+	keysDesc = prometheus.NewDesc(Namespace+"_database_keys",
+		"Keys in the database, every logical database and shard included (replicas not counted again).", databaseLabels, nil)
+	opsDesc = prometheus.NewDesc(Namespace+"_database_ops_per_second",
+		"Commands per second the database's primaries process (INFO instantaneous_ops_per_sec).", databaseLabels, nil)
+	clientsDesc = prometheus.NewDesc(Namespace+"_database_connected_clients",
+		"Client connections to the database's primaries (clouddb's own reading left out).", databaseLabels, nil)
+)
+
+func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{databaseUpDesc, usedMemoryDesc, maxMemoryDesc, keysDesc, opsDesc, clientsDesc} {
+		ch <- d
+	}
+}
+
+func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for id, f := range c.figures {
+		labels := []string{strconv.Itoa(id), strconv.Itoa(f.subscriptionID)}
+		gauge := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		}
+		if !f.ok {
+			gauge(databaseUpDesc, 0)
+			continue
+		}
+		gauge(databaseUpDesc, 1)
+		gauge(usedMemoryDesc, float64(f.stats.UsedMemoryBytes))
+		gauge(maxMemoryDesc, float64(f.stats.MaxMemoryBytes))
+		gauge(keysDesc, float64(f.stats.Keys))
+		gauge(opsDesc, f.stats.OpsPerSecond)
+		gauge(clientsDesc, float64(f.stats.ConnectedClients))
+	}
+}
