@@ -134,6 +134,10 @@ func newTaskView(t *client.Task) taskView {
 	return v
 }
 
+// taskIDPattern is what a task id may be (the API's are UUIDs). The page's path segment is
+// decoded: a %3F or %2F in it would be a query or more path segments in the API's path.
+var taskIDPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$`)
+
 // maxListedTasks is how many tasks the tasks page shows: the most recently updated.
 const maxListedTasks = 100
 
@@ -162,7 +166,12 @@ func (c *Console) tasks(w http.ResponseWriter, r *http.Request, p *pageContext) 
 // task runs and, once it completed, while its database or subscription is pending, so
 // the user sees it become active (or, for a delete, go).
 func (c *Console) task(w http.ResponseWriter, r *http.Request, p *pageContext) {
-	t, err := p.api.GetTask(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	if !taskIDPattern.MatchString(id) {
+		c.renderError(w, r, p, &pageError{Status: http.StatusNotFound, Code: "NOT_FOUND", Message: "no such page: not a task id: " + strconv.Quote(id)})
+		return
+	}
+	t, err := p.api.GetTask(r.Context(), id)
 	if err != nil {
 		c.apiError(w, r, p, err)
 		return
