@@ -84,7 +84,7 @@ func TestTaskIDNotAPath(t *testing.T) {
 	c := New(api, nil)
 	mux := http.NewServeMux()
 	c.Register(mux, api)
-	cookie := &http.Cookie{Name: sessionCookie, Value: c.seal.seal(session{Key: "k", Secret: "s", Account: "a", Issued: c.seal.now().Unix()})}
+	cookie := &http.Cookie{Name: sessionCookie, Value: c.seal.seal(session{Key: "k", Secret: "s", Account: "a", Issued: c.seal.now().UnixNano()})}
 	for _, id := range []string{"abc%3Fx=1", "a%2Fb", "%2e%2e%2Fsubscriptions", "a%20b", "%00", strings.Repeat("a", 129), "a.b"} {
 		req := httptest.NewRequest(http.MethodGet, "/console/tasks/"+id, nil)
 		req.AddCookie(cookie)
