@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/html"
 
 	"clouddb/cloudapi"
+	"clouddb/cloudapi/client"
 )
 
 func TestSubscriptions(t *testing.T) {
@@ -147,4 +148,20 @@ func inputValue(t *testing.T, n *html.Node, id string) string {
 	walk(n)
 	require.Len(t, found, 1, "inputs with id %q", id)
 	return attr(found[0], "value")
+}
+
+// A request the API accepted is not shown as refused because following its task failed
+// (here the rate limit, spent by the creation itself): the browser goes to the task's
+// page, rather than back to the form with an error that invites a second creation.
+func TestAcceptedThenRateLimited(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(s *cloudapi.Server) { s.RateLimit = 3 })
+	b := e.browser()
+	b.signIn(ownerKey, ownerSecret) // one call; the post makes two (payment methods, create)
+	res := b.post("/console/subscriptions", url.Values{"name": {"shop"}, "dbName": {"cache"}, "dbMemory": {"1"}})
+	id := taskID(t, res)
+	require.NotEmpty(t, id)
+	list, err := client.New(e.srv.URL+"/v1", viewerKey, viewerSecret).ListSubscriptions(testCtx(t))
+	require.NoError(t, err)
+	require.Len(t, list.Subscriptions, 1)
 }

@@ -23,7 +23,8 @@ const settlePoll = 100 * time.Millisecond
 
 // settle waits up to settleWait for a task to end and returns the error of a task that
 // failed (a *client.Error with the task's status code), or nil when it completed or still
-// runs.
+// runs. The request was accepted: when asking for the task fails (the rate limit, the
+// key deleted meanwhile), that is no refusal of it, and the task is followed on its page.
 func (c *Console) settle(r *http.Request, p *pageContext, t *client.Task) error {
 	ctx, cancel := context.WithTimeout(r.Context(), settleWait)
 	defer cancel()
@@ -37,10 +38,10 @@ func (c *Console) settle(r *http.Request, p *pageContext, t *client.Task) error 
 		}
 		next, err := p.api.GetTask(ctx, t.ID)
 		if err != nil {
-			if ctx.Err() != nil && r.Context().Err() == nil {
-				return nil // the wait ended, not the request: follow the task on its page
+			if r.Context().Err() != nil {
+				return r.Context().Err()
 			}
-			return err
+			return nil // follow the task on its page
 		}
 		t = next
 	}
