@@ -14,6 +14,7 @@ import (
 // throttle and rate limit count the console's calls as that client's.
 type inProcess struct {
 	api        http.Handler
+	host       string
 	remoteAddr string
 	tls        *tls.ConnectionState
 }
@@ -23,6 +24,7 @@ func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 	// What a server sees: a path-only URL, the host apart, the client's address.
 	in.URL = &url.URL{Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
 	in.RequestURI = req.URL.RequestURI()
+	in.Host = t.host
 	in.RemoteAddr = t.remoteAddr
 	in.TLS = t.tls
 	if in.Body == nil {
@@ -36,14 +38,15 @@ func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 	return rec.Result(), nil
 }
 
+// inProcessBase is the client's base URL: the transport never dials it. The host the
+// browser reached is handed to the API by the transport instead, as it came: it need not
+// parse as a URL's host.
+const inProcessBase = "http://clouddb.invalid/v1"
+
 // apiClient is a client of the cloud API, in process, with the signed-in key pair, on
-// behalf of the browser request r. Its base URL is the one the browser reached, so the
-// links in the API's answers (a task's resource) are those of this listener.
+// behalf of the browser request r. The API sees the browser's Host, so the links in its
+// answers (a task's resource) are those of this listener.
 func (c *Console) apiClient(r *http.Request, key, secret string) *client.Client {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	hc := &http.Client{Transport: inProcess{api: c.api, remoteAddr: r.RemoteAddr, tls: r.TLS}}
-	return client.New(scheme+"://"+r.Host+"/v1", key, secret, client.WithHTTPClient(hc), client.WithUserAgent("clouddb-console"))
+	hc := &http.Client{Transport: inProcess{api: c.api, host: r.Host, remoteAddr: r.RemoteAddr, tls: r.TLS}}
+	return client.New(inProcessBase, key, secret, client.WithHTTPClient(hc), client.WithUserAgent("clouddb-console"))
 }

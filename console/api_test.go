@@ -2,8 +2,11 @@ package console
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,4 +42,38 @@ func TestInProcessTransport(t *testing.T) {
 	require.Equal(t, "s", seen.Header.Get("x-api-secret-key"))
 	require.JSONEq(t, `{"name":"n"}`, body)
 	require.Nil(t, seen.TLS)
+}
+
+// The browser's Host header is handed to the API as it came, but the console's client
+// does not parse it: a Host that is no URL host (the server accepts a%zz, x:y:z, [::1) is
+// no 500 and no error in the log, before or after sign-in.
+func TestHostNotAURLHost(t *testing.T) {
+	t.Parallel()
+	var logs strings.Builder
+	e := newEnv(t)
+	e.console.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	for _, host := range []string{"a%zz", "x:y:z", "[::1"} {
+		b := e.browser()
+		req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/console/signin", strings.NewReader(url.Values{"apiKey": {ownerKey}, "secretKey": {ownerSecret}}.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Host = host
+		res, err := b.hc.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, res.Body.Close())
+		require.Equal(t, http.StatusSeeOther, res.StatusCode, host)
+		require.Equal(t, "/console/subscriptions", res.Header.Get("Location"), host)
+		cookies := res.Cookies()
+		require.Len(t, cookies, 1, host)
+
+		req, err = http.NewRequest(http.MethodGet, e.srv.URL+"/console/subscriptions", nil)
+		require.NoError(t, err)
+		req.Host = host
+		req.AddCookie(cookies[0])
+		res, err = b.hc.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, res.Body.Close())
+		require.Equal(t, http.StatusOK, res.StatusCode, host)
+	}
+	require.Empty(t, logs.String())
 }

@@ -188,10 +188,11 @@ func (c *Console) createDatabase(w http.ResponseWriter, r *http.Request, p *page
 	redirect(w, r, "/console/tasks/"+task.ID)
 }
 
-// formNumber is a form's number as JSON: a number when it is one, else the text itself,
-// so that the API's validation names the field and says what it wants.
+// formNumber is a form's number as JSON: a number when it is a JSON number, else the
+// text itself, so that the API's validation names the field and says what it wants.
+// (strconv's numbers are not all JSON's: NaN, Inf, +1, 1. and .5 would fail to encode.)
 func formNumber(v string) any {
-	if _, err := strconv.ParseFloat(v, 64); err == nil {
+	if v != "" && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') && json.Valid([]byte(v)) {
 		return json.Number(v)
 	}
 	return v

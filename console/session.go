@@ -9,11 +9,14 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
-// The session is the signed-in user's API key pair, sealed into a cookie: nothing is
-// stored on the server, and a restart (a new sealing key) signs everyone out.
+// The session is the signed-in user's API key pair, sealed into a cookie: no session is
+// stored on the server, and a restart (a new sealing key) signs everyone out. Signing out
+// is remembered, per API key, for as long as a session lives: it ends every session of
+// that key issued before it, so a copy of the cookie does not outlive the sign-out.
 
 // sessionCookie is the name of the session cookie.
 const sessionCookie = "clouddb_console"
@@ -28,13 +31,20 @@ type session struct {
 	Secret string `json:"s"`
 	// Account is the account's name, for the page header (saves an API call per page).
 	Account string `json:"a"`
-	Issued  int64  `json:"t"`
+	// Issued is when the user signed in, in Unix nanoseconds.
+	Issued int64 `json:"t"`
 }
 
 // sealer seals sessions with AES-256-GCM under a key made at process start.
 type sealer struct {
 	aead cipher.AEAD
 	now  func() time.Time
+
+	mu sync.Mutex
+	// signedOut is when each API key last signed out; entries older than a session's
+	// lifetime are forgotten. Only a valid session signs out, so it holds keys that the
+	// API accepted.
+	signedOut map[string]time.Time
 }
 
 func newSealer() *sealer {
@@ -48,7 +58,7 @@ func newSealer() *sealer {
 	if err != nil {
 		panic(err) // AES always has a GCM mode
 	}
-	return &sealer{aead: aead, now: time.Now}
+	return &sealer{aead: aead, now: time.Now, signedOut: map[string]time.Time{}}
 }
 
 // seal encrypts a session into a cookie value: base64url(nonce | ciphertext). The cookie's
@@ -81,11 +91,31 @@ func (s *sealer) open(v string) (*session, error) {
 	if json.Unmarshal(plain, &sess) != nil || sess.Key == "" || sess.Secret == "" {
 		return nil, errNoSession
 	}
-	age := s.now().Sub(time.Unix(sess.Issued, 0))
+	issued := time.Unix(0, sess.Issued)
+	age := s.now().Sub(issued)
 	if age < -time.Minute || age > sessionLifetime {
 		return nil, errNoSession
 	}
+	s.mu.Lock()
+	out, ok := s.signedOut[sess.Key]
+	s.mu.Unlock()
+	if ok && !issued.After(out) {
+		return nil, errNoSession
+	}
 	return &sess, nil
+}
+
+// signOut ends every session of the API key issued until now.
+func (s *sealer) signOut(key string) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, t := range s.signedOut {
+		if now.Sub(t) > sessionLifetime+time.Minute {
+			delete(s.signedOut, k) // its sessions are too old anyway
+		}
+	}
+	s.signedOut[key] = now
 }
 
 // session reads the request's session, or errNoSession.

@@ -17,7 +17,7 @@ func TestSessionSeal(t *testing.T) {
 	s := newSealer()
 	now := time.Now()
 	s.now = func() time.Time { return now }
-	sess := session{Key: "k", Secret: "the-secret", Account: "acc", Issued: now.Unix()}
+	sess := session{Key: "k", Secret: "the-secret", Account: "acc", Issued: now.UnixNano()}
 	v := s.seal(sess)
 	require.NotContains(t, v, "the-secret")
 	got, err := s.open(v)
@@ -66,7 +66,7 @@ func TestSessionCookieSecureOverTLS(t *testing.T) {
 			r.Header.Set("X-Forwarded-Proto", "http")
 		}
 		w := httptest.NewRecorder()
-		s.setCookie(w, r, session{Key: "k", Secret: "s", Issued: time.Now().Unix()})
+		s.setCookie(w, r, session{Key: "k", Secret: "s", Issued: time.Now().UnixNano()})
 		c := w.Result().Cookies()
 		require.Len(t, c, 1)
 		require.Equal(t, overTLS, c[0].Secure)
@@ -80,4 +80,30 @@ func TestSessionCookieSecureOverTLS(t *testing.T) {
 		require.Equal(t, overTLS, strings.Contains(w.Header().Get("Set-Cookie"), "Secure"))
 		require.Contains(t, w.Header().Get("Set-Cookie"), "Max-Age=0")
 	}
+}
+
+// A sign-out ends the key's sessions issued until then, not those issued after, nor
+// another key's; it is forgotten once those sessions would be too old anyway.
+func TestSealerSignOut(t *testing.T) {
+	t.Parallel()
+	s := newSealer()
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	before := s.seal(session{Key: "k", Secret: "s", Issued: now.UnixNano()})
+	otherKey := s.seal(session{Key: "k2", Secret: "s", Issued: now.UnixNano()})
+	s.signOut("k")
+	_, err := s.open(before)
+	require.ErrorIs(t, err, errNoSession)
+	_, err = s.open(otherKey)
+	require.NoError(t, err)
+
+	now = now.Add(time.Nanosecond)
+	after := s.seal(session{Key: "k", Secret: "s", Issued: now.UnixNano()})
+	_, err = s.open(after)
+	require.NoError(t, err)
+
+	now = now.Add(sessionLifetime + 2*time.Minute)
+	s.signOut("k2")
+	require.Len(t, s.signedOut, 1, "k's sign-out is forgotten")
+	require.Contains(t, s.signedOut, "k2")
 }

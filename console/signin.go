@@ -35,12 +35,16 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, pe.Status, "signin", form)
 		return
 	}
-	c.seal.setCookie(w, r, session{Key: key, Secret: secret, Account: account.Name, Issued: c.seal.now().Unix()})
+	c.seal.setCookie(w, r, session{Key: key, Secret: secret, Account: account.Name, Issued: c.seal.now().UnixNano()})
 	redirect(w, r, "/console/subscriptions")
 }
 
-// signOut clears the session cookie. It needs no session: signing out twice is fine.
+// signOut ends the session's API key's sessions (see sealer.signOut) and clears the
+// cookie. It needs no session: signing out twice is fine.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
+	if sess, err := c.seal.session(r); err == nil {
+		c.seal.signOut(sess.Key)
+	}
 	clearCookie(w, r)
 	redirect(w, r, "/")
 }

@@ -124,7 +124,7 @@ func TestSessionRefusedByTheAPI(t *testing.T) {
 	b := e.browser()
 	u, err := url.Parse(e.srv.URL)
 	require.NoError(t, err)
-	forged := e.console.seal.seal(session{Key: "gone-key", Secret: "gone-secret", Account: "main", Issued: e.console.seal.now().Unix()})
+	forged := e.console.seal.seal(session{Key: "gone-key", Secret: "gone-secret", Account: "main", Issued: e.console.seal.now().UnixNano()})
 	b.jar.SetCookies(u, []*http.Cookie{{Name: sessionCookie, Value: forged, Path: "/"}})
 	res := b.get("/console/subscriptions")
 	require.Equal(t, http.StatusUnauthorized, res.status)
@@ -148,4 +148,45 @@ func TestCrossOriginPostRefused(t *testing.T) {
 	list, err := e.owner.ListSubscriptions(testCtx(t))
 	require.NoError(t, err)
 	require.Empty(t, list.Subscriptions)
+}
+
+// Signing out ends the session, not only the cookie of the browser that signed out: a
+// copy of the cookie taken before is refused afterwards, as are the key's other sessions
+// that began before it. A session of another key lives on, and signing in again works.
+func TestSignOutEndsTheSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	u, err := url.Parse(e.srv.URL)
+	require.NoError(t, err)
+	a, other, viewer := e.browser(), e.browser(), e.browser()
+	a.signIn(ownerKey, ownerSecret)
+	other.signIn(ownerKey, ownerSecret)
+	viewer.signIn(viewerKey, viewerSecret)
+	stolen := a.cookie()
+	require.NotEmpty(t, stolen)
+
+	res := a.post("/console/signout", url.Values{})
+	require.Equal(t, http.StatusSeeOther, res.status)
+	require.Empty(t, a.cookie())
+
+	replay := e.browser()
+	replay.jar.SetCookies(u, []*http.Cookie{{Name: sessionCookie, Value: stolen, Path: "/"}})
+	for _, b := range []*browser{replay, other} {
+		for _, path := range []string{"/console/subscriptions", "/console/tasks"} {
+			res = b.get(path)
+			require.Equal(t, http.StatusSeeOther, res.status, path)
+			require.Equal(t, "/", res.location, path)
+		}
+		res = b.post("/console/subscriptions", url.Values{"name": {"s"}, "dbName": {"d"}, "dbMemory": {"1"}})
+		require.Equal(t, http.StatusSeeOther, res.status)
+		require.Equal(t, "/", res.location)
+		one(t, b.getOK("/").doc, "sign-in-form")
+	}
+	list, err := e.owner.ListSubscriptions(testCtx(t))
+	require.NoError(t, err)
+	require.Empty(t, list.Subscriptions, "the replayed cookie created nothing")
+
+	require.Equal(t, "main", text(one(t, viewer.getOK("/console/subscriptions").doc, "account")), "another key's session")
+	a.signIn(ownerKey, ownerSecret)
+	a.getOK("/console/subscriptions")
 }

@@ -1,14 +1,17 @@
 package console
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/html"
 
 	"clouddb/cloudapi"
+	"clouddb/cloudapi/client"
 )
 
 func TestSubscriptions(t *testing.T) {
@@ -91,4 +94,74 @@ func TestRateLimited(t *testing.T) {
 	res := b.get("/console/subscriptions")
 	require.Equal(t, http.StatusTooManyRequests, res.status, res.raw)
 	require.Contains(t, text(one(t, res.doc, "form-error")), "RATE_LIMIT_EXCEEDED")
+}
+
+// A memory size that strconv reads as a number but JSON does not (NaN, Inf, +1, 1., .5)
+// is the API's refusal next to the form, not a 500: it goes to the API as the text typed.
+func TestMemoryNotAJSONNumber(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.browser()
+	b.signIn(ownerKey, ownerSecret)
+	subID := e.activeSubscription(b, "shop")
+	for _, m := range []string{"NaN", "Inf", "-Infinity", "+1", "1.", ".5", "0x1p3", "1_0"} {
+		res := b.post("/console/subscriptions", url.Values{"name": {"s"}, "dbName": {"d"}, "dbMemory": {m}})
+		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", m, res.raw)
+		require.Equal(t, "INVALID_FIELD: field databases[0].memoryLimitInGb: expected a number, got string", text(one(t, res.doc, "form-error")), m)
+		require.Equal(t, m, inputValue(t, res.doc, "dbMemory"), "what was typed, shown again")
+
+		res = b.post("/console/subscriptions/"+strconv.Itoa(subID)+"/databases", url.Values{"name": {"d"}, "memoryLimitInGb": {m}})
+		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", m, res.raw)
+		require.Equal(t, "INVALID_FIELD: field memoryLimitInGb: expected a number, got string", text(one(t, res.doc, "form-error")), m)
+	}
+	list, err := e.owner.ListSubscriptions(testCtx(t))
+	require.NoError(t, err)
+	require.Len(t, list.Subscriptions, 1, "only the one made above")
+	dbs, err := e.owner.AllDatabases(testCtx(t), subID)
+	require.NoError(t, err)
+	require.Len(t, dbs, 1, "only the subscription's first database")
+}
+
+func TestFormNumber(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]any{
+		"1": json.Number("1"), "0.5": json.Number("0.5"), "-2": json.Number("-2"), "1e3": json.Number("1e3"), "1E-2": json.Number("1E-2"),
+		"NaN": "NaN", "Inf": "Inf", "+1": "+1", "1.": "1.", ".5": ".5", "0x10": "0x10", "01": "01", "": "", "1 2": "1 2", "lots": "lots",
+	} {
+		require.Equal(t, want, formNumber(v), "%q", v)
+	}
+}
+
+// inputValue is the value of the input whose id is id.
+func inputValue(t *testing.T, n *html.Node, id string) string {
+	t.Helper()
+	var found []*html.Node
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "input" && attr(n, "id") == id {
+			found = append(found, n)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(n)
+	require.Len(t, found, 1, "inputs with id %q", id)
+	return attr(found[0], "value")
+}
+
+// A request the API accepted is not shown as refused because following its task failed
+// (here the rate limit, spent by the creation itself): the browser goes to the task's
+// page, rather than back to the form with an error that invites a second creation.
+func TestAcceptedThenRateLimited(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(s *cloudapi.Server) { s.RateLimit = 3 })
+	b := e.browser()
+	b.signIn(ownerKey, ownerSecret) // one call; the post makes two (payment methods, create)
+	res := b.post("/console/subscriptions", url.Values{"name": {"shop"}, "dbName": {"cache"}, "dbMemory": {"1"}})
+	id := taskID(t, res)
+	require.NotEmpty(t, id)
+	list, err := client.New(e.srv.URL+"/v1", viewerKey, viewerSecret).ListSubscriptions(testCtx(t))
+	require.NoError(t, err)
+	require.Len(t, list.Subscriptions, 1)
 }

@@ -23,7 +23,8 @@ const settlePoll = 100 * time.Millisecond
 
 // settle waits up to settleWait for a task to end and returns the error of a task that
 // failed (a *client.Error with the task's status code), or nil when it completed or still
-// runs.
+// runs. The request was accepted: when asking for the task fails (the rate limit, the
+// key deleted meanwhile), that is no refusal of it, and the task is followed on its page.
 func (c *Console) settle(r *http.Request, p *pageContext, t *client.Task) error {
 	ctx, cancel := context.WithTimeout(r.Context(), settleWait)
 	defer cancel()
@@ -37,10 +38,10 @@ func (c *Console) settle(r *http.Request, p *pageContext, t *client.Task) error 
 		}
 		next, err := p.api.GetTask(ctx, t.ID)
 		if err != nil {
-			if ctx.Err() != nil && r.Context().Err() == nil {
-				return nil // the wait ended, not the request: follow the task on its page
+			if r.Context().Err() != nil {
+				return r.Context().Err()
 			}
-			return err
+			return nil // follow the task on its page
 		}
 		t = next
 	}
@@ -134,6 +135,10 @@ func newTaskView(t *client.Task) taskView {
 	return v
 }
 
+// taskIDPattern is what a task id may be (the API's are UUIDs). The page's path segment is
+// decoded: a %3F or %2F in it would be a query or more path segments in the API's path.
+var taskIDPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z_-]{0,127}$`)
+
 // maxListedTasks is how many tasks the tasks page shows: the most recently updated.
 const maxListedTasks = 100
 
@@ -162,7 +167,12 @@ func (c *Console) tasks(w http.ResponseWriter, r *http.Request, p *pageContext) 
 // task runs and, once it completed, while its database or subscription is pending, so
 // the user sees it become active (or, for a delete, go).
 func (c *Console) task(w http.ResponseWriter, r *http.Request, p *pageContext) {
-	t, err := p.api.GetTask(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	if !taskIDPattern.MatchString(id) {
+		c.renderError(w, r, p, &pageError{Status: http.StatusNotFound, Code: "NOT_FOUND", Message: "no such page: not a task id: " + strconv.Quote(id)})
+		return
+	}
+	t, err := p.api.GetTask(r.Context(), id)
 	if err != nil {
 		c.apiError(w, r, p, err)
 		return

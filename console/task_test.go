@@ -2,7 +2,9 @@ package console
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,4 +67,40 @@ func TestTaskProgress(t *testing.T) {
 		Links: map[string]client.Link{"resource": {Href: "https://h:1/v1/subscriptions/4/databases/9"}}})
 	require.Equal(t, "/console/subscriptions/4/databases/9", v.DatabaseHref)
 	require.Equal(t, "/console/subscriptions/4", v.SubscriptionHref)
+}
+
+// A task id in the page's path is one path segment of the API's: a %3F or %2F in it would
+// become a query or more path segments once the API decodes the path, so anything that is
+// no task id is a page that does not exist, and the API is not called.
+func TestTaskIDNotAPath(t *testing.T) {
+	t.Parallel()
+	var seen []string
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.URL.Path+"?"+r.URL.RawQuery)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":{"type":"TASK_NOT_FOUND","status":"404 NOT_FOUND","description":"no"}}`))
+	})
+	c := New(api, nil)
+	mux := http.NewServeMux()
+	c.Register(mux, api)
+	cookie := &http.Cookie{Name: sessionCookie, Value: c.seal.seal(session{Key: "k", Secret: "s", Account: "a", Issued: c.seal.now().UnixNano()})}
+	for _, id := range []string{"abc%3Fx=1", "a%2Fb", "%2e%2e%2Fsubscriptions", "a%20b", "%00", strings.Repeat("a", 129), "a.b"} {
+		req := httptest.NewRequest(http.MethodGet, "/console/tasks/"+id, nil)
+		req.AddCookie(cookie)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusNotFound, rec.Code, id)
+		require.Contains(t, rec.Body.String(), "no such page: not a task id", id)
+		require.Empty(t, seen, id)
+	}
+	// A task id as the API makes them reaches the API, as one segment.
+	id := "0f8c2b6e-3c1d-4a57-9a0e-5b7d2f1c9e42"
+	req := httptest.NewRequest(http.MethodGet, "/console/tasks/"+id, nil)
+	req.AddCookie(cookie)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusNotFound, rec.Code)
+	require.Contains(t, rec.Body.String(), "TASK_NOT_FOUND")
+	require.Equal(t, []string{"/v1/tasks/" + id + "?"}, seen)
 }
