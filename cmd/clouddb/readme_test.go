@@ -91,8 +91,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 			require.NoError(t, err, "clouddb serve did not stop cleanly")
 		case <-time.After(30 * time.Second):
 			_ = serve.Process.Kill()
-			<-done
-			t.Error("clouddb serve did not stop within 30s of SIGTERM")
+			t.Errorf("clouddb serve did not stop within 30s of SIGTERM (then killed: %v)", <-done)
 		}
 		if n := sweepServers(filepath.Join(checkout, "clouddb-data")); n > 0 {
 			t.Errorf("%d redis-server(s) still ran after clouddb stopped", n)

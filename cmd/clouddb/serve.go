@@ -345,9 +345,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.Addr = ln.Addr().String()
-	if err := writeAPIURL(c.DataDir, m.Addr); err != nil {
+	if urlErr := writeAPIURL(c.DataDir, m.Addr); urlErr != nil {
 		_ = ln.Close()
-		return err
+		return urlErr
 	}
 	srv := newHTTPServer(m.apiListenerHandler(api.Handler()), m.timeouts)
 	servers := []*http.Server{srv}
