@@ -32,6 +32,8 @@ import (
 type Options struct {
 	// Base sends the requests; nil is http.DefaultTransport.
 	Base http.RoundTripper
+	// Skip leaves the requests it reports true for unchecked (pages beside the API).
+	Skip func(*http.Request) bool
 	// MapURL rewrites, on a copy of each request's URL, a form the server also accepts
 	// onto the document's (see CloudPath).
 	MapURL func(*url.URL)
@@ -116,6 +118,9 @@ func (v *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
+	if v.opts.Skip != nil && v.opts.Skip(req) {
+		return v.opts.Base.RoundTrip(req)
+	}
 	input, reqErr := v.validateRequest(req, body)
 
 	resp, err := v.opts.Base.RoundTrip(req)
@@ -135,6 +140,13 @@ func (v *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		v.checkRefusal(what, reqErr, resp, respBody)
 		return resp, nil
 	}
+	if req.Method == http.MethodHead {
+		// A HEAD answer has no body to check, only its status.
+		if input.Route.Operation.Responses.Status(resp.StatusCode) == nil && input.Route.Operation.Responses.Default() == nil {
+			v.errorf("apitest: %s: the answer's status %d is not documented", what, resp.StatusCode)
+		}
+		return resp, nil
+	}
 	if err := openapi3filter.ValidateResponse(req.Context(), &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: input,
 		Status:                 resp.StatusCode,
@@ -142,7 +154,7 @@ func (v *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Body:                   io.NopCloser(bytes.NewReader(respBody)),
 		Options:                validationOptions(),
 	}); err != nil {
-		v.errorf("apitest: %s: the answer %d does not match the OpenAPI document: %v\nbody: %s", what, resp.StatusCode, err, clip(respBody))
+		v.errorf("apitest: %s: the answer %d does not match the OpenAPI document: %s\nbody: %s", what, resp.StatusCode, clip([]byte(err.Error())), clip(respBody))
 	}
 	return resp, nil
 }
@@ -156,6 +168,11 @@ func (v *Transport) validateRequest(req *http.Request, body []byte) (*openapi3fi
 		v.opts.MapURL(&u)
 	}
 	vreq.URL = &u
+	if vreq.Method == http.MethodHead {
+		// HEAD is a GET without the body (RFC 9110): the servers answer it on every GET
+		// route.
+		vreq.Method = http.MethodGet
+	}
 	vreq.Body = io.NopCloser(bytes.NewReader(body))
 	if body == nil {
 		vreq.Body = http.NoBody
@@ -175,8 +192,8 @@ func (v *Transport) validateRequest(req *http.Request, body []byte) (*openapi3fi
 // with the error envelope.
 func (v *Transport) checkRefusal(what string, why error, resp *http.Response, body []byte) {
 	if resp.StatusCode < 400 || resp.StatusCode > 499 {
-		v.errorf("apitest: %s does not match the OpenAPI document (%v), yet it was answered %d, not a 4xx: fix the document or the server\nbody: %s",
-			what, why, resp.StatusCode, clip(body))
+		v.errorf("apitest: %s does not match the OpenAPI document (%s), yet it was answered %d, not a 4xx: fix the document or the server\nbody: %s",
+			what, clip([]byte(why.Error())), resp.StatusCode, clip(body))
 		return
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
@@ -189,7 +206,7 @@ func (v *Transport) checkRefusal(what string, why error, resp *http.Response, bo
 		return
 	}
 	if err := v.errType.VisitJSON(value, openapi3.VisitAsResponse(), openapi3.MultiErrors()); err != nil {
-		v.errorf("apitest: %s: the %d answer is not the error envelope: %v\nbody: %s", what, resp.StatusCode, err, clip(body))
+		v.errorf("apitest: %s: the %d answer is not the error envelope: %s\nbody: %s", what, resp.StatusCode, clip([]byte(err.Error())), clip(body))
 	}
 }
 
@@ -200,7 +217,7 @@ func validationOptions() *openapi3filter.Options {
 		AuthenticationFunc:    requireCredentials,
 		SchemaValidationOptions: []openapi3.SchemaValidationOption{
 			openapi3.EnableFormatValidation(),
-			openapi3.WithStringFormatValidator("uuid", openapi3.NewRegexpFormatValidator(openapi3.FormatOfStringForUUIDOfRFC4122)),
+			openapi3.WithStringFormatValidator("uuid", openapi3.NewRegexpFormatValidator(openapi3.FormatOfStringForUUIDOfRFC9562)),
 		},
 	}
 }
@@ -281,3 +298,16 @@ func clip(b []byte) string {
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// Operations lists the operations of a document as "METHOD /path" (the path as the
+// document writes it, relative to its server URL), for comparing with the patterns a
+// server registers.
+func Operations(doc *openapi3.T) []string {
+	var out []string
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			out = append(out, method+" "+path)
+		}
+	}
+	return out
+}
