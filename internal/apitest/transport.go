@@ -47,14 +47,24 @@ type Transport struct {
 	opts    Options
 
 	mu   sync.Mutex
-	t    testing.TB
+	t    TB
 	done bool
 }
+
+// TB is the part of testing.TB a Transport uses.
+type TB interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+var _ TB = testing.TB(nil)
 
 // NewTransport returns a Transport checking traffic against the OpenAPI document docJSON;
 // it fails t at once when the document does not load or validate. Failures are reported
 // until the test's cleanups run: a request made after that is only carried.
-func NewTransport(t testing.TB, docJSON []byte, opts Options) *Transport {
+func NewTransport(t TB, docJSON []byte, opts Options) *Transport {
 	t.Helper()
 	doc, err := Load(docJSON)
 	if err != nil {
@@ -310,4 +320,28 @@ func Operations(doc *openapi3.T) []string {
 		}
 	}
 	return out
+}
+
+// BrowserPath maps the forms of a path that the browser API accepts onto the documented
+// ones, as its router does: a trailing slash is dropped, except in a key's path
+// (/api/db/{id}/keys/{key}), where the rest of the path is the key, slashes included,
+// which is escaped here into the one segment the document's {key} is.
+func BrowserPath(u *url.URL) {
+	escaped := u.EscapedPath()
+	if rest, ok := strings.CutPrefix(escaped, "/api/db/"); ok {
+		if id, key, ok := strings.Cut(rest, "/keys/"); ok && id != "" && !strings.Contains(id, "/") && key != "" {
+			if k, err := url.PathUnescape(key); err == nil {
+				u.RawPath = "/api/db/" + id + "/keys/" + url.PathEscape(k)
+				u.Path, _ = url.PathUnescape(u.RawPath)
+				return
+			}
+		}
+	}
+	TrailingSlash(u)
+}
+
+// BrowserAPI reports whether a request is one of the browser API's (under /api/), not
+// one of its web UI's pages, nor the document itself.
+func BrowserAPI(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/api/") && r.URL.Path != "/api/openapi.json"
 }
