@@ -35,8 +35,10 @@ type recorder struct {
 	cleanups []func()
 }
 
-func (r *recorder) Helper()                        {}
-func (r *recorder) Errorf(format string, a ...any) { r.errors = append(r.errors, fmt.Sprintf(format, a...)) }
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, a ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, a...))
+}
 func (r *recorder) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
 func (r *recorder) Cleanup(f func())               { r.cleanups = append(r.cleanups, f) }
 
