@@ -345,7 +345,7 @@ const componentPrefix = "#/components/"
 
 func (r resolver) operation(method, path string, item *oaPathItem, op *oaOperation, secured bool) (operationView, error) {
 	v := operationView{Anchor: "op-" + anchor(method+" "+path), Method: method, Path: path, Summary: op.Summary,
-		Description: op.Description, Public: !secured || (op.Security != nil && len(*op.Security) == 0)}
+		Description: op.Description, Public: secured && op.Security != nil && len(*op.Security) == 0}
 	if op.OperationID != "" {
 		v.Anchor = "op-" + op.OperationID
 	}
@@ -361,7 +361,13 @@ func (r resolver) operation(method, path string, item *oaPathItem, op *oaOperati
 	}
 	if b := op.RequestBody; b != nil {
 		if c, ok := b.Content["application/json"]; ok && c.Schema != nil {
-			v.Body = &bodyView{Required: b.Required, Description: b.Description, Type: r.typeOf(c.Schema), Fields: r.inlineFields(c.Schema)}
+			// A body's fields are shown in place even when its schema is a component: it
+			// is what a caller writes.
+			schema := c.Schema
+			if schema.Ref != "" {
+				schema = r.schema(schema.Ref)
+			}
+			v.Body = &bodyView{Required: b.Required, Description: b.Description, Type: r.typeOf(c.Schema), Fields: r.fields(schema, "", 0)}
 		}
 	}
 	for _, resp := range op.Responses {
@@ -412,18 +418,18 @@ func (r resolver) fields(s *oaSchema, prefix string, depth int) []fieldView {
 			sub = r.schema(part.Ref)
 		}
 		out = mergeFields(out, r.fields(sub, prefix, depth))
+		// A part may only add rules to the fields of the others (required: [name]).
+		for _, name := range sub.Required {
+			if i := slices.IndexFunc(out, func(f fieldView) bool { return f.Path == fieldPath(prefix, name) }); i >= 0 {
+				out[i].Required = true
+			}
+		}
 	}
 	if s.Items != nil && s.Items.Ref == "" && prefix == "" && len(s.Properties) == 0 {
 		return append(out, r.fields(s.Items, "[]", depth)...)
 	}
 	for _, p := range s.Properties {
-		path := p.Name
-		if prefix != "" {
-			path = prefix + "." + p.Name
-			if prefix == "[]" {
-				path = "[]." + p.Name
-			}
-		}
+		path := fieldPath(prefix, p.Name)
 		f := fieldView{Path: path, Depth: depth, Type: r.typeOf(p.Value), Required: slices.Contains(s.Required, p.Name), Description: p.Value.Description}
 		out = mergeFields(out, []fieldView{f})
 		switch ps := p.Value; {
@@ -435,6 +441,14 @@ func (r resolver) fields(s *oaSchema, prefix string, depth int) []fieldView {
 		}
 	}
 	return out
+}
+
+// fieldPath is the path of a field of the object at prefix.
+func fieldPath(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
 }
 
 // mergeFields appends more to fields, a field listed again (an allOf part that adds a

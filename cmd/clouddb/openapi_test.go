@@ -119,6 +119,15 @@ func TestDocsPage(t *testing.T) {
 	require.Contains(t, page, "<code>x-api-key</code>")
 	require.Contains(t, page, `<a href="#schema-Error" class="type">Error</a>`)
 
+	// A request body's fields are shown in place, required ones marked, those of an
+	// allOf merged.
+	_, body = get(t, "http://"+s.m.Addr+"/docs/browser")
+	page = string(body)
+	op := page[strings.Index(page, `id="op-createConnection"`):]
+	op = op[:strings.Index(op, "</article>")]
+	require.Contains(t, op, `<td class="mono depth0">connectionType <span class="req" title="required">*</span></td>`)
+	require.Contains(t, op, `<td class="mono depth1">sentinelMaster.serviceName</td>`)
+
 	resp, css := get(t, "http://"+s.m.Addr+"/docs/docs.css")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/css; charset=utf-8", resp.Header.Get("Content-Type"))
