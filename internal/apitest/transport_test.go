@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -105,4 +106,47 @@ func TestBrowserPath(t *testing.T) {
 	u = *req.URL
 	BrowserPath(&u)
 	require.Equal(t, "/api/db/3", u.Path)
+}
+
+// TestTransportConcurrent: one Transport serves concurrent requests (run with -race).
+func TestTransportConcurrent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/0") {
+			w.WriteHeader(http.StatusOK) // a bad parameter accepted: a failure
+		}
+		fmt.Fprint(w, `{"id":1}`)
+	}))
+	defer srv.Close()
+	rec := &syncRecorder{}
+	client := NewTransport(rec, []byte(testDoc), Options{}).Client()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			resp, err := client.Get(fmt.Sprintf("%s/v1/things/%d", srv.URL, i%2))
+			if err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, rec.errors(), 10)
+}
+
+// syncRecorder is a recorder safe for concurrent use.
+type syncRecorder struct {
+	mu sync.Mutex
+	recorder
+}
+
+func (r *syncRecorder) Errorf(format string, a ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recorder.Errorf(format, a...)
+}
+
+func (r *syncRecorder) errors() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.recorder.errors
 }
