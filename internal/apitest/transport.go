@@ -345,3 +345,16 @@ func BrowserPath(u *url.URL) {
 func BrowserAPI(r *http.Request) bool {
 	return strings.HasPrefix(r.URL.Path, "/api/") && r.URL.Path != "/api/openapi.json"
 }
+
+// CloudAPI reports whether a request is one of the cloud API's, not one of the endpoints
+// its listener serves beside it (health, readiness, metrics, the documents and their
+// pages), which the typed client also reaches.
+func CloudAPI(r *http.Request) bool {
+	switch p := strings.TrimSuffix(r.URL.Path, "/"); {
+	case p == "/healthz", p == "/readyz", p == "/metrics", p == "/v1/openapi.json":
+		return false
+	case p == "/docs", strings.HasPrefix(p, "/docs/"):
+		return false
+	}
+	return true
+}
