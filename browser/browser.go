@@ -135,6 +135,9 @@ type Server struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	mux      *http.ServeMux
+	// patterns are the API routes registered, for the test that holds the OpenAPI
+	// document to them.
+	patterns []string
 }
 
 // Open opens (creating if needed) the store at cfg.Path and returns the Server.
@@ -161,6 +164,7 @@ func Open(cfg Config) (*Server, error) {
 	s.registerSentinelRoutes()
 	s.registerRecordRoutes()
 	s.registerUIRoutes()
+	s.registerOpenAPIRoute()
 	return s, nil
 }
 
@@ -276,6 +280,7 @@ func loopbackHost(hostport string) bool {
 type handler func(r *http.Request) (int, any, error)
 
 func (s *Server) route(pattern string, h handler) {
+	s.patterns = append(s.patterns, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, h) })
 }
 

@@ -31,6 +31,7 @@ import (
 
 	"clouddb"
 	"clouddb/browser"
+	"clouddb/internal/apitest"
 )
 
 // testBundle is a browser API served on a random loopback port, with its store in a
@@ -40,6 +41,8 @@ type testBundle struct {
 	cipher *clouddb.Cipher
 	srv    *browser.Server
 	url    string
+	// http validates every API request and answer against the OpenAPI document.
+	http *http.Client
 }
 
 func setup(t *testing.T) *testBundle {
@@ -64,6 +67,16 @@ func (b *testBundle) start(t *testing.T) {
 		srv.Close()
 	})
 	b.srv, b.url = srv, hs.URL
+	if b.http == nil {
+		b.http = apiClient(t)
+	}
+}
+
+// apiClient is an http.Client that validates the API's requests and answers against
+// its OpenAPI document, failing t on a mismatch.
+func apiClient(t *testing.T) *http.Client {
+	return apitest.NewTransport(t, browser.OpenAPI(), apitest.Options{MapURL: apitest.BrowserPath,
+		Skip: func(r *http.Request) bool { return !apitest.BrowserAPI(r) }}).Client()
 }
 
 // testWriter sends log lines to t.Log.
@@ -108,7 +121,10 @@ func (b *testBundle) do(t *testing.T, method, path string, body any, header ...s
 			req.Header.Set(header[i], header[i+1])
 		}
 	}
-	res, err := http.DefaultClient.Do(req)
+	if b.http == nil {
+		b.http = apiClient(t)
+	}
+	res, err := b.http.Do(req)
 	require.NoError(t, err)
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)

@@ -60,6 +60,9 @@ type Server struct {
 	dummyKey clouddb.APIKey
 	auth     authCache
 	views    viewCache
+	// patterns are the routes registered, for the test that holds the OpenAPI document
+	// to them.
+	patterns []string
 }
 
 // Handler returns the API's http.Handler.
@@ -186,6 +189,7 @@ func (s *Server) register(pattern string, h handler, cached bool) {
 	if path == "/" {
 		full = method + " /v1"
 	}
+	s.patterns = append(s.patterns, full)
 	s.mux.HandleFunc(full, func(w http.ResponseWriter, r *http.Request) {
 		addr := clientPrefix(r)
 		err := s.checkLogin(w, addr)

@@ -38,11 +38,12 @@ func TestBrowserLogsInAsCloudACLUser(t *testing.T) {
 	p, err := strconv.Atoi(port)
 	require.NoError(t, err)
 	base := "http://" + s.m.BrowserAddr + "/api"
+	browserAPI := browserAPIClient(t) // checks the traffic against the OpenAPI document
 	post := func(name, password string) (int, []byte) {
 		body, merr := json.Marshal(map[string]any{"name": name, "connectionType": "STANDALONE",
 			"host": host, "port": p, "username": user, "password": password})
 		require.NoError(t, merr)
-		resp, perr := http.Post(base+"/db/", "application/json", bytes.NewReader(body))
+		resp, perr := browserAPI.Post(base+"/db/", "application/json", bytes.NewReader(body))
 		require.NoError(t, perr)
 		defer resp.Body.Close()
 		b, rerr := io.ReadAll(resp.Body)
@@ -59,7 +60,7 @@ func TestBrowserLogsInAsCloudACLUser(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &rec))
 	require.Equal(t, user, rec.Username)
 
-	resp, err := http.Get(base + "/db/" + strconv.Itoa(rec.ID) + "/keys/app:greeting")
+	resp, err := browserAPI.Get(base + "/db/" + strconv.Itoa(rec.ID) + "/keys/app:greeting")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err = io.ReadAll(resp.Body)

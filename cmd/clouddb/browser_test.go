@@ -30,7 +30,8 @@ func TestBrowserRegistersCloudDatabase(t *testing.T) {
 	body, err := json.Marshal(map[string]any{"name": "from-cloud", "connectionType": "STANDALONE", "host": host, "port": p, "password": db.Security.Password})
 	require.NoError(t, err)
 	base := "http://" + s.m.BrowserAddr + "/api"
-	resp, err := http.Post(base+"/db/", "application/json", bytes.NewReader(body))
+	browserAPI := browserAPIClient(t) // checks the traffic against the OpenAPI document
+	resp, err := browserAPI.Post(base+"/db/", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -43,7 +44,7 @@ func TestBrowserRegistersCloudDatabase(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &rec))
 	require.Positive(t, rec.ID)
 
-	resp2, err := http.Get(base + "/db/" + strconv.Itoa(rec.ID) + "/keys/browsed")
+	resp2, err := browserAPI.Get(base + "/db/" + strconv.Itoa(rec.ID) + "/keys/browsed")
 	require.NoError(t, err)
 	defer resp2.Body.Close()
 	b, err = io.ReadAll(resp2.Body)
@@ -54,7 +55,7 @@ func TestBrowserRegistersCloudDatabase(t *testing.T) {
 	// A wrong password is caught by the connection test and nothing is saved.
 	body, err = json.Marshal(map[string]any{"name": "wrong", "connectionType": "STANDALONE", "host": host, "port": p, "password": "not-it"})
 	require.NoError(t, err)
-	resp3, err := http.Post(base+"/db/", "application/json", bytes.NewReader(body))
+	resp3, err := browserAPI.Post(base+"/db/", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	resp3.Body.Close()
 	require.Equal(t, http.StatusFailedDependency, resp3.StatusCode)

@@ -167,7 +167,7 @@ func TestDiskFullBacksOffAndLogsOnce(t *testing.T) {
 	require.NoError(t, err)
 	body, err := json.Marshal(map[string]any{"name": "while-full", "connectionType": "STANDALONE", "host": host, "port": port, "password": db.Security.Password})
 	require.NoError(t, err)
-	resp, err := http.Post("http://"+s.m.BrowserAddr+"/api/db/", "application/json", bytes.NewReader(body))
+	resp, err := browserAPIClient(t).Post("http://"+s.m.BrowserAddr+"/api/db/", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -114,7 +114,10 @@ func startService(t *testing.T, dir string, o options) *service {
 			t.Errorf("%d redis-server(s) of %s still ran after clouddb stopped", n, dir)
 		}
 	})
-	s.c = client.New("http://"+m.Addr+"/v1", creds.APIKey, creds.SecretKey, client.WithPollInterval(50*time.Millisecond))
+	// Every request of the client, and every answer, is checked against the OpenAPI
+	// document the binary serves (internal/apitest).
+	s.c = client.New("http://"+m.Addr+"/v1", creds.APIKey, creds.SecretKey, client.WithPollInterval(50*time.Millisecond),
+		client.WithHTTPClient(cloudAPIClient(t)))
 	t.Cleanup(func() { s.stop() })
 	return s
 }

@@ -220,11 +220,12 @@ func TestBrowserTLSCloudDatabase(t *testing.T) {
 	p, err := strconv.Atoi(port)
 	require.NoError(t, err)
 	base := "http://" + s.m.BrowserAddr + "/api"
+	browserAPI := browserAPIClient(t) // checks the traffic against the OpenAPI document
 	register := func(tlsBody map[string]any) (int, []byte) {
 		body, merr := json.Marshal(map[string]any{"name": "cloud-tls", "connectionType": "STANDALONE", "host": host, "port": p,
 			"password": db.Security.Password, "tls": tlsBody})
 		require.NoError(t, merr)
-		resp, perr := http.Post(base+"/db/", "application/json", bytes.NewReader(body))
+		resp, perr := browserAPI.Post(base+"/db/", "application/json", bytes.NewReader(body))
 		require.NoError(t, perr)
 		defer resp.Body.Close()
 		b, rerr := io.ReadAll(resp.Body)
@@ -244,7 +245,7 @@ func TestBrowserTLSCloudDatabase(t *testing.T) {
 		ID int `json:"id"`
 	}
 	require.NoError(t, json.Unmarshal(b, &rec))
-	resp, err := http.Get(base + "/db/" + strconv.Itoa(rec.ID) + "/keys/browsed")
+	resp, err := browserAPI.Get(base + "/db/" + strconv.Itoa(rec.ID) + "/keys/browsed")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err = io.ReadAll(resp.Body)
