@@ -70,6 +70,10 @@ func (h *healthCheck) serveHealth(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	counts, err := metrics.CountDatabases(ctx, h.m.Store)
 	body.Store.LatencyMs = float64(time.Since(start).Microseconds()) / 1000
+	if r.Context().Err() != nil {
+		// The client went away: that says nothing of the store.
+		return
+	}
 	if reason := h.storeOutcome(err); reason != "" {
 		body.Status, body.Reason = "unavailable", reason
 		writeHealthJSON(w, http.StatusServiceUnavailable, body)
@@ -97,6 +101,9 @@ func (h *healthCheck) serveReady(w http.ResponseWriter, r *http.Request) {
 		}
 		return err
 	})
+	if r.Context().Err() != nil {
+		return
+	}
 	if reason := h.storeOutcome(err); reason != "" {
 		writeHealthJSON(w, http.StatusServiceUnavailable, ready{Status: "unavailable", Reason: reason})
 		return

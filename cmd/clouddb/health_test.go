@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	"clouddb"
 	"clouddb/internal/pgtest"
+	"clouddb/internal/syncbuf"
 	"clouddb/sqlite"
 )
 
@@ -119,4 +121,33 @@ func TestHealthPostgres(t *testing.T) {
 	n, ok := seriesValue(scrape(t, s), "clouddb_store_up", nil)
 	require.True(t, ok)
 	require.EqualValues(t, 1, n)
+}
+
+// TestHealthClientGone: a client that goes away before /healthz or /readyz answered
+// (its request's context ends) says nothing of the store: no "does not answer" logged,
+// no change of state, so an anonymous client cannot fill the log with the store's
+// failures and recoveries.
+func TestHealthClientGone(t *testing.T) {
+	t.Parallel()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	logs := &syncbuf.Buffer{}
+	m := NewMain(io.Discard, io.Discard)
+	m.logger = slog.New(slog.NewTextHandler(logs, nil))
+	m.Store = db
+	m.readyOnce.Do(func() { close(m.ready) })
+	hc := &healthCheck{m: m}
+	for range 3 {
+		for _, serve := range []http.HandlerFunc{hc.serveHealth, hc.serveReady} {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			serve(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, "/healthz", nil))
+			rec := httptest.NewRecorder()
+			serve(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+			require.Equal(t, http.StatusOK, rec.Code)
+		}
+	}
+	require.Empty(t, logs.String())
+	require.False(t, hc.storeDown.Load())
 }
