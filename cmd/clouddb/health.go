@@ -14,7 +14,8 @@ import (
 
 // /healthz and /readyz answer anyone, without authentication, in JSON: they say whether
 // this process serves and its store answers, never anything secret (no store URL, no
-// error text, which may name hosts; those go to the log).
+// error text, which may name hosts; those go to the log). The databases of every account
+// are counted only for the clients /metrics lets in.
 
 // health is the body of /healthz.
 type health struct {
@@ -23,7 +24,8 @@ type health struct {
 	Version string      `json:"version"`
 	Store   storeHealth `json:"store"`
 	// Databases counts the databases of every account by status; absent when the store
-	// does not answer.
+	// does not answer, and for a client /metrics would not let in: the counts span every
+	// tenant.
 	Databases map[clouddb.DatabaseStatus]int `json:"databases,omitempty"`
 	// Workers says whether this process runs the task engine and the databases (with a
 	// shared store, one replica at a time does).
@@ -79,7 +81,10 @@ func (h *healthCheck) serveHealth(w http.ResponseWriter, r *http.Request) {
 		writeHealthJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
-	body.Store.Reachable, body.Databases = true, counts
+	body.Store.Reachable = true
+	if metrics.Checker(h.m.Config.MetricsToken)(r) {
+		body.Databases = counts
+	}
 	writeHealthJSON(w, http.StatusOK, body)
 }
 

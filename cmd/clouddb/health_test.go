@@ -151,3 +151,59 @@ func TestHealthClientGone(t *testing.T) {
 	require.Empty(t, logs.String())
 	require.False(t, hc.storeDown.Load())
 }
+
+// TestHealthCountsAreOperators: /healthz answers anyone, but the databases of every
+// account are counted only for the clients /metrics lets in (loopback, or the metrics
+// token): an anonymous client, or a tenant, learns nothing of the other accounts.
+func TestHealthCountsAreOperators(t *testing.T) {
+	t.Parallel()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	const token = "a-long-metrics-token-0123456789"
+	m := NewMain(io.Discard, io.Discard)
+	m.logger = slog.New(slog.DiscardHandler)
+	m.Store = db
+	m.Config.MetricsToken = token
+	hc := &healthCheck{m: m}
+	get := func(remote, auth string) health {
+		req := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+		req.RemoteAddr = remote
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		hc.serveHealth(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.NotContains(t, rec.Body.String(), `"databases"`)
+		var h health
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &h))
+		return h
+	}
+	var h health
+	for _, c := range []struct{ remote, auth string }{
+		{"203.0.113.7:4242", ""},
+		{"203.0.113.7:4242", "Bearer wrong-token-0123456789"},
+		{"[2001:db8::1]:4242", ""},
+	} {
+		h = get(c.remote, c.auth)
+		require.Equal(t, "ok", h.Status, c)
+		require.True(t, h.Store.Reachable, c)
+	}
+	full := func(remote, auth string) map[clouddb.DatabaseStatus]int {
+		req := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+		req.RemoteAddr = remote
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		hc.serveHealth(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+		var h health
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &h))
+		return h.Databases
+	}
+	zero := map[clouddb.DatabaseStatus]int{"active": 0, "pending": 0, "active-change-pending": 0, "deleting": 0, "error": 0}
+	require.Equal(t, zero, full("127.0.0.1:4242", ""))
+	require.Equal(t, zero, full("203.0.113.7:4242", "Bearer "+token))
+}
