@@ -9,7 +9,10 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -206,4 +209,61 @@ func TestHealthCountsAreOperators(t *testing.T) {
 	zero := map[clouddb.DatabaseStatus]int{"active": 0, "pending": 0, "active-change-pending": 0, "deleting": 0, "error": 0}
 	require.Equal(t, zero, full("127.0.0.1:4242", ""))
 	require.Equal(t, zero, full("203.0.113.7:4242", "Bearer "+token))
+}
+
+// slowStore is a store whose counts and reads wait for release, counting the calls.
+type slowStore struct {
+	*sqlite.DB
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (s *slowStore) DatabaseCounts(ctx context.Context) (map[clouddb.DatabaseStatus]int, error) {
+	s.calls.Add(1)
+	<-s.release
+	return s.DB.DatabaseCounts(ctx)
+}
+
+func (s *slowStore) View(ctx context.Context, fn func(clouddb.Tx) error) error {
+	s.calls.Add(1)
+	<-s.release
+	return s.DB.View(ctx, fn)
+}
+
+// TestHealthProbesShareTheStore: probes that arrive while the store is being asked wait
+// for that answer instead of asking again, so that anonymous clients cannot load the
+// store with as many queries as they send requests.
+func TestHealthProbesShareTheStore(t *testing.T) {
+	t.Parallel()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	store := &slowStore{DB: db, release: make(chan struct{})}
+	m := NewMain(io.Discard, io.Discard)
+	m.logger = slog.New(slog.DiscardHandler)
+	m.Store = store
+	m.readyOnce.Do(func() { close(m.ready) })
+	hc := &healthCheck{m: m}
+	const probes = 20
+	for _, serve := range []http.HandlerFunc{hc.serveHealth, hc.serveReady} {
+		store.calls.Store(0)
+		var wg sync.WaitGroup
+		codes := make(chan int, probes)
+		for range probes {
+			wg.Go(func() {
+				rec := httptest.NewRecorder()
+				serve(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+				codes <- rec.Code
+			})
+		}
+		time.Sleep(200 * time.Millisecond) // the probes arrive and wait
+		close(store.release)
+		wg.Wait()
+		close(codes)
+		for c := range codes {
+			require.Equal(t, http.StatusOK, c)
+		}
+		require.EqualValues(t, 1, store.calls.Load())
+		store.release = make(chan struct{})
+	}
 }
