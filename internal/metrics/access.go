@@ -41,7 +41,9 @@ func Checker(token string) func(*http.Request) bool {
 		if token == "" {
 			return false
 		}
-		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		// The scheme is case-insensitive; the token is not.
+		scheme, given, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		ok = ok && strings.EqualFold(scheme, "Bearer")
 		// Digests of equal length: the comparison says nothing of the token's length.
 		got := sha256.Sum256([]byte(given))
 		return ok && subtle.ConstantTimeCompare(got[:], want[:]) == 1
