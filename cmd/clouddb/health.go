@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 
 // /healthz and /readyz answer anyone, without authentication, in JSON: they say whether
 // this process serves and its store answers, never anything secret (no store URL, no
-// error text, which may name hosts; those go to the log).
+// error text, which may name hosts; those go to the log). The databases of every account
+// are counted only for the clients /metrics lets in.
 
 // health is the body of /healthz.
 type health struct {
@@ -23,7 +25,8 @@ type health struct {
 	Version string      `json:"version"`
 	Store   storeHealth `json:"store"`
 	// Databases counts the databases of every account by status; absent when the store
-	// does not answer.
+	// does not answer, and for a client /metrics would not let in: the counts span every
+	// tenant.
 	Databases map[clouddb.DatabaseStatus]int `json:"databases,omitempty"`
 	// Workers says whether this process runs the task engine and the databases (with a
 	// shared store, one replica at a time does).
@@ -48,10 +51,57 @@ type ready struct {
 }
 
 // healthCheck serves both endpoints; storeDown remembers the last outcome, so that the
-// store's failures are logged when they begin and end, not at every probe.
+// store's failures are logged when they begin and end, not at every probe. The probes
+// that arrive while the store is being asked share that answer: anyone may probe, and
+// must not make the store run as many queries as they send requests.
 type healthCheck struct {
 	m         *Main
 	storeDown atomic.Bool
+
+	mu               sync.Mutex
+	counting, taking *storeCheck
+}
+
+// storeCheck is one question to the store, which the probes that arrive meanwhile wait for.
+type storeCheck struct {
+	done    chan struct{}
+	counts  map[clouddb.DatabaseStatus]int
+	err     error
+	latency time.Duration
+}
+
+// ask returns the question under way in slot, or starts one that runs ask within
+// storeQueryTimeout, whoever waits for it.
+func (h *healthCheck) ask(slot **storeCheck, ask func(context.Context) (map[clouddb.DatabaseStatus]int, error)) *storeCheck {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if *slot != nil {
+		return *slot
+	}
+	c := &storeCheck{done: make(chan struct{})}
+	*slot = c
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeQueryTimeout)
+		defer cancel()
+		start := time.Now()
+		c.counts, c.err = ask(ctx)
+		c.latency = time.Since(start)
+		h.mu.Lock()
+		*slot = nil
+		h.mu.Unlock()
+		close(c.done)
+	}()
+	return c
+}
+
+// wait waits for c, or for the client to go away (false).
+func wait(r *http.Request, c *storeCheck) bool {
+	select {
+	case <-c.done:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
 }
 
 // mountHealth serves /healthz and /readyz. The cloud API's own /healthz (bare status)
@@ -64,18 +114,24 @@ func (m *Main) mountHealth(mux *http.ServeMux) {
 }
 
 func (h *healthCheck) serveHealth(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), storeQueryTimeout)
-	defer cancel()
 	body := health{Status: "ok", Version: clouddb.Version(), Store: storeHealth{Kind: storeKind(h.m.Config.Store)}, Workers: h.m.Leading()}
-	start := time.Now()
-	counts, err := metrics.CountDatabases(ctx, h.m.Store)
-	body.Store.LatencyMs = float64(time.Since(start).Microseconds()) / 1000
-	if reason := h.storeOutcome(err); reason != "" {
+	c := h.ask(&h.counting, func(ctx context.Context) (map[clouddb.DatabaseStatus]int, error) {
+		return metrics.CountDatabases(ctx, h.m.Store)
+	})
+	if !wait(r, c) {
+		// The client went away: that says nothing of the store.
+		return
+	}
+	body.Store.LatencyMs = float64(c.latency.Microseconds()) / 1000
+	if reason := h.storeOutcome(c.err); reason != "" {
 		body.Status, body.Reason = "unavailable", reason
 		writeHealthJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
-	body.Store.Reachable, body.Databases = true, counts
+	body.Store.Reachable = true
+	if metrics.Checker(h.m.Config.MetricsToken)(r) {
+		body.Databases = c.counts
+	}
 	writeHealthJSON(w, http.StatusOK, body)
 }
 
@@ -88,16 +144,19 @@ func (h *healthCheck) serveReady(w http.ResponseWriter, r *http.Request) {
 		writeHealthJSON(w, http.StatusServiceUnavailable, ready{Status: "starting", Reason: "clouddb is starting"})
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), storeQueryTimeout)
-	defer cancel()
-	err := h.m.Store.View(ctx, func(tx clouddb.Tx) error {
-		_, err := tx.Setting(ctx, keyCheck)
-		if errors.Is(err, clouddb.ErrNotFound) {
-			return nil
-		}
-		return err
+	c := h.ask(&h.taking, func(ctx context.Context) (map[clouddb.DatabaseStatus]int, error) {
+		return nil, h.m.Store.View(ctx, func(tx clouddb.Tx) error {
+			_, err := tx.Setting(ctx, keyCheck)
+			if errors.Is(err, clouddb.ErrNotFound) {
+				return nil
+			}
+			return err
+		})
 	})
-	if reason := h.storeOutcome(err); reason != "" {
+	if !wait(r, c) {
+		return
+	}
+	if reason := h.storeOutcome(c.err); reason != "" {
 		writeHealthJSON(w, http.StatusServiceUnavailable, ready{Status: "unavailable", Reason: reason})
 		return
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -8,12 +9,16 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
 	"clouddb/internal/pgtest"
+	"clouddb/internal/syncbuf"
 	"clouddb/sqlite"
 )
 
@@ -119,4 +124,146 @@ func TestHealthPostgres(t *testing.T) {
 	n, ok := seriesValue(scrape(t, s), "clouddb_store_up", nil)
 	require.True(t, ok)
 	require.EqualValues(t, 1, n)
+}
+
+// TestHealthClientGone: a client that goes away before /healthz or /readyz answered
+// (its request's context ends) says nothing of the store: no "does not answer" logged,
+// no change of state, so an anonymous client cannot fill the log with the store's
+// failures and recoveries.
+func TestHealthClientGone(t *testing.T) {
+	t.Parallel()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	logs := &syncbuf.Buffer{}
+	m := NewMain(io.Discard, io.Discard)
+	m.logger = slog.New(slog.NewTextHandler(logs, nil))
+	m.Store = db
+	m.readyOnce.Do(func() { close(m.ready) })
+	hc := &healthCheck{m: m}
+	for range 3 {
+		for _, serve := range []http.HandlerFunc{hc.serveHealth, hc.serveReady} {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			serve(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, "/healthz", nil))
+			rec := httptest.NewRecorder()
+			serve(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+			require.Equal(t, http.StatusOK, rec.Code)
+		}
+	}
+	require.Empty(t, logs.String())
+	require.False(t, hc.storeDown.Load())
+}
+
+// TestHealthCountsAreOperators: /healthz answers anyone, but the databases of every
+// account are counted only for the clients /metrics lets in (loopback, or the metrics
+// token): an anonymous client, or a tenant, learns nothing of the other accounts.
+func TestHealthCountsAreOperators(t *testing.T) {
+	t.Parallel()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	const token = "a-long-metrics-token-0123456789"
+	m := NewMain(io.Discard, io.Discard)
+	m.logger = slog.New(slog.DiscardHandler)
+	m.Store = db
+	m.Config.MetricsToken = token
+	hc := &healthCheck{m: m}
+	get := func(remote, auth string) health {
+		req := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+		req.RemoteAddr = remote
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		hc.serveHealth(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.NotContains(t, rec.Body.String(), `"databases"`)
+		var h health
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &h))
+		return h
+	}
+	var h health
+	for _, c := range []struct{ remote, auth string }{
+		{"203.0.113.7:4242", ""},
+		{"203.0.113.7:4242", "Bearer wrong-token-0123456789"},
+		{"[2001:db8::1]:4242", ""},
+	} {
+		h = get(c.remote, c.auth)
+		require.Equal(t, "ok", h.Status, c)
+		require.True(t, h.Store.Reachable, c)
+	}
+	full := func(remote, auth string) map[clouddb.DatabaseStatus]int {
+		req := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+		req.RemoteAddr = remote
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		hc.serveHealth(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+		var h health
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &h))
+		return h.Databases
+	}
+	zero := map[clouddb.DatabaseStatus]int{"active": 0, "pending": 0, "active-change-pending": 0, "deleting": 0, "error": 0}
+	require.Equal(t, zero, full("127.0.0.1:4242", ""))
+	require.Equal(t, zero, full("203.0.113.7:4242", "Bearer "+token))
+}
+
+// slowStore is a store whose counts and reads wait for release, counting the calls.
+type slowStore struct {
+	*sqlite.DB
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (s *slowStore) DatabaseCounts(ctx context.Context) (map[clouddb.DatabaseStatus]int, error) {
+	s.calls.Add(1)
+	<-s.release
+	return s.DB.DatabaseCounts(ctx)
+}
+
+func (s *slowStore) View(ctx context.Context, fn func(clouddb.Tx) error) error {
+	s.calls.Add(1)
+	<-s.release
+	return s.DB.View(ctx, fn)
+}
+
+// TestHealthProbesShareTheStore: probes that arrive while the store is being asked wait
+// for that answer instead of asking again, so that anonymous clients cannot load the
+// store with as many queries as they send requests.
+func TestHealthProbesShareTheStore(t *testing.T) {
+	t.Parallel()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	store := &slowStore{DB: db, release: make(chan struct{})}
+	m := NewMain(io.Discard, io.Discard)
+	m.logger = slog.New(slog.DiscardHandler)
+	m.Store = store
+	m.readyOnce.Do(func() { close(m.ready) })
+	hc := &healthCheck{m: m}
+	const probes = 20
+	for _, serve := range []http.HandlerFunc{hc.serveHealth, hc.serveReady} {
+		store.calls.Store(0)
+		var wg sync.WaitGroup
+		codes := make(chan int, probes)
+		for range probes {
+			wg.Go(func() {
+				rec := httptest.NewRecorder()
+				serve(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+				codes <- rec.Code
+			})
+		}
+		time.Sleep(200 * time.Millisecond) // the probes arrive and wait
+		close(store.release)
+		wg.Wait()
+		close(codes)
+		for c := range codes {
+			require.Equal(t, http.StatusOK, c)
+		}
+		require.EqualValues(t, 1, store.calls.Load())
+		store.release = make(chan struct{})
+	}
 }

@@ -214,3 +214,17 @@ func TestStatsRounds(t *testing.T) {
 	<-done
 	require.Zero(t, testutil.CollectAndCount(m.Stats))
 }
+
+// TestGuardSchemeCase: the authentication scheme is case-insensitive (RFC 9110 11.1):
+// a scraper that sends "bearer" gets in with the token, and with nothing else.
+func TestGuardSchemeCase(t *testing.T) {
+	const token = "a-long-metrics-token-0123456789"
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "figures") })
+	guarded := metrics.Guard(token, ok)
+	for _, h := range []string{"bearer " + token, "BEARER " + token} {
+		require.Equal(t, http.StatusOK, serve(guarded, "GET", "/metrics", "192.0.2.1:1234", http.Header{"Authorization": {h}}).Code, h)
+	}
+	for _, h := range []string{"bearer", "bearer x" + token, "Bearer" + token, "bearer  " + token} {
+		require.Equal(t, http.StatusUnauthorized, serve(guarded, "GET", "/metrics", "192.0.2.1:1234", http.Header{"Authorization": {h}}).Code, h)
+	}
+}

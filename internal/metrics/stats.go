@@ -28,14 +28,31 @@ const (
 // server. Run fills it while this process runs the databases; it holds the figures of the
 // databases that exist at the last round only, so a deleted database's series go with
 // it.
+//
+// A tenant can make its servers hang or answer slowly (a long script, a slow command):
+// a database whose last read failed is read in the background, in a lane of its own, and
+// a round neither waits for it nor reads it again while that read is under way. So such
+// databases cost a round their timeout once, when they begin to fail, and never delay
+// the other databases' figures.
 type StatsCollector struct {
 	// Interval is the time between rounds; 0 means DefaultStatsInterval.
 	Interval time.Duration
+	// Timeout bounds the reading of one database; 0 means statsTimeout.
+	Timeout time.Duration
 
 	mu      sync.RWMutex
 	figures map[int]databaseFigures
+	// listed are the databases the last round listed: a read that ends after its
+	// database went (or after Run ended) is dropped.
+	listed map[int]bool
+	// reading are the databases whose read is under way.
+	reading map[int]bool
 	// down remembers the databases whose last read failed, to log a failure once.
 	down map[int]bool
+	// failing bounds the background reads of the databases whose last read failed.
+	failing chan struct{}
+	// background are those reads.
+	background sync.WaitGroup
 }
 
 // databaseFigures are what a round learnt of one database.
@@ -51,7 +68,11 @@ var statsStatuses = []clouddb.DatabaseStatus{clouddb.DatabaseActive, clouddb.Dat
 // Run reads the figures every Interval until ctx ends, then forgets them: another
 // process may run the databases from then on.
 func (c *StatsCollector) Run(ctx context.Context, store clouddb.Store, reader clouddb.StatsReader, log *slog.Logger) {
-	defer c.forget()
+	defer func() {
+		// The background reads end with ctx; none may fill the cache after it is emptied.
+		c.background.Wait()
+		c.forget()
+	}()
 	interval := c.Interval
 	if interval <= 0 {
 		interval = DefaultStatsInterval
@@ -78,9 +99,11 @@ func (c *StatsCollector) Run(ctx context.Context, store clouddb.Store, reader cl
 	}
 }
 
-// Refresh reads every running database's figures once, a few at a time, each within a
-// timeout, and replaces the cache with them. When the store cannot list the databases,
-// the cache is left as it was.
+// Refresh reads the running databases' figures, a few at a time, each within a timeout:
+// it waits for those whose last read did not fail, and starts in the background the
+// reading of the others (but those still being read). Each database's figures replace
+// its last ones as soon as they are read; those of the databases no longer listed go.
+// When the store cannot list the databases, the cache is left as it was.
 func (c *StatsCollector) Refresh(ctx context.Context, store clouddb.Store, reader clouddb.StatsReader, log *slog.Logger) error {
 	var dbs []*clouddb.Database
 	err := store.View(ctx, func(tx clouddb.Tx) error {
@@ -91,40 +114,106 @@ func (c *StatsCollector) Refresh(ctx context.Context, store clouddb.Store, reade
 	if err != nil {
 		return err
 	}
-	figures := make(map[int]databaseFigures, len(dbs))
-	var mu sync.Mutex
+	var now, later []*clouddb.Database
+	c.mu.Lock()
+	c.listed = make(map[int]bool, len(dbs))
+	for _, d := range dbs {
+		c.listed[d.ID] = true
+	}
+	for id := range c.figures {
+		if !c.listed[id] {
+			delete(c.figures, id)
+		}
+	}
+	for id := range c.down {
+		if !c.listed[id] {
+			delete(c.down, id)
+		}
+	}
+	if c.reading == nil {
+		c.reading = map[int]bool{}
+	}
+	if c.failing == nil {
+		c.failing = make(chan struct{}, statsConcurrency)
+	}
+	for _, d := range dbs {
+		if c.reading[d.ID] {
+			continue
+		}
+		c.reading[d.ID] = true
+		if f, ok := c.figures[d.ID]; ok && !f.ok {
+			later = append(later, d)
+		} else {
+			now = append(now, d)
+		}
+	}
+	failingSem := c.failing
+	c.mu.Unlock()
+
+	for _, d := range later {
+		c.background.Go(func() {
+			select {
+			case failingSem <- struct{}{}:
+				defer func() { <-failingSem }()
+				c.read(ctx, reader, log, d)
+			case <-ctx.Done():
+				c.done(d.ID)
+			}
+		})
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, statsConcurrency)
-	for _, d := range dbs {
+	for i, d := range now {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
+			for _, d := range now[i:] {
+				c.done(d.ID)
+			}
+			wg.Wait()
 			return ctx.Err()
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			rctx, cancel := context.WithTimeout(ctx, statsTimeout)
-			defer cancel()
-			s, err := reader.Stats(rctx, clouddb.InstanceOf(d))
-			c.logChange(log, d.ID, err)
-			mu.Lock()
-			figures[d.ID] = databaseFigures{subscriptionID: d.SubscriptionID, stats: s, ok: err == nil}
-			mu.Unlock()
+			c.read(ctx, reader, log, d)
 		})
 	}
 	wg.Wait()
+	return ctx.Err()
+}
+
+// read reads one database's figures within the timeout and keeps them, if the database
+// is still listed.
+func (c *StatsCollector) read(ctx context.Context, reader clouddb.StatsReader, log *slog.Logger, d *clouddb.Database) {
+	defer c.done(d.ID)
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = statsTimeout
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	s, err := reader.Stats(rctx, clouddb.InstanceOf(d))
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return
 	}
 	c.mu.Lock()
-	c.figures = figures
-	for id := range c.down {
-		if _, ok := figures[id]; !ok {
-			delete(c.down, id)
-		}
+	if !c.listed[d.ID] {
+		c.mu.Unlock()
+		return
 	}
+	if c.figures == nil {
+		c.figures = map[int]databaseFigures{}
+	}
+	c.figures[d.ID] = databaseFigures{subscriptionID: d.SubscriptionID, stats: s, ok: err == nil}
 	c.mu.Unlock()
-	return nil
+	c.logChange(log, d.ID, err)
+}
+
+// done marks a database's read as ended.
+func (c *StatsCollector) done(id int) {
+	c.mu.Lock()
+	delete(c.reading, id)
+	c.mu.Unlock()
 }
 
 // logChange logs a database whose figures could not be read, once until they can again:
@@ -152,7 +241,7 @@ func (c *StatsCollector) logChange(log *slog.Logger, id int, err error) {
 // forget drops every database's figures.
 func (c *StatsCollector) forget() {
 	c.mu.Lock()
-	c.figures, c.down = nil, nil
+	c.figures, c.down, c.listed = nil, nil, nil
 	c.mu.Unlock()
 }
 
