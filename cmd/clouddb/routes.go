@@ -15,5 +15,15 @@ func (m *Main) apiListenerHandler(api http.Handler) http.Handler {
 	m.mountMetrics(mux)
 	m.mountOpenAPI(mux)
 	m.mountConsole(mux, counted)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A path this mux would clean first (a doubled slash from a base URL ending in
+		// "/", a dot segment) would be answered with its HTML redirect: the cloud API
+		// takes every path that is not exactly one of the pages above, and answers it as
+		// it always has (normalised, or a JSON 400 for dot segments).
+		if _, pattern := mux.Handler(r); pattern == "/" || pattern == "" {
+			counted.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
