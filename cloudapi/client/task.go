@@ -117,6 +117,12 @@ func (c *Client) ListTasks(ctx context.Context) ([]Task, error) {
 // the official client, a response.error stops the wait whatever the status says, and an
 // unknown status is a failure. The wait is bounded only by ctx.
 func (c *Client) WaitForTask(ctx context.Context, id string) (*Task, error) {
+	return c.WatchTask(ctx, id, nil)
+}
+
+// WatchTask is WaitForTask that calls seen with every state of the task it reads, the
+// last one included, so that a caller can show the progress; seen may be nil.
+func (c *Client) WatchTask(ctx context.Context, id string, seen func(*Task)) (*Task, error) {
 	path := "/tasks/" + url.PathEscape(id)
 	for {
 		var raw json.RawMessage
@@ -126,6 +132,9 @@ func (c *Client) WaitForTask(ctx context.Context, id string) (*Task, error) {
 		var t Task
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return nil, fmt.Errorf("GET %s: decode response: %w", path, err)
+		}
+		if seen != nil {
+			seen(&t)
 		}
 		if t.Response != nil && t.Response.Error != nil {
 			return &t, newTaskError(&t, raw)
