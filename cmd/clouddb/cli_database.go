@@ -175,10 +175,10 @@ func given[T any](f *pflag.FlagSet, name string, v T) *T {
 
 func (c *CLI) databasesCreateCommand() *cobra.Command {
 	var (
-		wait                 bool
-		sub, port            int
-		redisVersion         string
-		s                    databaseSettings
+		wait         bool
+		sub, port    int
+		redisVersion string
+		s            databaseSettings
 	)
 	cmd := &cobra.Command{
 		Use:   "create --subscription ID --name NAME",
