@@ -66,6 +66,8 @@ type CLI struct {
 	KeyCacheTTL time.Duration
 
 	flags cliFlags
+	// command is the path of the command that ran, which the hint of a usage error names.
+	command string
 }
 
 // cliFlags are the global flags, after their environment twins are applied.
@@ -100,7 +102,7 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintln(c.Stderr, "clouddb:", c.explain(err))
 	if errors.As(err, new(usageError)) {
-		fmt.Fprintln(c.Stderr, "Run 'clouddb --help' for usage.")
+		fmt.Fprintf(c.Stderr, "Run '%s --help' for usage.\n", c.command)
 		return exitUsage
 	}
 	return exitError
@@ -115,7 +117,11 @@ func (c *CLI) execute(ctx context.Context, args []string) error {
 	root.SetArgs(args)
 	root.SetOut(c.Stdout)
 	root.SetErr(c.Stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
+	c.command = root.CommandPath()
+	if cmd != nil {
+		c.command = cmd.CommandPath()
+	}
 	if err == nil {
 		return nil
 	}
@@ -194,7 +200,7 @@ it, then the resource until it is active (or gone), and print the resource.`,
 	pf.DurationVar(&c.flags.timeout, "timeout", DefaultWaitTimeout, "longest a wait (--wait, tasks wait) may take")
 
 	root.AddCommand(c.serveCommand(), c.versionCommand(), c.subscriptionsCommand(), c.databasesCommand(), c.tasksCommand(),
-		c.adminCommand())
+		c.cloudAccountsCommand(), c.aclCommand(), c.logsCommand(), c.adminCommand())
 	return root
 }
 
@@ -208,6 +214,8 @@ func parentRun(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
 		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
 	}
+	cmd.SetOut(cmd.ErrOrStderr())
+	_ = cmd.Usage() // on stderr, like the error; a failed write there cannot be reported
 	return usagef("%s needs a command: %s", cmd.CommandPath(), strings.Join(subcommandNames(cmd), ", "))
 }
 
