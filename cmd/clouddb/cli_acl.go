@@ -151,12 +151,13 @@ func (c *CLI) aclRolesCreateCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&rules, "rule", nil, roleRulesHelp)
 	requiredFlag(cmd, "name")
 	requiredFlag(cmd, "rule")
+	var parsed []client.RoleRule
+	cmd.PreRunE = func(*cobra.Command, []string) (err error) {
+		parsed, err = parseRoleRules(rules)
+		return err
+	}
 	return createCommand(c, aclRoleKind, cmd, func(ctx context.Context, api *client.Client) (*client.Task, error) {
-		rr, err := parseRoleRules(rules)
-		if err != nil {
-			return nil, err
-		}
-		return api.CreateRole(ctx, client.CreateRole{Name: &name, RedisRules: rr})
+		return api.CreateRole(ctx, client.CreateRole{Name: &name, RedisRules: parsed})
 	})
 }
 
@@ -172,12 +173,13 @@ func (c *CLI) aclRolesUpdateCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&name, "name", "", "new name")
 	cmd.Flags().StringArrayVar(&rules, "rule", nil, roleRulesHelp)
+	var parsed []client.RoleRule
+	cmd.PreRunE = func(*cobra.Command, []string) (err error) {
+		parsed, err = parseRoleRules(rules)
+		return err
+	}
 	return updateCommand(c, aclRoleKind, cmd, func(ctx context.Context, api *client.Client, id int) (*client.Task, error) {
-		rr, err := parseRoleRules(rules)
-		if err != nil {
-			return nil, err
-		}
-		return api.UpdateRole(ctx, id, client.CreateRole{Name: given(cmd.Flags(), "name", name), RedisRules: rr})
+		return api.UpdateRole(ctx, id, client.CreateRole{Name: given(cmd.Flags(), "name", name), RedisRules: parsed})
 	})
 }
 
