@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,4 +208,17 @@ func TestCLIFailingTask(t *testing.T) {
 	// An error the API answers at once: its type, status and description.
 	r = h.fails(exitError, "subscriptions", "get", "999")
 	require.Equal(t, "clouddb: 404 NOT_FOUND - SUBSCRIPTION_NOT_FOUND: subscription 999 not found\n", r.stderr)
+}
+
+// TestCLIWaitTimeout: a wait longer than --timeout ends with exit status 1 and says how to
+// follow the work, which goes on.
+func TestCLIWaitTimeout(t *testing.T) {
+	t.Parallel()
+	s := startService(t, t.TempDir(), options{delay: time.Second})
+	h := newCLICase(t, s)
+	r := h.fails(exitError, "subscriptions", "create", "--name", "slow", "--db-memory-gb", "0.1", "--wait", "--timeout", "300ms")
+	require.Empty(t, r.stdout)
+	m := regexp.MustCompile(`(?m)^clouddb: --timeout 300ms passed: .*context deadline exceeded \(the work goes on: clouddb tasks get (\S+)\)$`).FindStringSubmatch(r.stderr)
+	require.NotNil(t, m, r.stderr)
+	require.Equal(t, "processing-completed", h.ok("tasks", "wait", m[1], "--field", "status"))
 }
