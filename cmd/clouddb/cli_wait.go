@@ -131,14 +131,12 @@ func (c *CLI) submit(cmd *cobra.Command, api *client.Client, wait bool, send fun
 	if err != nil {
 		return err
 	}
-	if !wait {
-		r, err := taskResult(t)
-		if err != nil {
-			return err
-		}
-		return c.print(r)
+	var r *result
+	if wait {
+		r, err = c.follow(cmd, api, t.ID, then)
+	} else {
+		r, err = taskResult(t)
 	}
-	r, err := c.follow(cmd, api, t.ID, then)
 	if err != nil {
 		return err
 	}
