@@ -71,6 +71,18 @@ func listResult[T any](t columns[T], values []T) (*result, error) {
 	return t.list(raw, items)
 }
 
+// structured says whether the output is JSON (-o json or --field) rather than text.
+func (c *CLI) structured() bool { return c.flags.output == "json" || c.flags.field != "" }
+
+// printJSON prints v as -o json and --field do.
+func (c *CLI) printJSON(v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return c.print(&result{raw: raw})
+}
+
 func (c *CLI) adminCommand() *cobra.Command {
 	var store string
 	accounts := group("accounts", "List and create accounts",
@@ -138,6 +150,8 @@ func (c *CLI) adminAccountsCreateCommand(store *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "create --name NAME [--plan PLAN]",
 		Short:   "Create an account with a payment method",
+		Long: `Create an account with a payment method. It prints "account ID created (…)", or with
+-o json {"id", "name", "plan", "createdTimestamp"}.`,
 		Example: "  clouddb admin accounts create --name team-a --plan annual",
 		Args:    noArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
@@ -155,6 +169,9 @@ func (c *CLI) adminAccountsCreateCommand(store *string) *cobra.Command {
 				a, err := createAccount(ctx, tx, name, clouddb.Plan(plan))
 				if err != nil {
 					return err
+				}
+				if c.structured() {
+					return c.printJSON(adminAccount{ID: a.ID, Name: a.Name, Plan: string(a.Plan), CreatedTimestamp: a.CreatedAt})
 				}
 				fmt.Fprintf(c.Stdout, "account %d created (name %q, plan %s)\n", a.ID, a.Name, a.Plan)
 				return nil
@@ -207,6 +224,9 @@ func (c *CLI) adminKeysCreateCommand(store *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create --account ID [--name NAME] [--role owner|viewer]",
 		Short: "Create an API key pair; its secret is shown once",
+		Long: `Create an API key pair; its secret is shown once (the store keeps a digest). It prints
+the x-api-key and x-api-secret-key lines, or with -o json {"accountId", "apiKey",
+"secretKey"}, as credentials.json holds them.`,
 		Example: `  clouddb admin keys create --account 2 --name ci
   clouddb admin keys create --account 2 --role viewer`,
 		Args: noArgs,
@@ -227,6 +247,10 @@ func (c *CLI) adminKeysCreateCommand(store *string) *cobra.Command {
 				k, secret, err := createKey(ctx, tx, account, name, clouddb.APIKeyRole(role), "", "")
 				if err != nil {
 					return err
+				}
+				if c.structured() {
+					// The names of credentials.json.
+					return c.printJSON(credentials{AccountID: k.AccountID, APIKey: k.Key, SecretKey: secret})
 				}
 				fmt.Fprintf(c.Stdout, "x-api-key: %s\nx-api-secret-key: %s\n", k.Key, secret)
 				return nil

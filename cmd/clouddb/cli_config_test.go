@@ -115,6 +115,16 @@ func TestCLIAdmin(t *testing.T) {
 	require.Equal(t, 401, client.StatusCode(err), "refused once revoke has returned: %v", err)
 	require.Equal(t, "ID  ACCOUNT  NAME  KEY  ROLE  CREATED", h.ok("admin", "keys", "list", "--account", strconv.Itoa(team)))
 
+	// JSON for scripts, with the names of credentials.json.
+	other := h.ok("admin", "accounts", "create", "--name", "team-b", "--field", "id")
+	pair := h.ok("admin", "keys", "create", "--account", other, "-o", "json")
+	var made credentials
+	require.NoError(t, json.Unmarshal([]byte(pair), &made))
+	require.Equal(t, other, strconv.Itoa(made.AccountID))
+	acct, err = client.New("http://"+s.m.Addr+"/v1", made.APIKey, made.SecretKey).GetAccount(ctx)
+	require.NoError(t, err)
+	require.Equal(t, other, strconv.Itoa(acct.ID))
+
 	r = h.fails(exitError, "admin", "keys", "revoke", key)
 	require.Equal(t, fmt.Sprintf("clouddb: no API key %q\n", key), r.stderr)
 	_, err = s.c.GetAccount(ctx)
