@@ -148,8 +148,8 @@ func (c *CLI) adminAccountsListCommand(store *string) *cobra.Command {
 func (c *CLI) adminAccountsCreateCommand(store *string) *cobra.Command {
 	var name, plan string
 	cmd := &cobra.Command{
-		Use:     "create --name NAME [--plan PLAN]",
-		Short:   "Create an account with a payment method",
+		Use:   "create --name NAME [--plan PLAN]",
+		Short: "Create an account with a payment method",
 		Long: `Create an account with a payment method. It prints "account ID created (…)", or with
 -o json {"id", "name", "plan", "createdTimestamp"}.`,
 		Example: "  clouddb admin accounts create --name team-a --plan annual",
