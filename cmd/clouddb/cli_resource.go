@@ -229,8 +229,7 @@ func requiredFlag(cmd *cobra.Command, name string) {
 }
 
 // required checks that every required flag of cmd was given, with a usage error naming
-// the first that was not. cobra's own check is not used: its error would not be a
-// usage error, and its message names no rule.
+// the first that was not, in the words of the other checks ("--name is required").
 func required(cmd *cobra.Command) error {
 	var missing string
 	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
