@@ -246,6 +246,19 @@ func TestWatchTask(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, client.TaskCompleted, task.Status)
 	require.Equal(t, []string{"received", "processing-in-progress", "processing-in-progress", "processing-completed"}, seen)
+	require.JSONEq(t, `{"taskId":"t","status":"processing-completed","timestamp":"2026-01-02T03:04:05Z"}`, string(task.Raw), "the JSON as received")
+}
+
+// A call that makes a task keeps its JSON as received, fields the wire type lacks
+// included.
+func TestTaskRaw(t *testing.T) {
+	t.Parallel()
+	const body = `{"taskId":"t1","commandType":"subscriptionCreateRequest","status":"received","timestamp":"2026-01-02T03:04:05.000001Z","extra":{"a":1}}`
+	srv, _ := newFake(t, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 202, body) })
+	task, err := client.New(srv.URL, "k", "s").DeleteSubscription(ctx(t), 1)
+	require.NoError(t, err)
+	require.Equal(t, "t1", task.ID)
+	require.Equal(t, body, string(task.Raw))
 }
 
 // AllDatabases pages with limit 100 until an empty page, and refuses a page that does not

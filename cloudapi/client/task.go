@@ -33,6 +33,9 @@ type Task struct {
 	Timestamp time.Time       `json:"timestamp"`
 	Response  *TaskResponse   `json:"response,omitempty"`
 	Links     map[string]Link `json:"_links,omitempty"`
+	// Raw is the task's JSON as the server sent it, for callers that show it as is (the
+	// CLI's -o json). It is set by the calls that return a task.
+	Raw json.RawMessage `json:"-"`
 }
 
 // TaskResponse is a finished task's outcome: a resource id on success, an error on
@@ -129,7 +132,7 @@ func (c *Client) WatchTask(ctx context.Context, id string, seen func(*Task)) (*T
 		if err := c.Do(ctx, http.MethodGet, path, nil, &raw); err != nil {
 			return nil, err
 		}
-		var t Task
+		t := Task{Raw: raw}
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return nil, fmt.Errorf("GET %s: decode response: %w", path, err)
 		}

@@ -184,14 +184,12 @@ var taskColumns = columns[client.Task]{
 	},
 }
 
-// taskResult is a task as a result. The typed client decoded it; its JSON is made again
-// from the wire type, which holds every field the API sends.
+// taskResult is a task as a result: its JSON as received.
 func taskResult(t *client.Task) (*result, error) {
-	raw, err := json.Marshal(t)
-	if err != nil {
-		return nil, err
+	if len(t.Raw) == 0 {
+		return nil, fmt.Errorf("task %s: the client kept no JSON of it", t.ID)
 	}
-	return taskColumns.one(raw)
+	return taskColumns.one(t.Raw)
 }
 
 // gb renders a size in GB.
