@@ -49,6 +49,11 @@ type Tx interface {
 	CreateAPIKey(ctx context.Context, k *APIKey) error
 	// APIKey finds a key by its public key string.
 	APIKey(ctx context.Context, key string) (*APIKey, error)
+	// APIKeys lists an account's keys by id (every account's for 0).
+	APIKeys(ctx context.Context, accountID int) ([]*APIKey, error)
+	// DeleteAPIKey removes a key by its public key string (ErrNotFound when there is
+	// none): it stops authenticating.
+	DeleteAPIKey(ctx context.Context, key string) error
 
 	CreatePaymentMethod(ctx context.Context, p *PaymentMethod) error
 	PaymentMethods(ctx context.Context, accountID int) ([]*PaymentMethod, error)

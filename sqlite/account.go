@@ -54,14 +54,29 @@ func (tx *Tx) CreateAPIKey(ctx context.Context, k *clouddb.APIKey) error {
 
 // APIKey finds a key by its public key string.
 func (tx *Tx) APIKey(ctx context.Context, key string) (*clouddb.APIKey, error) {
+	return one(scanAPIKey(tx.tx.QueryRowContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE key = ?`, key)))
+}
+
+const apiKeyColumns = `id, account_id, name, key, secret_digest, role, created_at`
+
+func scanAPIKey(s scanner) (*clouddb.APIKey, error) {
 	var k clouddb.APIKey
-	err := tx.tx.QueryRowContext(ctx, `SELECT id, account_id, name, key, secret_digest, role, created_at
-		FROM api_keys WHERE key = ?`, key).
-		Scan(&k.ID, &k.AccountID, &k.Name, &k.Key, &k.SecretDigest, &k.Role, timeCol{&k.CreatedAt})
-	if err != nil {
-		return nil, mapErr(err)
+	err := s.Scan(&k.ID, &k.AccountID, &k.Name, &k.Key, &k.SecretDigest, &k.Role, timeCol{&k.CreatedAt})
+	return &k, err
+}
+
+// APIKeys lists an account's keys by id (every account's for 0).
+func (tx *Tx) APIKeys(ctx context.Context, accountID int) ([]*clouddb.APIKey, error) {
+	var w where
+	if accountID != 0 {
+		w.add("account_id = ?", accountID)
 	}
-	return &k, nil
+	return queryAll(ctx, tx.tx, `SELECT `+apiKeyColumns+` FROM api_keys`+w.String()+` ORDER BY id`, w.args, scanAPIKey)
+}
+
+// DeleteAPIKey removes a key by its public key string.
+func (tx *Tx) DeleteAPIKey(ctx context.Context, key string) error {
+	return mustAffect(tx.tx.ExecContext(ctx, `DELETE FROM api_keys WHERE key = ?`, key))
 }
 
 // CreatePaymentMethod inserts a payment method.

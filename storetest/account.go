@@ -88,6 +88,45 @@ func testAccount(t *testing.T, open OpenFunc) {
 		require.ErrorIs(t, err, clouddb.ErrConflict)
 	})
 
+	t.Run("APIKeysListAndDelete", func(t *testing.T) {
+		t.Parallel()
+		bn := setup(t, open)
+		key := func(accountID int, name string) *clouddb.APIKey {
+			return &clouddb.APIKey{AccountID: accountID, Name: name, Key: "key-" + name, SecretDigest: clouddb.DigestSecret(name), Role: clouddb.RoleViewer}
+		}
+		a1, b1, a2 := key(bn.a.ID, "a1"), key(bn.b.ID, "b1"), key(bn.a.ID, "a2")
+		bn.update(t, func(tx clouddb.Tx) error {
+			for _, k := range []*clouddb.APIKey{a1, b1, a2} {
+				require.NoError(t, tx.CreateAPIKey(bn.ctx, k))
+			}
+			return nil
+		})
+		bn.view(t, func(tx clouddb.Tx) error {
+			got, err := tx.APIKeys(bn.ctx, bn.a.ID)
+			require.NoError(t, err)
+			require.Equal(t, []*clouddb.APIKey{a1, a2}, got)
+			got, err = tx.APIKeys(bn.ctx, 0)
+			require.NoError(t, err)
+			require.Equal(t, []*clouddb.APIKey{a1, b1, a2}, got, "0 lists every account's, by id")
+			got, err = tx.APIKeys(bn.ctx, bn.b.ID+1000)
+			require.NoError(t, err)
+			require.Empty(t, got)
+			return nil
+		})
+
+		bn.update(t, func(tx clouddb.Tx) error { return tx.DeleteAPIKey(bn.ctx, "key-a1") })
+		bn.view(t, func(tx clouddb.Tx) error {
+			_, err := tx.APIKey(bn.ctx, "key-a1")
+			require.ErrorIs(t, err, clouddb.ErrNotFound, "a deleted key is not found")
+			got, err := tx.APIKeys(bn.ctx, 0)
+			require.NoError(t, err)
+			require.Equal(t, []*clouddb.APIKey{b1, a2}, got, "only that key is gone")
+			return nil
+		})
+		err := bn.tryUpdate(func(tx clouddb.Tx) error { return tx.DeleteAPIKey(bn.ctx, "key-a1") })
+		require.ErrorIs(t, err, clouddb.ErrNotFound, "deleting a missing key")
+	})
+
 	t.Run("PaymentMethods", func(t *testing.T) {
 		t.Parallel()
 		bn := setup(t, open)

@@ -227,6 +227,40 @@ func TestWaitForTask(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
+// WatchTask shows every state it reads, the final one included, in order.
+func TestWatchTask(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	n := 0
+	srv, _ := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		i := n
+		mu.Unlock()
+		status := []string{"received", "processing-in-progress", "processing-in-progress", "processing-completed"}[min(i, 4)-1]
+		writeJSON(w, 200, `{"taskId":"t","status":"`+status+`","timestamp":"2026-01-02T03:04:05Z"}`)
+	})
+	c := client.New(srv.URL, "k", "s", client.WithPollInterval(time.Millisecond))
+	var seen []string
+	task, err := c.WatchTask(ctx(t), "t", func(tk *client.Task) { seen = append(seen, tk.Status) })
+	require.NoError(t, err)
+	require.Equal(t, client.TaskCompleted, task.Status)
+	require.Equal(t, []string{"received", "processing-in-progress", "processing-in-progress", "processing-completed"}, seen)
+	require.JSONEq(t, `{"taskId":"t","status":"processing-completed","timestamp":"2026-01-02T03:04:05Z"}`, string(task.Raw), "the JSON as received")
+}
+
+// A call that makes a task keeps its JSON as received, fields the wire type lacks
+// included.
+func TestTaskRaw(t *testing.T) {
+	t.Parallel()
+	const body = `{"taskId":"t1","commandType":"subscriptionCreateRequest","status":"received","timestamp":"2026-01-02T03:04:05.000001Z","extra":{"a":1}}`
+	srv, _ := newFake(t, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 202, body) })
+	task, err := client.New(srv.URL, "k", "s").DeleteSubscription(ctx(t), 1)
+	require.NoError(t, err)
+	require.Equal(t, "t1", task.ID)
+	require.Equal(t, body, string(task.Raw))
+}
+
 // AllDatabases pages with limit 100 until an empty page, and refuses a page that does not
 // name the subscription (a server ignoring offset would make it loop forever).
 func TestAllDatabasesPages(t *testing.T) {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 )
@@ -309,9 +310,13 @@ func (c *Client) WaitForSubscriptionGone(ctx context.Context, id int) error {
 
 // task sends an asynchronous request and returns the received task.
 func (c *Client) task(ctx context.Context, method, path string, body any) (*Task, error) {
-	var t Task
-	if err := c.Do(ctx, method, path, body, &t); err != nil {
+	var raw json.RawMessage
+	if err := c.Do(ctx, method, path, body, &raw); err != nil {
 		return nil, err
+	}
+	t := Task{Raw: raw}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return nil, fmt.Errorf("%s %s: decode response: %w", method, path, err)
 	}
 	if t.ID == "" {
 		// The official client dereferences taskId without a check; fail clearly instead.

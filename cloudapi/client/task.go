@@ -33,6 +33,9 @@ type Task struct {
 	Timestamp time.Time       `json:"timestamp"`
 	Response  *TaskResponse   `json:"response,omitempty"`
 	Links     map[string]Link `json:"_links,omitempty"`
+	// Raw is the task's JSON as the server sent it, for callers that show it as is (the
+	// CLI's -o json). It is set by the calls that return a task.
+	Raw json.RawMessage `json:"-"`
 }
 
 // TaskResponse is a finished task's outcome: a resource id on success, an error on
@@ -117,15 +120,24 @@ func (c *Client) ListTasks(ctx context.Context) ([]Task, error) {
 // the official client, a response.error stops the wait whatever the status says, and an
 // unknown status is a failure. The wait is bounded only by ctx.
 func (c *Client) WaitForTask(ctx context.Context, id string) (*Task, error) {
+	return c.WatchTask(ctx, id, nil)
+}
+
+// WatchTask is WaitForTask that calls seen with every state of the task it reads, the
+// last one included, so that a caller can show the progress; seen may be nil.
+func (c *Client) WatchTask(ctx context.Context, id string, seen func(*Task)) (*Task, error) {
 	path := "/tasks/" + url.PathEscape(id)
 	for {
 		var raw json.RawMessage
 		if err := c.Do(ctx, http.MethodGet, path, nil, &raw); err != nil {
 			return nil, err
 		}
-		var t Task
+		t := Task{Raw: raw}
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return nil, fmt.Errorf("GET %s: decode response: %w", path, err)
+		}
+		if seen != nil {
+			seen(&t)
 		}
 		if t.Response != nil && t.Response.Error != nil {
 			return &t, newTaskError(&t, raw)

@@ -21,8 +21,11 @@ const envKey = "CLOUDDB_ENCRYPTION_KEY"
 // envEncryptionKey reads CLOUDDB_ENCRYPTION_KEY. Set but empty is an error, not "unset":
 // a secret that failed to reach the environment must not make clouddb fall back to a
 // key file of its own.
-func envEncryptionKey() (string, error) {
-	v, ok := os.LookupEnv(envKey)
+func envEncryptionKey() (string, error) { return lookupEncryptionKey(os.LookupEnv) }
+
+// lookupEncryptionKey is envEncryptionKey with the environment read through lookup.
+func lookupEncryptionKey(lookup func(string) (string, bool)) (string, error) {
+	v, ok := lookup(envKey)
 	if ok && strings.TrimSpace(v) == "" {
 		return "", fmt.Errorf("%s is set but empty: give the key, or unset it to use %s in the data dir", envKey, keyFile)
 	}
