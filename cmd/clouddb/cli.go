@@ -166,7 +166,8 @@ server. "clouddb serve" runs the service; the other commands are clients of its 
 except "clouddb admin", which works on the service's store directly.
 
 Configuration, each from its flag, else its environment variable, else the default:
-  --url             CLOUDDB_URL             ` + DefaultURL + ` ("/v1" may be left out)
+  --url             CLOUDDB_URL             the URL clouddb serve wrote to <data-dir>/api-url,
+                                            else ` + DefaultURL + ` ("/v1" may be left out)
   --api-key         CLOUDDB_API_KEY         with --api-secret-key (CLOUDDB_API_SECRET_KEY);
                                             when neither is given, the default account's
                                             key in <data-dir>/credentials.json
@@ -186,7 +187,7 @@ it, then the resource until it is active (or gone), and print the resource.`,
 	root.SetUsageTemplate(root.UsageTemplate() + exitCodesHelp)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&c.flags.url, "url", DefaultURL, "URL of the clouddb API (env CLOUDDB_URL)")
+	pf.StringVar(&c.flags.url, "url", "", "URL of the clouddb API (env CLOUDDB_URL; default: the one clouddb serve wrote to <data-dir>/api-url, else "+DefaultURL+")")
 	envFlag(pf, "url", "CLOUDDB_URL")
 	pf.StringVar(&c.flags.apiKey, "api-key", "", "API key, x-api-key (env CLOUDDB_API_KEY; default: <data-dir>/credentials.json)")
 	envFlag(pf, "api-key", "CLOUDDB_API_KEY")
@@ -344,6 +345,9 @@ func baseURL(raw string) (string, error) {
 // --api-secret-key (or their environment twins), else the default account's key that
 // clouddb serve wrote to <data-dir>/credentials.json.
 func (c *CLI) api() (*client.Client, error) {
+	if c.flags.url == "" {
+		c.flags.url = c.servedURL()
+	}
 	base, err := baseURL(c.flags.url)
 	if err != nil {
 		return nil, err
@@ -367,6 +371,17 @@ func (c *CLI) api() (*client.Client, error) {
 	}
 	return client.New(base, key, secret, client.WithHTTPClient(&http.Client{Timeout: requestTimeout}),
 		client.WithUserAgent("clouddb-cli/"+clouddb.Version()), client.WithPollInterval(poll)), nil
+}
+
+// servedURL is the URL the clouddb serve of the data dir last listened at (it writes it to
+// <data-dir>/api-url at every start, so that a CLI run beside it needs no --url whatever
+// --listen said), else DefaultURL.
+func (c *CLI) servedURL() string {
+	b, err := os.ReadFile(filepath.Join(c.flags.dataDir, apiURLFile))
+	if u := strings.TrimSpace(string(b)); err == nil && u != "" {
+		return u
+	}
+	return DefaultURL
 }
 
 // readCredentials reads the default account's key pair from the data dir.

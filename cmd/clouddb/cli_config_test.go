@@ -74,6 +74,16 @@ func TestCLIConfigPrecedence(t *testing.T) {
 	r = h.fails(exitUsage, "subscriptions", "list")
 	require.Contains(t, r.stderr, "no API key: give --api-key and --api-secret-key")
 	require.Equal(t, creds.AccountID, accountOf("--data-dir", s.dir))
+
+	// No URL given at all: the one the service wrote to its data dir, whatever port it
+	// listens on (the tests' services listen on free ports, never the default's).
+	delete(h.env, "CLOUDDB_URL")
+	h.env["CLOUDDB_DATA_DIR"] = s.dir
+	require.Equal(t, creds.AccountID, accountOf())
+	// ... and the default URL beside a data dir no service wrote one to.
+	empty := &CLI{}
+	empty.flags.dataDir = t.TempDir()
+	require.Equal(t, DefaultURL, empty.servedURL())
 }
 
 // TestCLIAdmin: clouddb admin lists accounts and keys (never a secret) and revokes a key,
