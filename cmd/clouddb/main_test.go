@@ -41,8 +41,11 @@ var portBlock atomic.Int32
 // portRange gives each service its own block of database ports, so tests that run in
 // parallel never race for one. The blocks stay below Linux's ephemeral range.
 func portRange() string {
+	// The blocks wrap within 20000-31999: the package makes well over a hundred
+	// services, and blocks past 32767 would be in the ephemeral range.
+	const base, span = 20000, 12000
 	n := int(portBlock.Add(1))
-	low := 20000 + (os.Getpid()%40)*300 + n*12
+	low := base + ((os.Getpid()%40)*300+n*12)%(span-12)
 	return fmt.Sprintf("%d-%d", low, low+11)
 }
 

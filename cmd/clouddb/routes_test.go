@@ -52,6 +52,7 @@ func TestListenerLeavesAPIPathsToTheAPI(t *testing.T) {
 	code, ctype, _ = get("/metrics", false)
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, ctype, "text/plain")
-	code, _, _ = get("/console", false)
-	require.Equal(t, http.StatusMovedPermanently, code, "the console's directory")
+	code, _, body := get("/console", false)
+	require.Contains(t, []int{http.StatusMovedPermanently, http.StatusTemporaryRedirect}, code, "the console's directory")
+	require.Contains(t, body, `href="/console/"`)
 }
