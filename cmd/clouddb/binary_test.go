@@ -175,7 +175,7 @@ func (b *binaryCase) start() {
 	b.t.Helper()
 	var url string
 	b.cmd, url = runBinary(b.t, b.bin, b.env, b.args...)
-	b.c = client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond))
+	b.c = client.New(url, "ci-key", "ci-secret-0123456789", client.WithPollInterval(50*time.Millisecond), client.WithHTTPClient(cloudAPIClient(b.t)))
 }
 
 // activeSubscription creates a subscription with one plan database and waits until it is

@@ -59,7 +59,7 @@ func (s *service) newAccount(name string) *service {
 	m := regexp.MustCompile(`x-api-key: (\S+)\nx-api-secret-key: (\S+)`).FindStringSubmatch(stdout.String())
 	require.NotNil(s.t, m, stdout.String())
 	return &service{t: s.t, m: s.m, dir: s.dir, logs: s.logs,
-		c: client.New("http://"+s.m.Addr+"/v1", m[1], m[2], client.WithPollInterval(50*time.Millisecond))}
+		c: client.New("http://"+s.m.Addr+"/v1", m[1], m[2], client.WithPollInterval(50*time.Millisecond), client.WithHTTPClient(cloudAPIClient(s.t)))}
 }
 
 // TestSlowImportsDoNotDelayOtherAccounts: two accounts import from a source that sends a

@@ -157,7 +157,7 @@ func TestAdminPostgres(t *testing.T) {
 	require.NoError(t, err)
 	m := regexp.MustCompile(`x-api-key: (\S+)\nx-api-secret-key: (\S+)`).FindStringSubmatch(out)
 	require.NotNil(t, m, out)
-	acct, err := client.New("http://"+s.m.Addr+"/v1", m[1], m[2]).GetAccount(ctx)
+	acct, err := client.New("http://"+s.m.Addr+"/v1", m[1], m[2], client.WithHTTPClient(cloudAPIClient(t))).GetAccount(ctx)
 	require.NoError(t, err, "the serving replica authenticates a key made by admin")
 	require.Equal(t, id, acct.ID)
 }
