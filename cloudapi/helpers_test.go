@@ -18,6 +18,7 @@ import (
 	"clouddb"
 	"clouddb/cloudapi"
 	"clouddb/cloudapi/client"
+	"clouddb/internal/apitest"
 	"clouddb/sqlite"
 	"clouddb/task"
 )
@@ -41,6 +42,8 @@ type env struct {
 	t     *testing.T
 	store *sqlite.DB
 	srv   *httptest.Server
+	// http checks every request and answer against the OpenAPI document (apitest).
+	http *http.Client
 	// base is the /v1 root, e.g. http://127.0.0.1:1234/v1.
 	base string
 
@@ -90,6 +93,8 @@ func newEnv(t *testing.T, opts ...func(*cloudapi.Server)) *env {
 		o(api)
 	}
 	e.srv = httptest.NewServer(api.Handler())
+	e.http = apitest.NewTransport(t, cloudapi.OpenAPI(), apitest.Options{MapURL: apitest.CloudPath,
+		Skip: func(r *http.Request) bool { return !apitest.CloudAPI(r) }}).Client()
 	e.base = e.srv.URL + "/v1"
 	t.Cleanup(func() {
 		e.srv.Close()
@@ -106,9 +111,18 @@ func newEnv(t *testing.T, opts ...func(*cloudapi.Server)) *env {
 	return e
 }
 
+// httpClient is the validating client, or a plain one for the fuzz targets' env, whose
+// inputs are checked by the fuzz targets themselves.
+func (e *env) httpClient() *http.Client {
+	if e.http == nil {
+		return http.DefaultClient
+	}
+	return e.http
+}
+
 // client returns a client of the env's /v1 API with a short poll interval.
 func (e *env) client(key, secret string) *client.Client {
-	return client.New(e.base, key, secret, client.WithPollInterval(10*time.Millisecond))
+	return client.New(e.base, key, secret, client.WithPollInterval(10*time.Millisecond), client.WithHTTPClient(e.httpClient()))
 }
 
 // bootstrap writes what `clouddb serve` creates on first start, for several accounts: the
@@ -342,7 +356,7 @@ func (e *env) do(method, path, key, secret string, body []byte) response {
 	if secret != "" {
 		req.Header.Set("x-api-secret-key", secret)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.httpClient().Do(req)
 	require.NoError(e.t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

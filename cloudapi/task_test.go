@@ -261,7 +261,7 @@ func TestTaskListBounded(t *testing.T) {
 	require.NoError(t, e.store.Update(ctx, func(tx clouddb.Tx) error {
 		for i := range n {
 			at := now.Add(-time.Duration(i) * time.Second)
-			if err := tx.CreateTask(ctx, &clouddb.Task{ID: fmt.Sprintf("bulk-%05d", i), AccountID: e.otherAccount,
+			if err := tx.CreateTask(ctx, &clouddb.Task{ID: bulkTaskID(i), AccountID: e.otherAccount,
 				CommandType: clouddb.CommandCloudAccountCreate, Status: clouddb.TaskCompleted, CreatedAt: at, UpdatedAt: at}); err != nil {
 				return err
 			}
@@ -275,6 +275,9 @@ func TestTaskListBounded(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(res.body, &list))
 	require.Len(t, list, cloudapi.MaxListedTasks)
-	require.Equal(t, "bulk-00000", list[0].TaskID, "the newest first")
-	require.Equal(t, fmt.Sprintf("bulk-%05d", cloudapi.MaxListedTasks-1), list[len(list)-1].TaskID, "the oldest are left out")
+	require.Equal(t, bulkTaskID(0), list[0].TaskID, "the newest first")
+	require.Equal(t, bulkTaskID(cloudapi.MaxListedTasks-1), list[len(list)-1].TaskID, "the oldest are left out")
 }
+
+// bulkTaskID is the i-th task id of a test's bulk insert, a UUID as every task id is.
+func bulkTaskID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
