@@ -74,6 +74,13 @@ func (c *CLI) settle(ctx context.Context, p *progress, subject, want string, get
 			p.show(subject, "deleted")
 			return nil, nil
 		}
+		if d, retry := client.RetryDelay(err, c.pollInterval()); retry {
+			// The rate limit, or a proxy before a restarting service: the work goes on.
+			if perr := pause(ctx, d); perr != nil {
+				return nil, fmt.Errorf("waiting for %s (last answer: %v): %w", subject, err, perr)
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fakeAPI is an API server whose answers a test scripts: path (with its query) → a queue
+// of answers, the last of which repeats. It sees what the real service rarely does on
+// cue: a rate limit, a page past 100, a server that hangs.
+type fakeAPI struct {
+	t       *testing.T
+	mu      sync.Mutex
+	answers map[string][]fakeAnswer
+	seen    []string
+}
+
+type fakeAnswer struct {
+	status int
+	header map[string]string
+	body   string
+	// hang holds the answer until the request is canceled.
+	hang bool
+}
+
+func newFakeAPI(t *testing.T) (*fakeAPI, *cliCase) {
+	f := &fakeAPI{t: t, answers: map[string][]fakeAnswer{}}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	h := &cliCase{t: t, env: map[string]string{"CLOUDDB_URL": srv.URL, "CLOUDDB_API_KEY": "k", "CLOUDDB_API_SECRET_KEY": "s",
+		"CLOUDDB_DATA_DIR": t.TempDir()}}
+	return f, h
+}
+
+// on queues answers to "METHOD /v1/path?query".
+func (f *fakeAPI) on(req string, answers ...fakeAnswer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.answers[req] = append(f.answers[req], answers...)
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req := r.Method + " " + r.URL.RequestURI()
+	f.mu.Lock()
+	f.seen = append(f.seen, req)
+	q := f.answers[req]
+	var a fakeAnswer
+	found := len(q) > 0
+	if found {
+		a = q[0]
+		if len(q) > 1 {
+			f.answers[req] = q[1:]
+		}
+	}
+	f.mu.Unlock()
+	if !found {
+		http.Error(w, `{"error":{"type":"NOT_FOUND","status":404,"description":"fake: no answer to `+req+`"}}`, http.StatusNotFound)
+		return
+	}
+	if a.hang {
+		<-r.Context().Done()
+		return
+	}
+	for k, v := range a.header {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	w.WriteHeader(a.status)
+	fmt.Fprint(w, a.body)
+}
+
+func (f *fakeAPI) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.seen...)
+}
+
+func ok200(body string) fakeAnswer { return fakeAnswer{body: body} }
+
+func fakeTask(id, status string, resourceID int) string {
+	resp := ""
+	if resourceID != 0 {
+		resp = fmt.Sprintf(`,"response":{"resourceId":%d}`, resourceID)
+	}
+	return fmt.Sprintf(`{"taskId":%q,"commandType":"databaseCreateRequest","status":%q,"description":"d","timestamp":%q%s}`,
+		id, status, time.Now().UTC().Format(time.RFC3339), resp)
+}
+
+// rateLimited is the service's answer past its requests per minute.
+var rateLimited = fakeAnswer{status: http.StatusTooManyRequests, header: map[string]string{"X-Rate-Limit-Retry-After-Seconds": "1"},
+	body: `{"error":{"type":"RATE_LIMIT_EXCEEDED","status":429,"description":"more than 400 requests in a minute with this API key; retry in 1 seconds"}}`}
+
+// TestCLIWaitOutlastsRateLimit: a wait that meets the API's rate limit (two waits of one
+// key in parallel reach it) waits for the time the API says and goes on, rather than
+// failing while the work goes on.
+func TestCLIWaitOutlastsRateLimit(t *testing.T) {
+	t.Parallel()
+	f, h := newFakeAPI(t)
+	f.on("POST /v1/subscriptions/1/databases", fakeAnswer{status: http.StatusAccepted, body: fakeTask("t1", "received", 0)})
+	f.on("GET /v1/tasks/t1", ok200(fakeTask("t1", "processing-in-progress", 0)), rateLimited, ok200(fakeTask("t1", "processing-completed", 5)))
+	f.on("GET /v1/subscriptions/1/databases/5", rateLimited, ok200(`{"databaseId":5,"name":"cache","status":"active"}`))
+	f.on("GET /v1/subscriptions/1", ok200(`{"id":1,"name":"s","status":"active"}`))
+
+	start := time.Now()
+	out := h.ok("databases", "create", "--subscription", "1", "--name", "cache", "--wait", "--field", "id")
+	require.Equal(t, "5", out)
+	require.GreaterOrEqual(t, time.Since(start), 2*time.Second, "each 429 is waited out for the second it asks")
+}
