@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,4 +116,51 @@ func TestCLIWaitOutlastsRateLimit(t *testing.T) {
 	out := h.ok("databases", "create", "--subscription", "1", "--name", "cache", "--wait", "--field", "id")
 	require.Equal(t, "5", out)
 	require.GreaterOrEqual(t, time.Since(start), 2*time.Second, "each 429 is waited out for the second it asks")
+}
+
+// fakeDatabases is a page of a subscription's databases: ids from..to, of total.
+func fakeDatabases(sub, from, to, total int) string {
+	var dbs []string
+	for id := from; id <= to; id++ {
+		dbs = append(dbs, fmt.Sprintf(`{"databaseId":%d,"name":"d%d","status":"active","memoryLimitInGb":0.1}`, id, id))
+	}
+	return fmt.Sprintf(`{"accountId":1,"subscription":[{"subscriptionId":%d,"numberOfDatabases":%d,"databases":[%s]}],"links":[]}`,
+		sub, total, strings.Join(dbs, ","))
+}
+
+// TestCLIDatabasesListAllPages: databases list lists every database of the subscription,
+// past the API's page of 100, in the table, --field and -o json alike (one list, as one
+// page would be); --limit and --offset read one page.
+func TestCLIDatabasesListAllPages(t *testing.T) {
+	t.Parallel()
+	f, h := newFakeAPI(t)
+	f.on("GET /v1/subscriptions/3/databases?limit=100&offset=0", ok200(fakeDatabases(3, 1, 100, 150)))
+	f.on("GET /v1/subscriptions/3/databases?limit=100&offset=100", ok200(fakeDatabases(3, 101, 150, 150)))
+	f.on("GET /v1/subscriptions/3/databases?limit=10&offset=140", ok200(fakeDatabases(3, 141, 150, 150)))
+
+	ids := strings.Split(h.ok("databases", "list", "--subscription", "3", "--field", "id"), "\n")
+	require.Len(t, ids, 150)
+	require.Equal(t, "1", ids[0])
+	require.Equal(t, "150", ids[149])
+
+	table := strings.Split(h.ok("databases", "list", "--subscription", "3"), "\n")
+	require.Len(t, table, 151, "a head and 150 rows")
+
+	var list struct {
+		AccountID    int `json:"accountId"`
+		Subscription []struct {
+			SubscriptionID    int               `json:"subscriptionId"`
+			NumberOfDatabases int               `json:"numberOfDatabases"`
+			Databases         []json.RawMessage `json:"databases"`
+		} `json:"subscription"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(h.ok("databases", "list", "--subscription", "3", "-o", "json")), &list))
+	require.Equal(t, 1, list.AccountID)
+	require.Len(t, list.Subscription, 1)
+	require.Equal(t, 3, list.Subscription[0].SubscriptionID)
+	require.Equal(t, 150, list.Subscription[0].NumberOfDatabases)
+	require.Len(t, list.Subscription[0].Databases, 150)
+
+	page := strings.Split(h.ok("databases", "list", "--subscription", "3", "--limit", "10", "--offset", "140", "--field", "id"), "\n")
+	require.Equal(t, []string{"141", "142", "143", "144", "145", "146", "147", "148", "149", "150"}, page)
 }
