@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"clouddb/internal/syncbuf"
 )
 
 // fakeAPI is an API server whose answers a test scripts: path (with its query) → a queue
@@ -163,4 +166,37 @@ func TestCLIDatabasesListAllPages(t *testing.T) {
 
 	page := strings.Split(h.ok("databases", "list", "--subscription", "3", "--limit", "10", "--offset", "140", "--field", "id"), "\n")
 	require.Equal(t, []string{"141", "142", "143", "144", "145", "146", "147", "148", "149", "150"}, page)
+}
+
+// TestCLIInterruptedWait: Ctrl-C (the end of the command's context) during --wait exits
+// 130, as a shell reports an interrupted command, and says that the work goes on and how
+// to follow it; stdout stays empty.
+func TestCLIInterruptedWait(t *testing.T) {
+	t.Parallel()
+	f, h := newFakeAPI(t)
+	f.on("POST /v1/subscriptions/1/databases", fakeAnswer{status: http.StatusAccepted, body: fakeTask("t1", "received", 0)})
+	f.on("GET /v1/tasks/t1", ok200(fakeTask("t1", "processing-in-progress", 0)), fakeAnswer{hang: true})
+
+	ctx, cancel := context.WithCancel(testContext(t))
+	var stdout, stderr syncbuf.Buffer
+	c := &CLI{Stdout: &stdout, Stderr: &stderr, PollInterval: 10 * time.Millisecond,
+		LookupEnv: func(k string) (string, bool) { v, ok := h.env[k]; return v, ok }}
+	go func() {
+		for !strings.Contains(stderr.String(), "task t1: processing-in-progress") {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // in the hanging poll
+		cancel()
+	}()
+	code := c.Run(ctx, []string{"databases", "create", "--subscription", "1", "--name", "cache", "--wait"})
+	require.Equal(t, exitInterrupted, code, stderr.String())
+	require.Empty(t, stdout.String())
+	require.Equal(t, "task t1: processing-in-progress\nclouddb: interrupted; the work goes on: clouddb tasks get t1\n", stderr.String())
+
+	// Interrupted before anything was sent: no task to follow.
+	var stderr2 syncbuf.Buffer
+	c = &CLI{Stdout: &stdout, Stderr: &stderr2, LookupEnv: c.LookupEnv}
+	code = c.Run(ctx, []string{"subscriptions", "list"})
+	require.Equal(t, exitInterrupted, code, stderr2.String())
+	require.Equal(t, "clouddb: interrupted\n", stderr2.String())
 }

@@ -163,7 +163,10 @@ func (c *CLI) follow(cmd *cobra.Command, api *client.Client, id string, then set
 			return r, nil
 		}
 	}
-	if errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil {
+	if cmd.Context().Err() != nil {
+		return nil, interruptedError{task: id, err: err}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("--timeout %s passed: %w (the work goes on: clouddb tasks get %s)", c.flags.timeout, err, id)
 	}
 	return nil, err
