@@ -219,7 +219,7 @@ it, then the resource until it is active (or gone), and print the resource.`,
 	pf.StringVar(&c.flags.dataDir, "data-dir", DefaultDataDir, "data dir of clouddb serve, where credentials.json is read from (env CLOUDDB_DATA_DIR)")
 	envFlag(pf, "data-dir", "CLOUDDB_DATA_DIR")
 	pf.StringVarP(&c.flags.output, "output", "o", "table", "output format: table or json (the API's JSON as received)")
-	pf.StringVar(&c.flags.field, "field", "", "print only this field of the result, e.g. id, publicEndpoint, security.password (one line per item of a list)")
+	pf.StringVar(&c.flags.field, "field", "", "print only this field of the result, e.g. id, publicEndpoint, security.password, taskId (one line per item of a list)")
 	pf.BoolVar(&c.flags.quiet, "quiet", false, "show no progress while waiting")
 	pf.DurationVar(&c.flags.timeout, "timeout", DefaultWaitTimeout, "longest a wait (--wait, tasks wait) may take")
 

@@ -362,7 +362,7 @@ func (c *CLI) databasesDeleteCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.submit(cmd, api, wait, func(ctx context.Context) (*client.Task, error) {
+			return c.submitDelete(cmd, api, wait, func(ctx context.Context) (*client.Task, error) {
 				return api.DeleteDatabase(ctx, sub, id)
 			}, func(ctx context.Context, p *progress, done *client.Task) (*result, error) {
 				if _, err := c.settle(ctx, p, fmt.Sprintf("database %d", id), gone, rawAt(api, databasePath(sub, id))); err != nil {

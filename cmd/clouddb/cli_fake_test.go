@@ -200,3 +200,32 @@ func TestCLIInterruptedWait(t *testing.T) {
 	require.Equal(t, exitInterrupted, code, stderr2.String())
 	require.Equal(t, "clouddb: interrupted\n", stderr2.String())
 }
+
+// TestCLIFieldIDOfATask: --field id never reads a task's taskId, so that
+// SUB=$(clouddb subscriptions create … --field id) without --wait cannot capture a task id
+// where a subscription id was meant. A command that would print a task refuses --field id
+// before it sends anything (nothing is made by a command line that then fails); --field
+// taskId reads the task's id.
+func TestCLIFieldIDOfATask(t *testing.T) {
+	t.Parallel()
+	f, h := newFakeAPI(t)
+	f.on("POST /v1/subscriptions/1/databases", fakeAnswer{status: http.StatusAccepted, body: fakeTask("t1", "received", 0)})
+	f.on("GET /v1/tasks/t1", ok200(fakeTask("t1", "processing-completed", 5)))
+
+	r := h.fails(exitUsage, "databases", "create", "--subscription", "1", "--name", "cache", "--field", "id")
+	require.Equal(t, "clouddb: --field id: without --wait, clouddb databases create prints its task, whose id is taskId: "+
+		"give --field taskId for the task's id, or --wait to print the resource, whose id --field id reads\n"+
+		"Run 'clouddb databases create --help' for usage.\n", r.stderr)
+	r = h.fails(exitUsage, "databases", "delete", "--subscription", "1", "5", "--wait", "--field", "id")
+	require.Equal(t, "clouddb: --field id: clouddb databases delete prints the task, whose id is taskId: give --field taskId\n"+
+		"Run 'clouddb databases delete --help' for usage.\n", r.stderr)
+	h.fails(exitUsage, "subscriptions", "delete", "1", "--field", "id")
+	h.fails(exitUsage, "acl", "users", "delete", "1", "--wait", "--field", "id")
+	h.fails(exitUsage, "acl", "users", "update", "1", "--role", "r", "--field", "id")
+	require.Empty(t, f.requests(), "nothing sent")
+
+	require.Equal(t, "t1", h.ok("databases", "create", "--subscription", "1", "--name", "cache", "--field", "taskId"))
+	r = h.fails(exitError, "tasks", "get", "t1", "--field", "id")
+	require.Contains(t, r.stderr, "clouddb: --field id: the result has no id (it has commandType, description, response, status, taskId, timestamp)")
+	require.Equal(t, "t1", h.ok("tasks", "get", "t1", "--field", "taskId"))
+}
