@@ -281,6 +281,9 @@ func (c *CLI) applyEnv(cmd *cobra.Command) error {
 	if o := c.flags.output; o != "table" && o != "json" {
 		return usagef("--output %q: want table or json", o)
 	}
+	if f := cmd.Flags().Lookup("field"); f != nil && f.Changed && c.flags.field == "" {
+		return usagef("--field is empty: give a field's path, such as id")
+	}
 	if c.flags.timeout <= 0 {
 		return usagef("--timeout %s: want a positive duration such as 10m", c.flags.timeout)
 	}

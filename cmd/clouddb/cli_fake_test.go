@@ -229,3 +229,14 @@ func TestCLIFieldIDOfATask(t *testing.T) {
 	require.Contains(t, r.stderr, "clouddb: --field id: the result has no id (it has commandType, description, response, status, taskId, timestamp)")
 	require.Equal(t, "t1", h.ok("tasks", "get", "t1", "--field", "taskId"))
 }
+
+// TestCLIEmptyField: --field "" (a script's empty variable) is a usage error, not the
+// table, which a $(...) capture would take for a value.
+func TestCLIEmptyField(t *testing.T) {
+	t.Parallel()
+	f, h := newFakeAPI(t)
+	r := h.fails(exitUsage, "subscriptions", "list", "--field", "")
+	require.Empty(t, r.stdout)
+	require.Contains(t, r.stderr, "clouddb: --field is empty: give a field's path, such as id\n")
+	require.Empty(t, f.requests())
+}
