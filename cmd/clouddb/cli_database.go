@@ -114,10 +114,10 @@ func allDatabases(cmd *cobra.Command, api *client.Client, sub int) (json.RawMess
 	}
 	var envelope map[string]json.RawMessage
 	var entries []map[string]json.RawMessage
-	if err := json.Unmarshal(first, &envelope); err != nil {
+	if err = json.Unmarshal(first, &envelope); err != nil {
 		return nil, nil, fmt.Errorf("decode the answer: %w", err)
 	}
-	if err := json.Unmarshal(envelope["subscription"], &entries); err != nil || len(entries) != 1 {
+	if err = json.Unmarshal(envelope["subscription"], &entries); err != nil || len(entries) != 1 {
 		return nil, nil, fmt.Errorf("list the databases of subscription %d: the answer does not hold just that subscription", sub)
 	}
 	var total int
