@@ -118,7 +118,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("%s %s: read response: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return newHTTPError(resp.StatusCode, data)
+		return newHTTPError(resp.StatusCode, resp.Header, data)
 	}
 	if out == nil {
 		return nil

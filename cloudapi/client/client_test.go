@@ -319,3 +319,46 @@ func TestRawPathIsKept(t *testing.T) {
 	require.Equal(t, "/v1/subscriptions/redis-versions?subscriptionId=3", r.path)
 	require.Empty(t, r.query)
 }
+
+// A poll of a wait answered 429 (the rate limit) waits the time the answer asks and goes
+// on; a 503 after the poll interval; a 404 ends the wait. RetryDelay says which.
+func TestWatchTaskOutlastsRateLimit(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	n := 0
+	srv, _ := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		i := n
+		mu.Unlock()
+		switch i {
+		case 1:
+			w.Header().Set("X-Rate-Limit-Retry-After-Seconds", "1")
+			writeJSON(w, 429, `{"error":{"type":"RATE_LIMIT_EXCEEDED","status":429,"description":"retry in 1 seconds"}}`)
+		case 2:
+			writeJSON(w, 503, `{"error":{"type":"SERVICE_UNAVAILABLE","status":503,"description":"restarting"}}`)
+		default:
+			writeJSON(w, 200, `{"taskId":"t","status":"processing-completed","timestamp":"2026-01-02T03:04:05Z"}`)
+		}
+	})
+	c := client.New(srv.URL, "k", "s", client.WithPollInterval(time.Millisecond))
+	start := time.Now()
+	task, err := c.WatchTask(ctx(t), "t", nil)
+	require.NoError(t, err)
+	require.Equal(t, client.TaskCompleted, task.Status)
+	require.GreaterOrEqual(t, time.Since(start), time.Second)
+	require.Equal(t, 3, n)
+
+	d, ok := client.RetryDelay(&client.Error{StatusCode: 429, RetryAfter: time.Hour}, time.Millisecond)
+	require.True(t, ok)
+	require.Equal(t, time.Minute, d, "bounded")
+	d, ok = client.RetryDelay(&client.Error{StatusCode: 429}, time.Millisecond)
+	require.True(t, ok)
+	require.Equal(t, time.Second, d)
+	_, ok = client.RetryDelay(&client.Error{StatusCode: 404}, time.Millisecond)
+	require.False(t, ok)
+	_, ok = client.RetryDelay(&client.Error{StatusCode: 503, TaskID: "t"}, time.Millisecond)
+	require.False(t, ok, "a task that failed is final")
+	_, ok = client.RetryDelay(errors.New("dial tcp: connection refused"), time.Millisecond)
+	require.False(t, ok)
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Error is a failure the server reported: a non-2xx answer, whose body is
@@ -27,6 +28,9 @@ type Error struct {
 	TaskID string
 	// Body is the raw body of the answer (the task's JSON for a task error).
 	Body []byte
+	// RetryAfter is how long a 429 asks to wait (its X-Rate-Limit-Retry-After-Seconds, or
+	// Retry-After), 0 when it does not say.
+	RetryAfter time.Duration
 }
 
 // Error formats as the official client does, "<status> - <type>: <description>", so logs
@@ -60,8 +64,14 @@ type errorBody struct {
 
 // newHTTPError parses our error envelope; a body that is not one (a proxy's HTML page,
 // say) is kept raw in Body.
-func newHTTPError(status int, body []byte) *Error {
+func newHTTPError(status int, header http.Header, body []byte) *Error {
 	e := &Error{StatusCode: status, Body: body}
+	for _, h := range []string{"X-Rate-Limit-Retry-After-Seconds", "Retry-After"} {
+		if n, err := strconv.Atoi(strings.TrimSpace(header.Get(h))); err == nil && n > 0 {
+			e.RetryAfter = time.Duration(n) * time.Second
+			break
+		}
+	}
 	var eb errorBody
 	if json.Unmarshal(body, &eb) == nil && eb.Error != nil {
 		e.Type = eb.Error.Type
@@ -95,4 +105,28 @@ func StatusCode(err error) int {
 		return e.StatusCode
 	}
 	return 0
+}
+
+// maxRetryAfter bounds the wait RetryDelay asks for, whatever a server says.
+const maxRetryAfter = time.Minute
+
+// RetryDelay reports whether a poll that failed with err is worth repeating, as a wait
+// does, and after how long at least: a 429 (the rate limit, which two waits of one key in
+// parallel reach) after the time it asks, and a 502, 503 or 504 (a proxy before a
+// restarting service) after fallback. Any other error is final.
+func RetryDelay(err error, fallback time.Duration) (time.Duration, bool) {
+	var e *Error
+	if !errors.As(err, &e) || e.TaskID != "" {
+		return 0, false
+	}
+	switch e.StatusCode {
+	case http.StatusTooManyRequests:
+		if e.RetryAfter > 0 {
+			return min(e.RetryAfter, maxRetryAfter), true
+		}
+		return max(fallback, time.Second), true
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return fallback, true
+	}
+	return 0, false
 }

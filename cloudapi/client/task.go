@@ -118,7 +118,8 @@ func (c *Client) ListTasks(ctx context.Context) ([]Task, error) {
 // with a nil error. A failed one is returned together with an *Error built from its
 // response.error, so callers get both the typed error and the exact wire object. As in
 // the official client, a response.error stops the wait whatever the status says, and an
-// unknown status is a failure. The wait is bounded only by ctx.
+// unknown status is a failure. An answer that asks to retry (a 429 of the rate limit, a
+// 502, 503 or 504; see RetryDelay) is waited out. The wait is bounded only by ctx.
 func (c *Client) WaitForTask(ctx context.Context, id string) (*Task, error) {
 	return c.WatchTask(ctx, id, nil)
 }
@@ -130,7 +131,14 @@ func (c *Client) WatchTask(ctx context.Context, id string, seen func(*Task)) (*T
 	for {
 		var raw json.RawMessage
 		if err := c.Do(ctx, http.MethodGet, path, nil, &raw); err != nil {
-			return nil, err
+			d, retry := RetryDelay(err, c.poll)
+			if !retry {
+				return nil, err
+			}
+			if serr := sleepFor(ctx, d); serr != nil {
+				return nil, fmt.Errorf("waiting for task %s (last answer: %v): %w", id, err, serr)
+			}
+			continue
 		}
 		t := Task{Raw: raw}
 		if err := json.Unmarshal(raw, &t); err != nil {
@@ -166,8 +174,11 @@ func (c *Client) Wait(ctx context.Context) func(*Task, error) (*Task, error) {
 	}
 }
 
-func (c *Client) sleep(ctx context.Context) error {
-	timer := time.NewTimer(c.poll)
+func (c *Client) sleep(ctx context.Context) error { return sleepFor(ctx, c.poll) }
+
+// sleepFor waits for d or the end of ctx, and says which.
+func sleepFor(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():

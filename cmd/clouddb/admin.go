@@ -269,7 +269,8 @@ func (c *CLI) adminKeysRevokeCommand(store *string) *cobra.Command {
 		Short: "Revoke an API key: it stops authenticating",
 		Long: `Revoke an API key (its x-api-key, as admin keys list shows it): it is deleted from the
 store. A running clouddb serve caches a key it looked up for 2 seconds, so the command
-returns once that time has passed: from then on the key is refused.`,
+returns once that time has passed: from then on the key is refused. It prints "API key
+KEY revoked", or with -o json {"key", "revoked": true}.`,
 		Example: "  clouddb admin keys revoke 2B4UDDKZ…",
 		Args:    oneArg("key (its x-api-key)"),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
@@ -291,6 +292,12 @@ returns once that time has passed: from then on the key is refused.`,
 			}
 			if err := pause(cmd.Context(), wait); err != nil {
 				return err
+			}
+			if c.structured() {
+				return c.printJSON(struct {
+					Key     string `json:"key"`
+					Revoked bool   `json:"revoked"`
+				}{key, true})
 			}
 			fmt.Fprintf(c.Stdout, "API key %s revoked\n", key)
 			return nil

@@ -31,12 +31,16 @@ const (
 	// exitUsage: a command line that cannot run: an unknown command or flag, a bad value,
 	// a missing argument, or no API key to use.
 	exitUsage = 2
+	// exitInterrupted: the command was interrupted (Ctrl-C, SIGTERM), as a shell reports a
+	// command that SIGINT ended.
+	exitInterrupted = 130
 )
 
 // exitCodesHelp ends every command's help.
 const exitCodesHelp = `
 Exit status: 0 success; 1 an API error, a failed task or a wait that timed out (the
-error's type, status and description are printed on stderr); 2 a usage error.
+error's type, status and description are printed on stderr); 2 a usage error; 130
+interrupted (Ctrl-C).
 `
 
 // Defaults of the client commands.
@@ -86,6 +90,16 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
+// interruptedError is a wait for task that the end of the command's context (Ctrl-C)
+// interrupted.
+type interruptedError struct {
+	task string
+	err  error
+}
+
+func (e interruptedError) Error() string { return "interrupted: " + e.err.Error() }
+func (e interruptedError) Unwrap() error { return e.err }
+
 // actionError is an error a command's action returned, as opposed to one cobra found in
 // the command line (which is a usage error).
 type actionError struct{ err error }
@@ -99,6 +113,15 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	err := c.execute(ctx, args)
 	if err == nil {
 		return exitOK
+	}
+	var ie interruptedError
+	if errors.As(err, &ie) || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
+		msg := "interrupted"
+		if ie.task != "" {
+			msg += "; the work goes on: clouddb tasks get " + ie.task
+		}
+		fmt.Fprintln(c.Stderr, "clouddb:", msg)
+		return exitInterrupted
 	}
 	fmt.Fprintln(c.Stderr, "clouddb:", c.explain(err))
 	if errors.As(err, new(usageError)) {
@@ -196,7 +219,7 @@ it, then the resource until it is active (or gone), and print the resource.`,
 	pf.StringVar(&c.flags.dataDir, "data-dir", DefaultDataDir, "data dir of clouddb serve, where credentials.json is read from (env CLOUDDB_DATA_DIR)")
 	envFlag(pf, "data-dir", "CLOUDDB_DATA_DIR")
 	pf.StringVarP(&c.flags.output, "output", "o", "table", "output format: table or json (the API's JSON as received)")
-	pf.StringVar(&c.flags.field, "field", "", "print only this field of the result, e.g. id, publicEndpoint, security.password (one line per item of a list)")
+	pf.StringVar(&c.flags.field, "field", "", "print only this field of the result, e.g. id, publicEndpoint, security.password, taskId (one line per item of a list)")
 	pf.BoolVar(&c.flags.quiet, "quiet", false, "show no progress while waiting")
 	pf.DurationVar(&c.flags.timeout, "timeout", DefaultWaitTimeout, "longest a wait (--wait, tasks wait) may take")
 
@@ -257,6 +280,9 @@ func (c *CLI) applyEnv(cmd *cobra.Command) error {
 	}
 	if o := c.flags.output; o != "table" && o != "json" {
 		return usagef("--output %q: want table or json", o)
+	}
+	if f := cmd.Flags().Lookup("field"); f != nil && f.Changed && c.flags.field == "" {
+		return usagef("--field is empty: give a field's path, such as id")
 	}
 	if c.flags.timeout <= 0 {
 		return usagef("--timeout %s: want a positive duration such as 10m", c.flags.timeout)

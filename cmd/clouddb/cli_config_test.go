@@ -139,4 +139,7 @@ func TestCLIAdmin(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("clouddb: no API key %q\n", key), r.stderr)
 	_, err = s.c.GetAccount(ctx)
 	require.NoError(t, err, "the other keys still work")
+
+	// -o json and --field print JSON, as every other command does, not the sentence.
+	require.JSONEq(t, fmt.Sprintf(`{"key":%q,"revoked":true}`, made.APIKey), h.ok("admin", "keys", "revoke", made.APIKey, "-o", "json", "--quiet"))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -68,11 +69,13 @@ func (c *CLI) databasesListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			raw, err := getRaw(cmd, api, fmt.Sprintf("/subscriptions/%d/databases?limit=%d&offset=%d", sub, limit, offset))
-			if err != nil {
-				return err
+			var raw json.RawMessage
+			var items []json.RawMessage
+			if cmd.Flags().Changed("limit") || cmd.Flags().Changed("offset") {
+				raw, items, err = databasesPage(cmd, api, sub, limit, offset)
+			} else {
+				raw, items, err = allDatabases(cmd, api, sub)
 			}
-			items, err := elements(raw, "subscription", "0", "databases")
 			if err != nil {
 				return err
 			}
@@ -84,9 +87,64 @@ func (c *CLI) databasesListCommand() *cobra.Command {
 		}),
 	}
 	subscriptionFlag(cmd, &sub)
-	cmd.Flags().IntVar(&limit, "limit", 100, "most databases listed (the API pages by 100 at most)")
-	cmd.Flags().IntVar(&offset, "offset", 0, "databases skipped, for the next page")
+	cmd.Flags().IntVar(&limit, "limit", 100, "read one page of at most this many databases (1 to 100; default: every database, page after page)")
+	cmd.Flags().IntVar(&offset, "offset", 0, "read one page that skips this many databases")
 	return cmd
+}
+
+// databasesPage reads one page of a subscription's databases: the API's answer and its
+// databases.
+func databasesPage(cmd *cobra.Command, api *client.Client, sub, limit, offset int) (json.RawMessage, []json.RawMessage, error) {
+	raw, err := getRaw(cmd, api, fmt.Sprintf("/subscriptions/%d/databases?limit=%d&offset=%d", sub, limit, offset))
+	if err != nil {
+		return nil, nil, err
+	}
+	items, err := elements(raw, "subscription", "0", "databases")
+	return raw, items, err
+}
+
+// allDatabases reads every database of a subscription, page after page of 100 (the API's
+// largest), until numberOfDatabases are read or a page is short; the answer is the first
+// page's with every database in it, as one page holding them all would be.
+func allDatabases(cmd *cobra.Command, api *client.Client, sub int) (json.RawMessage, []json.RawMessage, error) {
+	const page = 100
+	first, all, err := databasesPage(cmd, api, sub, page, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	var envelope map[string]json.RawMessage
+	var entries []map[string]json.RawMessage
+	if err = json.Unmarshal(first, &envelope); err != nil {
+		return nil, nil, fmt.Errorf("decode the answer: %w", err)
+	}
+	if err = json.Unmarshal(envelope["subscription"], &entries); err != nil || len(entries) != 1 {
+		return nil, nil, fmt.Errorf("list the databases of subscription %d: the answer does not hold just that subscription", sub)
+	}
+	var total int
+	if n, ok := entries[0]["numberOfDatabases"]; !ok || json.Unmarshal(n, &total) != nil {
+		total = -1 // unknown: read until a short page
+	}
+	for n := len(all); n == page && (total < 0 || len(all) < total); {
+		var items []json.RawMessage
+		if _, items, err = databasesPage(cmd, api, sub, page, len(all)); err != nil {
+			return nil, nil, err
+		}
+		all = append(all, items...)
+		n = len(items)
+	}
+	if len(all) <= page {
+		return first, all, nil
+	}
+	dbs, err := json.Marshal(all)
+	if err != nil {
+		return nil, nil, err
+	}
+	entries[0]["databases"] = dbs
+	if envelope["subscription"], err = json.Marshal(entries); err != nil {
+		return nil, nil, err
+	}
+	raw, err := json.Marshal(envelope)
+	return raw, all, err
 }
 
 func (c *CLI) databasesGetCommand() *cobra.Command {
@@ -304,7 +362,7 @@ func (c *CLI) databasesDeleteCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.submit(cmd, api, wait, func(ctx context.Context) (*client.Task, error) {
+			return c.submitDelete(cmd, api, wait, func(ctx context.Context) (*client.Task, error) {
 				return api.DeleteDatabase(ctx, sub, id)
 			}, func(ctx context.Context, p *progress, done *client.Task) (*result, error) {
 				if _, err := c.settle(ctx, p, fmt.Sprintf("database %d", id), gone, rawAt(api, databasePath(sub, id))); err != nil {

@@ -25,8 +25,8 @@ type result struct {
 	// list says raw is a list; items are its elements, which --field reads one by one.
 	list  bool
 	items []json.RawMessage
-	// idKey is the key of the resource's id when it is not "id" (databaseId, taskId):
-	// --field id reads it too.
+	// idKey is the key of the resource's id when it is not "id" (databaseId): --field id
+	// reads it too. A task has none: its id is read as taskId.
 	idKey string
 	// head and rows are the table.
 	head []string
@@ -170,8 +170,8 @@ func fieldOf(raw json.RawMessage, path, idKey string) (string, error) {
 
 // taskColumns is the table of tasks.
 var taskColumns = columns[client.Task]{
-	idKey: "taskId",
-	head:  []string{"TASK", "STATUS", "COMMAND", "RESOURCE", "UPDATED", "DESCRIPTION"},
+	// No idKey: --field id of a task would pass a task id where a resource id is meant.
+	head: []string{"TASK", "STATUS", "COMMAND", "RESOURCE", "UPDATED", "DESCRIPTION"},
 	row: func(t *client.Task) []string {
 		resource, desc := "", t.Description
 		if t.ResourceID() != 0 {

@@ -152,7 +152,7 @@ func deleteCommand[T any](c *CLI, k kind[T], send func(ctx context.Context, api 
 			if err != nil {
 				return err
 			}
-			return c.submit(cmd, api, wait, func(ctx context.Context) (*client.Task, error) {
+			return c.submitDelete(cmd, api, wait, func(ctx context.Context) (*client.Task, error) {
 				return send(ctx, api, id)
 			}, k.gone(c, api, id))
 		}),

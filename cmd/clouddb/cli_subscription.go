@@ -269,7 +269,7 @@ func (c *CLI) subscriptionsDeleteCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.submit(cmd, api, wait, func(ctx context.Context) (*client.Task, error) {
+			return c.submitDelete(cmd, api, wait, func(ctx context.Context) (*client.Task, error) {
 				return api.DeleteSubscription(ctx, id)
 			}, c.subscriptionGone(api, id))
 		}),

@@ -78,7 +78,7 @@ func (c *CLI) tasksWaitCommand() *cobra.Command {
 		Short: "Wait until a task has been processed, and print it",
 		Long: `Wait until a task has been processed, and print it. A task that ends in
 processing-error prints its error and exits with status 1.`,
-		Example: "  TASK=$(clouddb databases delete --subscription 12 34 --field id)\n  clouddb tasks wait $TASK",
+		Example: "  TASK=$(clouddb databases delete --subscription 12 34 --field taskId)\n  clouddb tasks wait $TASK",
 		Args:    oneArg("task ID"),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			api, err := c.api()

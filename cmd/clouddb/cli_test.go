@@ -161,7 +161,7 @@ func TestCLIWalkthrough(t *testing.T) {
 	require.NoError(t, rdb.Close())
 
 	// Without --wait a command prints its task, which tasks wait follows.
-	task := h.ok("databases", "update", "--subscription", strconv.Itoa(sub), db, "--name", "renamed", "--field", "id")
+	task := h.ok("databases", "update", "--subscription", strconv.Itoa(sub), db, "--name", "renamed", "--field", "taskId")
 	require.Regexp(t, `^[0-9a-f-]{36}$`, task)
 	require.Equal(t, "processing-completed", h.ok("tasks", "wait", task, "--field", "status"))
 	require.Equal(t, db, h.ok("tasks", "get", task, "--field", "response.resourceId"))
@@ -199,7 +199,7 @@ func TestCLIFailingTask(t *testing.T) {
 	require.Regexp(t, `(?m)^task \S+: processing-error$`, r.stderr)
 	require.Regexp(t, `(?m)^clouddb: task \S+: 507 INSUFFICIENT_STORAGE - INSUFFICIENT_MEMORY: database: this host keeps 0.5 GB of memory for databases \(--db-memory\)`, r.stderr)
 
-	task := h.ok("databases", "create", "--subscription", sub, "--name", "huge", "--memory-gb", "2", "--field", "id")
+	task := h.ok("databases", "create", "--subscription", sub, "--name", "huge", "--memory-gb", "2", "--field", "taskId")
 	r = h.fails(exitError, "tasks", "wait", task)
 	require.Empty(t, r.stdout)
 	require.Contains(t, r.stderr, "INSUFFICIENT_MEMORY")

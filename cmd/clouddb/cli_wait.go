@@ -74,6 +74,13 @@ func (c *CLI) settle(ctx context.Context, p *progress, subject, want string, get
 			p.show(subject, "deleted")
 			return nil, nil
 		}
+		if d, retry := client.RetryDelay(err, c.pollInterval()); retry {
+			// The rate limit, or a proxy before a restarting service: the work goes on.
+			if perr := pause(ctx, d); perr != nil {
+				return nil, fmt.Errorf("waiting for %s (last answer: %v): %w", subject, err, perr)
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -127,6 +134,11 @@ type settleFunc func(ctx context.Context, p *progress, done *client.Task) (*resu
 // `clouddb tasks wait ID` follows later. With it, it follows the task, then settle, and
 // prints what settle returns; a task that fails is its error (exit status 1).
 func (c *CLI) submit(cmd *cobra.Command, api *client.Client, wait bool, send func(ctx context.Context) (*client.Task, error), then settleFunc) error {
+	if !wait {
+		if err := c.refuseTaskID(cmd, false); err != nil {
+			return err
+		}
+	}
 	t, err := send(cmd.Context())
 	if err != nil {
 		return err
@@ -143,6 +155,28 @@ func (c *CLI) submit(cmd *cobra.Command, api *client.Client, wait bool, send fun
 	return c.print(r)
 }
 
+// submitDelete is submit for a delete, which prints the task, --wait or not.
+func (c *CLI) submitDelete(cmd *cobra.Command, api *client.Client, wait bool, send func(ctx context.Context) (*client.Task, error), then settleFunc) error {
+	if err := c.refuseTaskID(cmd, true); err != nil {
+		return err
+	}
+	return c.submit(cmd, api, wait, send, then)
+}
+
+// refuseTaskID refuses --field id (or id.…) on a command that will print a task, before
+// it sends anything: a task's id is taskId, and a script that captures
+// X=$(clouddb … create --field id) means the resource's id, which only --wait prints.
+func (c *CLI) refuseTaskID(cmd *cobra.Command, deletes bool) error {
+	if key, _, _ := strings.Cut(c.flags.field, "."); key != "id" {
+		return nil
+	}
+	if deletes {
+		return usagef("--field id: %s prints the task, whose id is taskId: give --field taskId", cmd.CommandPath())
+	}
+	return usagef("--field id: without --wait, %s prints its task, whose id is taskId: give --field taskId for the task's id, "+
+		"or --wait to print the resource, whose id --field id reads", cmd.CommandPath())
+}
+
 // follow waits, within --timeout, for the task id and then for settle.
 func (c *CLI) follow(cmd *cobra.Command, api *client.Client, id string, then settleFunc) (*result, error) {
 	ctx, cancel := context.WithTimeout(cmd.Context(), c.flags.timeout)
@@ -156,7 +190,10 @@ func (c *CLI) follow(cmd *cobra.Command, api *client.Client, id string, then set
 			return r, nil
 		}
 	}
-	if errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil {
+	if cmd.Context().Err() != nil {
+		return nil, interruptedError{task: id, err: err}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("--timeout %s passed: %w (the work goes on: clouddb tasks get %s)", c.flags.timeout, err, id)
 	}
 	return nil, err
