@@ -68,6 +68,9 @@ type CLI struct {
 	// KeyCacheTTL is how long `admin keys revoke` waits for the running services to
 	// forget the revoked key (keyCacheTTL when 0).
 	KeyCacheTTL time.Duration
+	// Transport carries the API requests (http.DefaultTransport when nil); tests check
+	// every request and answer against the OpenAPI document with it.
+	Transport http.RoundTripper
 
 	flags cliFlags
 	// command is the path of the command that ran, which the hint of a usage error names.
@@ -395,7 +398,7 @@ func (c *CLI) api() (*client.Client, error) {
 	if poll == 0 {
 		poll = defaultPollInterval
 	}
-	return client.New(base, key, secret, client.WithHTTPClient(&http.Client{Timeout: requestTimeout}),
+	return client.New(base, key, secret, client.WithHTTPClient(&http.Client{Timeout: requestTimeout, Transport: c.Transport}),
 		client.WithUserAgent("clouddb-cli/"+clouddb.Version()), client.WithPollInterval(poll)), nil
 }
 

@@ -54,6 +54,11 @@ func (h *cliCase) run(args ...string) cliRun {
 	var stdout, stderr syncbuf.Buffer
 	c := &CLI{Stdout: &stdout, Stderr: &stderr, StderrTerminal: h.terminal, PollInterval: 50 * time.Millisecond,
 		LookupEnv: func(k string) (string, bool) { v, ok := h.env[k]; return v, ok }}
+	if h.s != nil {
+		// Against the real service, every request and answer is checked against the
+		// OpenAPI document (the fake API's scripted answers are partial by design).
+		c.Transport = cloudAPIClient(h.t).Transport
+	}
 	code := c.Run(testContext(h.t), args)
 	return cliRun{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }
