@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"clouddb"
@@ -21,6 +22,9 @@ const (
 	DefaultInterval    = time.Second
 	DefaultConcurrency = 8
 )
+
+// stopConcurrency is how many times Concurrency servers Shutdown stops at once.
+const stopConcurrency = 8
 
 // Reconciler runs the provisioning phase and supervises the database servers.
 type Reconciler struct {
@@ -71,7 +75,12 @@ type Reconciler struct {
 	// removed holds the databases whose removal this process started, until the driver
 	// no longer lists them, so the orphan sweep leaves them alone.
 	removed map[int]bool
-	wg      sync.WaitGroup
+	// aclPending is whether the last pass found an ACL rule, role or user waiting for
+	// databases to settle (see settleACL): only then does a database adopted or started
+	// again ask for a pass at once. A pass per database brought back made a restart of N
+	// databases run N passes, each reading and checking all N.
+	aclPending atomic.Bool
+	wg         sync.WaitGroup
 	// health is whether the store can write: while it cannot (a full disk), passes are
 	// spaced out and the failures logged once, not every second per resource.
 	health storehealth.Monitor
@@ -221,6 +230,10 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 	r.removeOrphans(ctx, held, dbs)
 	idx := newIndex(dbs)
 	acl := newACLState(rules, roles, users)
+	// Before the databases' work starts: work that ends after this point and finds it
+	// false has a later pass, which reads what that work recorded, to settle anything
+	// that arrived since.
+	r.aclPending.Store(len(acl.unsettled()) > 0)
 	dbsBySub := map[int][]*clouddb.Database{}
 	for _, d := range dbs {
 		dbsBySub[d.SubscriptionID] = append(dbsBySub[d.SubscriptionID], d)
@@ -355,11 +368,23 @@ func (r *Reconciler) Shutdown(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	// Stops have their own, wider bound: a stop forks nothing and mostly waits for the
+	// server to act on its SIGTERM (redis does at its next cron tick, up to 100 ms later),
+	// so the driver slots' bound made stopping N servers take N/Concurrency of those
+	// waits. It still bounds the servers that write their data at once.
+	sem := make(chan struct{}, stopConcurrency*r.Concurrency)
 	var wg sync.WaitGroup
 	errs := make(chan error, len(dbs))
 	for _, d := range dbs {
 		wg.Go(func() {
-			if err := r.withDriver(ctx, func() error { return r.Driver.Stop(ctx, d.ID) }); err != nil {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs <- fmt.Errorf("stop database %d: %w", d.ID, ctx.Err())
+				return
+			}
+			defer func() { <-sem }()
+			if err := r.Driver.Stop(ctx, d.ID); err != nil {
 				errs <- fmt.Errorf("stop database %d: %w", d.ID, err)
 			}
 		})
