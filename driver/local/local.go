@@ -275,8 +275,13 @@ func (d *Driver) livePid(n node) int {
 		// A server whose pid file is not written yet (clouddb died right after starting
 		// it) is found by its working directory, so it is never started twice. A lock
 		// file that no one holds says there is none without that scan of every process,
-		// whose cost grows with the servers running (see holdLock).
+		// whose cost grows with the servers running (see holdLock); so does a directory
+		// without a config file, as no server was ever started on it (the config is
+		// written first).
 		if lockFree(dir) {
+			return 0
+		}
+		if _, serr := os.Stat(filepath.Join(dir, confFile)); errors.Is(serr, os.ErrNotExist) {
 			return 0
 		}
 		return d.findByCwd(dir)

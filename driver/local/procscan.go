@@ -23,6 +23,7 @@ type cwdScan struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	running bool             // a scan is under way
+	waiting int              // callers waiting for a scan (for tests)
 	done    uint64           // scans completed
 	last    map[string][]int // what the last completed scan found
 }
@@ -46,7 +47,9 @@ func (s *cwdScan) pids(dir string) []int {
 	}
 	for s.done < want {
 		if s.running {
+			s.waiting++
 			s.cond.Wait()
+			s.waiting--
 			continue
 		}
 		s.running = true
