@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,12 +20,26 @@ import (
 
 // Defaults of the reconciler.
 const (
-	DefaultInterval    = time.Second
-	DefaultConcurrency = 8
+	DefaultInterval = time.Second
+	// DefaultConcurrency is the bound of driver operations per core (GOMAXPROCS), up to
+	// MaxConcurrency. A start mostly waits (for the new server to
+	// answer, for its replies), so a restart of N servers comes back faster with more
+	// of them under way than cores; beyond a few dozen they only queue for the CPU, each
+	// holding a starting server's memory.
+	DefaultConcurrency = 16
+	MaxConcurrency     = 64
 )
 
-// stopConcurrency is how many times Concurrency servers Shutdown stops at once.
-const stopConcurrency = 8
+// stopBound is how many servers Shutdown stops at once, unless Concurrency is larger: a
+// stop forks nothing and mostly waits for the server to act on SIGTERM (redis does at its
+// next cron tick, up to 100 ms later); the bound holds back a crowd of servers writing
+// their data at once.
+const stopBound = 64
+
+// defaultConcurrency is DefaultConcurrency per core, up to MaxConcurrency.
+func defaultConcurrency() int {
+	return min(DefaultConcurrency*runtime.GOMAXPROCS(0), MaxConcurrency)
+}
 
 // Reconciler runs the provisioning phase and supervises the database servers.
 type Reconciler struct {
@@ -38,7 +53,8 @@ type Reconciler struct {
 	// Interval is how often the whole state is compared with the world (and dead servers
 	// are found) when nothing wakes the reconciler earlier.
 	Interval time.Duration
-	// Concurrency bounds the driver operations running at once.
+	// Concurrency bounds the driver operations running at once (Ensure, Remove); zero
+	// means defaultConcurrency.
 	Concurrency int
 	// Provisioned, when set, is told of each database that becomes active for the first
 	// time, with the time since it was created.
@@ -98,7 +114,7 @@ func (r *Reconciler) init() {
 			r.Interval = DefaultInterval
 		}
 		if r.Concurrency <= 0 {
-			r.Concurrency = DefaultConcurrency
+			r.Concurrency = defaultConcurrency()
 		}
 		r.wake = make(chan struct{}, 1)
 		r.sem = make(chan struct{}, r.Concurrency)
@@ -368,11 +384,9 @@ func (r *Reconciler) Shutdown(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	// Stops have their own, wider bound: a stop forks nothing and mostly waits for the
-	// server to act on its SIGTERM (redis does at its next cron tick, up to 100 ms later),
-	// so the driver slots' bound made stopping N servers take N/Concurrency of those
-	// waits. It still bounds the servers that write their data at once.
-	sem := make(chan struct{}, stopConcurrency*r.Concurrency)
+	// Stops have their own bound (see stopBound): through the driver slots, stopping N
+	// servers took N/Concurrency of redis' waits for its cron tick.
+	sem := make(chan struct{}, max(stopBound, r.Concurrency))
 	var wg sync.WaitGroup
 	errs := make(chan error, len(dbs))
 	for _, d := range dbs {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -131,7 +133,7 @@ func activeDatabases(t *testing.T, n int) (clouddb.Store, int) {
 		require.NoError(t, tx.CreateSubscription(ctx, s))
 		for i := range n {
 			d := &clouddb.Database{AccountID: a.ID, SubscriptionID: s.ID, Port: 10000 + i, Password: "pw", Status: clouddb.DatabaseActive,
-				Spec: clouddb.DatabaseSpec{Name: "d" + string(rune('a'+i)), MemoryLimitInGB: 0.1}}
+				Spec: clouddb.DatabaseSpec{Name: "d" + strconv.Itoa(i), MemoryLimitInGB: 0.1}}
 			require.NoError(t, tx.CreateDatabase(ctx, d))
 		}
 		return nil
@@ -198,26 +200,40 @@ func TestAdoptionAsksNoPassUnlessACLWaits(t *testing.T) {
 	require.Len(t, r.wake, 1, "a pass asked for")
 }
 
-// TestShutdownStopsWiderThanConcurrency: a graceful stop stops stopConcurrency times
-// Concurrency servers at once (a stop mostly waits for its server), never more, and
+// TestShutdownStopsWiderThanConcurrency: a graceful stop stops stopBound servers at once
+// however small Concurrency is (a stop mostly waits for its server), never more, and
 // stops every one, once.
 func TestShutdownStopsWiderThanConcurrency(t *testing.T) {
-	const n, bound = 20, 1
+	const n, bound = stopBound + 10, 1
 	store, _ := activeDatabases(t, n)
 	g := newGate()
 	r := &Reconciler{Store: store, Driver: g, Concurrency: bound}
 	errc := make(chan error, 1)
 	go func() { errc <- r.Shutdown(t.Context()) }()
 
-	require.Eventually(t, func() bool { return read(g, func() int { return g.stops }) == stopConcurrency*bound }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return read(g, func() int { return g.stops }) == stopBound }, 10*time.Second, time.Millisecond)
 	close(g.release)
 	require.NoError(t, <-errc)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	require.Equal(t, stopConcurrency*bound, g.maxStop, "never more stops at once than the bound")
+	require.Equal(t, stopBound, g.maxStop, "never more stops at once than the bound")
 	require.Empty(t, g.twice)
 	require.Len(t, g.stopped, n)
 	for id, calls := range g.stopped {
 		require.Equal(t, 1, calls, "database %d stopped once", id)
 	}
+}
+
+// TestDefaultConcurrency: the default bound grows with the cores, up to its maximum.
+func TestDefaultConcurrency(t *testing.T) {
+	for _, c := range []struct{ procs, want int }{{1, 16}, {2, 32}, {4, 64}, {16, 64}} {
+		prev := runtime.GOMAXPROCS(c.procs)
+		got := defaultConcurrency()
+		runtime.GOMAXPROCS(prev)
+		require.Equal(t, c.want, got, "GOMAXPROCS %d", c.procs)
+	}
+	r := &Reconciler{}
+	r.init()
+	require.Equal(t, defaultConcurrency(), r.Concurrency)
+	require.Equal(t, r.Concurrency, cap(r.sem))
 }
