@@ -846,6 +846,15 @@ func (d *Driver) waitReady(ctx context.Context, in server, pid int, ch *child, c
 		// exit of our process must not wait for it.
 		res := make(chan result, 1)
 		go func() {
+			// A bare connect first: until the server listens, a refused connect costs a
+			// few system calls, a probe a client with its pool and goroutines (and a log
+			// line of its failed dial), several times per start of each of N servers.
+			conn, err := d.dialServer(ctx, in.node, in.Port)
+			if err != nil {
+				res <- result{nil, err}
+				return
+			}
+			conn.Close()
 			c, err := d.probe(ctx, in.node, in.Port, cr, pid)
 			res <- result{c, err}
 		}()
