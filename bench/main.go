@@ -99,7 +99,7 @@ func DefaultConfig() Config {
 		TasksPerAccount:   10,
 		PGAccounts:        1000,
 		PGTasksPerAccount: 10,
-		ScaleNs:           []int{10, 100, 500},
+		ScaleNs:           []int{10, 100, 500, 1000},
 		RestartReps:       3,
 		ListReps:          30,
 		Settle:            2 * time.Second,

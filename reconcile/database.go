@@ -337,8 +337,12 @@ func (r *Reconciler) superviseDatabase(ctx context.Context, d *clouddb.Database,
 	}
 	if err == nil && !known {
 		// Adopted after a restart, or its sources or users changed: nothing to report,
-		// but ACL rows may wait for it (see settleACL).
-		r.Notify()
+		// but ACL rows may wait for it (see settleACL). When none did as of the last pass,
+		// no pass is asked for: a pass that reads an ACL change made since starts after
+		// remember recorded this database's users, and settles it.
+		if r.aclPending.Load() {
+			r.Notify()
+		}
 		return nil
 	}
 	if err != nil {

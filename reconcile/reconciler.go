@@ -9,7 +9,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"clouddb"
@@ -18,9 +20,26 @@ import (
 
 // Defaults of the reconciler.
 const (
-	DefaultInterval    = time.Second
-	DefaultConcurrency = 8
+	DefaultInterval = time.Second
+	// DefaultConcurrency is the bound of driver operations per core (GOMAXPROCS), up to
+	// MaxConcurrency. A start mostly waits (for the new server to
+	// answer, for its replies), so a restart of N servers comes back faster with more
+	// of them under way than cores; beyond a few dozen they only queue for the CPU, each
+	// holding a starting server's memory.
+	DefaultConcurrency = 16
+	MaxConcurrency     = 64
 )
+
+// stopBound is how many servers Shutdown stops at once, unless Concurrency is larger: a
+// stop forks nothing and mostly waits for the server to act on SIGTERM (redis does at its
+// next cron tick, up to 100 ms later); the bound holds back a crowd of servers writing
+// their data at once.
+const stopBound = 64
+
+// defaultConcurrency is DefaultConcurrency per core, up to MaxConcurrency.
+func defaultConcurrency() int {
+	return min(DefaultConcurrency*runtime.GOMAXPROCS(0), MaxConcurrency)
+}
 
 // Reconciler runs the provisioning phase and supervises the database servers.
 type Reconciler struct {
@@ -34,7 +53,8 @@ type Reconciler struct {
 	// Interval is how often the whole state is compared with the world (and dead servers
 	// are found) when nothing wakes the reconciler earlier.
 	Interval time.Duration
-	// Concurrency bounds the driver operations running at once.
+	// Concurrency bounds the driver operations running at once (Ensure, Remove); zero
+	// means defaultConcurrency.
 	Concurrency int
 	// Provisioned, when set, is told of each database that becomes active for the first
 	// time, with the time since it was created.
@@ -71,7 +91,12 @@ type Reconciler struct {
 	// removed holds the databases whose removal this process started, until the driver
 	// no longer lists them, so the orphan sweep leaves them alone.
 	removed map[int]bool
-	wg      sync.WaitGroup
+	// aclPending is whether the last pass found an ACL rule, role or user waiting for
+	// databases to settle (see settleACL): only then does a database adopted or started
+	// again ask for a pass at once. A pass per database brought back made a restart of N
+	// databases run N passes, each reading and checking all N.
+	aclPending atomic.Bool
+	wg         sync.WaitGroup
 	// health is whether the store can write: while it cannot (a full disk), passes are
 	// spaced out and the failures logged once, not every second per resource.
 	health storehealth.Monitor
@@ -89,7 +114,7 @@ func (r *Reconciler) init() {
 			r.Interval = DefaultInterval
 		}
 		if r.Concurrency <= 0 {
-			r.Concurrency = DefaultConcurrency
+			r.Concurrency = defaultConcurrency()
 		}
 		r.wake = make(chan struct{}, 1)
 		r.sem = make(chan struct{}, r.Concurrency)
@@ -221,6 +246,10 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 	r.removeOrphans(ctx, held, dbs)
 	idx := newIndex(dbs)
 	acl := newACLState(rules, roles, users)
+	// Before the databases' work starts: work that ends after this point and finds it
+	// false has a later pass, which reads what that work recorded, to settle anything
+	// that arrived since.
+	r.aclPending.Store(len(acl.unsettled()) > 0)
 	dbsBySub := map[int][]*clouddb.Database{}
 	for _, d := range dbs {
 		dbsBySub[d.SubscriptionID] = append(dbsBySub[d.SubscriptionID], d)
@@ -355,11 +384,21 @@ func (r *Reconciler) Shutdown(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	// Stops have their own bound (see stopBound): through the driver slots, stopping N
+	// servers took N/Concurrency of redis' waits for its cron tick.
+	sem := make(chan struct{}, max(stopBound, r.Concurrency))
 	var wg sync.WaitGroup
 	errs := make(chan error, len(dbs))
 	for _, d := range dbs {
 		wg.Go(func() {
-			if err := r.withDriver(ctx, func() error { return r.Driver.Stop(ctx, d.ID) }); err != nil {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs <- fmt.Errorf("stop database %d: %w", d.ID, ctx.Err())
+				return
+			}
+			defer func() { <-sem }()
+			if err := r.Driver.Stop(ctx, d.ID); err != nil {
 				errs <- fmt.Errorf("stop database %d: %w", d.ID, err)
 			}
 		})

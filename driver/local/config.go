@@ -17,6 +17,8 @@ import (
 const (
 	confFile = "redis.conf"
 	pidFile  = "redis.pid"
+	// lockFile is locked as long as a server runs on the directory (see holdLock).
+	lockFile = "redis.lock"
 	// logFile is the server's log, kept by clouddb from the server's stdout and stderr
 	// and rotated to logFile+".1" (see keepLog).
 	logFile = "redis.log"
@@ -409,8 +411,28 @@ func isHex(c byte) bool {
 }
 
 // writeFileAtomic writes data to path through a temporary file in the same directory and
-// a rename, so a reader sees the old file or the new one, never a torn one.
+// a rename, so a reader sees the old file or the new one, never a torn one; the file and
+// the rename are synced to disk before it returns.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, true)
+}
+
+// writeFileChanged is writeFileAtomic for a file that is often rewritten with what it
+// already holds (a server's config and version at every start): it leaves a file that
+// holds data with perm alone. A restart of N servers writes each one's files again, and
+// the creates, fsyncs and renames of identical files were a good part of its time.
+func writeFileChanged(path string, data []byte, perm os.FileMode) error {
+	if st, err := os.Stat(path); err == nil && st.Mode() == perm && st.Size() == int64(len(data)) {
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+			return nil
+		}
+	}
+	return writeFileAtomic(path, data, perm)
+}
+
+// writeFile writes data to path through a temporary file and a rename; with sync, the
+// file and the rename are synced to disk first.
+func writeFile(path string, data []byte, perm os.FileMode, sync bool) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
@@ -425,15 +447,20 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return err
+	}
+	if !sync {
+		return nil
 	}
 	if d, err := os.Open(filepath.Dir(path)); err == nil {
 		_ = d.Sync()

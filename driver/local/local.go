@@ -128,6 +128,8 @@ type Driver struct {
 	// clusters: by database id, when an OSS Cluster database last looked whole.
 	clusters map[int]time.Time
 	topoGen  map[int]uint64 // by database id, changed by every write of its topology file
+
+	cwds *cwdScan // see findByCwd
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -207,6 +209,7 @@ func New(cfg Config) (*Driver, error) {
 		topos:        make(map[int]topology),
 		topoGen:      make(map[int]uint64),
 		clusters:     make(map[int]time.Time),
+		cwds:         newCwdScan(),
 		bins:         bins,
 		versions:     versions,
 	}, nil
@@ -270,8 +273,18 @@ func (d *Driver) livePid(n node) int {
 			d.log.Warn("unreadable pid file; ignoring it", keyDatabase, id, keyNode, n.idx, "error", err)
 		}
 		// A server whose pid file is not written yet (clouddb died right after starting
-		// it) is found by its working directory, so it is never started twice.
-		return findByCwd(dir)
+		// it) is found by its working directory, so it is never started twice. A lock
+		// file that no one holds says there is none without that scan of every process,
+		// whose cost grows with the servers running (see holdLock); so does a directory
+		// without a config file, as no server was ever started on it (the config is
+		// written first).
+		if lockFree(dir) {
+			return 0
+		}
+		if _, serr := os.Stat(filepath.Join(dir, confFile)); errors.Is(serr, os.ErrNotExist) {
+			return 0
+		}
+		return d.findByCwd(dir)
 	}
 	if ours(pid, dir) {
 		return pid
@@ -306,7 +319,7 @@ func (d *Driver) writeConfig(n node, c serverConfig) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, confFile), data, 0o600)
+	return writeFileChanged(filepath.Join(dir, confFile), data, 0o600)
 }
 
 func (d *Driver) configOf(in server) serverConfig {
@@ -754,8 +767,10 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
-	// redis writes its pid file too, but only once it has read its config.
-	if werr := writeFileAtomic(filepath.Join(dir, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o600); werr != nil {
+	// redis writes its pid file too, but only once it has read its config. Not synced: a
+	// pid file is worth nothing after the machine went down (its process went too), and
+	// one that is lost is made up for by findByCwd.
+	if werr := writeFile(filepath.Join(dir, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o600, false); werr != nil {
 		d.log.Warn("cannot write pid file", keyDatabase, id, keyPid, pid, "error", werr)
 	}
 	d.log.Info("started redis-server", keyDatabase, id, keyNode, in.idx, keyPid, pid, keyPort, in.Port)
@@ -831,6 +846,15 @@ func (d *Driver) waitReady(ctx context.Context, in server, pid int, ch *child, c
 		// exit of our process must not wait for it.
 		res := make(chan result, 1)
 		go func() {
+			// A bare connect first: until the server listens, a refused connect costs a
+			// few system calls, a probe a client with its pool and goroutines (and a log
+			// line of its failed dial), several times per start of each of N servers.
+			conn, err := d.dialServer(ctx, in.node, in.Port)
+			if err != nil {
+				res <- result{nil, err}
+				return
+			}
+			conn.Close()
 			c, err := d.probe(ctx, in.node, in.Port, cr, pid)
 			res <- result{c, err}
 		}()

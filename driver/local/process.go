@@ -47,6 +47,11 @@ func (c *child) waitLog() {
 // clouddb, which appends to redis.log itself (logfile cannot change live), is brought in
 // line at its next restart.
 func (d *Driver) spawn(id int, dir, bin string) (int, *child, error) {
+	lock, err := holdLock(dir)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer lock.Close() // the server has its own descriptor, which keeps the lock
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return 0, nil, err
@@ -55,6 +60,7 @@ func (d *Driver) spawn(id int, dir, bin string) (int, *child, error) {
 	cmd.Dir = dir
 	cmd.Stdout = pw
 	cmd.Stderr = pw
+	cmd.ExtraFiles = []*os.File{lock}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
 	pw.Close() // the server has its own copy: the pipe ends when it (and its children) exit
@@ -121,23 +127,45 @@ func ours(pid int, dir string) bool {
 	return cwd == dir
 }
 
-// findByCwd returns the pid of a redis-server whose working directory is dir, or 0.
-func findByCwd(dir string) int {
-	entries, err := os.ReadDir("/proc")
+// holdLock opens the lock file of the node in dir and locks it (flock), for the server
+// about to start there to inherit: the lock is the open file's, so it is held as long as
+// the server (or a child it forked) runs, from before its exec, whoever started it and
+// whatever became of that clouddb. Then unlocked (see lockFree) says that no server runs
+// there without a /proc scan. A lock file that another process holds (a server this
+// Driver did not find, such as a background save that outlived its server) is replaced:
+// the caller found no server to adopt, and the new server must hold the lock.
+func holdLock(dir string) (*os.File, error) {
+	path := filepath.Join(dir, lockFile)
+	for range 2 {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		f.Close()
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("lock %s: held by another process", path)
+}
+
+// lockFree reports whether the lock file of the node in dir exists and no process holds
+// it: then no server started with it (see holdLock) runs there. Without the file (a
+// server started by an older clouddb, or none ever), or held, it reports false.
+func lockFree(dir string) bool {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR, 0)
 	if err != nil {
-		return 0
+		return false
 	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !ours(pid, dir) {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(cmdline), "redis-server") && !gone(pid) {
-			return pid
-		}
-	}
-	return 0
+	defer f.Close() // which drops the lock taken below
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
 }
 
 // alive reports whether a process with this pid exists (a zombie counts until reaped).

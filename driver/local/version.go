@@ -371,7 +371,7 @@ func rdbString(r *bufio.Reader) (string, error) {
 
 // recordVersion notes the version of the binary a server is started with.
 func recordVersion(dir, version string) error {
-	return writeFileAtomic(filepath.Join(dir, versionFile), []byte(version+"\n"), 0o600)
+	return writeFileChanged(filepath.Join(dir, versionFile), []byte(version+"\n"), 0o600)
 }
 
 // upgrading reports whether the server was shut down for an upgrade and its RDB, written
