@@ -20,51 +20,82 @@ import (
 // finishes a failover that a crash cut short: a replica node that already serves as a
 // primary. Without a live replica that has the data, the roles stay: the primary starts
 // again on its own files, and a replica that never synced has nothing to lose.
-func (d *Driver) failover(ctx context.Context, in clouddb.Instance, p, r node) (node, node, error) {
+//
+// running reports that the primary it returns runs: p's server ran, or r's was
+// promoted. If that server is gone later in the same Ensure (killed while Ensure adopts
+// the replica or the primary, or starts a new replica after a failover), the replica
+// may hold the only copy of the data, and only another call of failover may decide to
+// start the primary on its own files (see errPrimaryExited). It is false when failover
+// decided that the dead primary starts on its own files.
+func (d *Driver) failover(ctx context.Context, in clouddb.Instance, p, r node) (np, nr node, running bool, err error) {
 	if d.livePid(p) != 0 {
-		return p, r, nil
+		return p, r, true, nil
 	}
 	rpid := d.livePid(r)
 	if rpid == 0 {
-		return p, r, nil
+		return p, r, false, nil
 	}
 	conf, ok, err := d.readConfig(r)
 	if err != nil || !ok || conf.InternalSecret == "" {
 		// Not a replica clouddb can reach: Ensure deals with it as a server.
-		return p, r, nil
+		return p, r, false, nil
 	}
 	c, err := d.probe(ctx, r, 0, cred{internalUser, conf.InternalSecret}, rpid)
 	if err != nil {
 		// Busy (a slow command, a disk stall) or hung: it may hold the only copy of the
 		// data, so neither is it stopped nor the primary started on its own files. The
 		// next Ensure asks again.
-		return p, r, fmt.Errorf("database %d: the primary's server is gone and its replica (pid %d) does not answer yet: %w (%w)", in.DatabaseID, rpid, err, clouddb.ErrServerStarting)
+		return p, r, false, fmt.Errorf("database %d: the primary's server is gone and its replica (pid %d) does not answer yet: %w (%w)", in.DatabaseID, rpid, err, clouddb.ErrServerStarting)
 	}
 	defer c.Close()
 	has, why, err := promotable(ctx, c)
 	if err != nil {
-		return p, r, fmt.Errorf("database %d: ask the replica whether it has the data: %w", in.DatabaseID, err)
+		// A busy replica's INFO may time out as its PING did not (see above): a wait,
+		// not an error that would leave the database down, unsupervised.
+		return p, r, false, fmt.Errorf("database %d: ask the replica whether it has the data: %w (%w)", in.DatabaseID, err, clouddb.ErrServerStarting)
 	}
 	if !has {
 		d.log.Warn("the primary is gone and its replica never synced; the primary starts on its own data", keyDatabase, in.DatabaseID, keyNode, r.idx, "why", why)
-		return p, r, nil
+		return p, r, false, nil
 	}
 	start := time.Now()
 	if err := d.promote(ctx, c, in); err != nil {
-		return p, r, fmt.Errorf("database %d: promote the replica: %w", in.DatabaseID, err)
+		return p, r, false, fmt.Errorf("database %d: promote the replica: %w", in.DatabaseID, err)
 	}
 	// The roles are the topology file's from now on: a crash before it is written finds
 	// the replica serving as a primary, which promotable accepts.
 	if err := d.writeTopology(in.DatabaseID, topology{Primary: r.idx}); err != nil {
-		return p, r, fmt.Errorf("database %d: %w", in.DatabaseID, err)
+		return p, r, false, fmt.Errorf("database %d: %w", in.DatabaseID, err)
 	}
 	d.mu.Lock()
 	delete(d.checked, r)
 	delete(d.checked, p)
 	d.mu.Unlock()
 	d.log.Warn("the primary's server is gone: its replica took over the endpoint", keyDatabase, in.DatabaseID, keyNode, r.idx, keyPid, rpid, keyPort, in.Port, "took", time.Since(start).Round(time.Microsecond))
-	return r, p, nil
+	return r, p, true, nil
 }
+
+// errPrimaryExited: the primary's server ran when failover looked (or failover promoted
+// it) and is gone since (killed while Ensure went on). Starting it on its own files then
+// would lose what only its replica holds (without persistence, all of it: the replica
+// then syncs from the empty primary too), so Ensure calls failover again instead. It is
+// a wait to the reconciler (ErrServerStarting): the next Ensure fails over, and the
+// database is not left in error, unsupervised, with its data on a replica nobody
+// promotes.
+var errPrimaryExited = fmt.Errorf("the primary's server exited while Ensure ran: its replica is asked to take over (%w)", clouddb.ErrServerStarting)
+
+// The points where Ensure calls Driver.testHook: before it ensures the primary (after
+// failover and the replica), and when adopt has reached a running server, before it
+// reconfigures it.
+const (
+	hookBeforePrimary = "before-primary"
+	hookAdopting      = "adopting"
+)
+
+// maxFailoverRounds bounds Ensure's rounds of failover: each round after the first needs
+// a primary that ran at its start to be gone by its end (the first's, then the replica
+// promoted in its place, then the one promoted after that).
+const maxFailoverRounds = 3
 
 // promotable reports whether a replica holds its primary's data: its link to the primary
 // was up once (redis reports master_link_down_since_seconds -1 until then) and it is not

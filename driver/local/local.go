@@ -130,6 +130,11 @@ type Driver struct {
 	topoGen  map[int]uint64 // by database id, changed by every write of its topology file
 
 	cwds *cwdScan // see findByCwd
+
+	// testHook, set by tests before any call, runs at the points named hook* (with the
+	// pid of the server concerned, if any), so that a test can kill a server exactly
+	// there.
+	testHook func(point string, id, pid int)
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -450,8 +455,18 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	p := d.nodeOf(id, topo.Primary)
 	r := d.other(p)
 	for round := 0; ; round++ {
-		if p, r, err = d.failover(ctx, in, p, r); err != nil {
+		var running bool
+		if p, r, running, err = d.failover(ctx, in, p, r); err != nil {
 			return err
+		}
+		// A primary that ran after failover (or was promoted by it) and is gone now died
+		// while this round went on: whatever failed because of it, failover decides again.
+		again := func() bool {
+			if !running || !in.Replication || round+1 >= maxFailoverRounds || d.livePid(p) != 0 {
+				return false
+			}
+			d.log.Warn("the primary's server exited while Ensure ran; failing over again", keyDatabase, id, keyNode, p.idx)
+			return true
 		}
 		if !in.Replication {
 			if err = d.removeNode(ctx, r); err != nil {
@@ -464,12 +479,23 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 			// The replica first: an upgrade must give it the new binary before the
 			// primary writes data an older one could not load.
 			if err = d.ensureServer(ctx, d.replicaServer(in, r)); err != nil {
+				if again() {
+					continue
+				}
 				return err
 			}
 		}
-		err = d.ensureServer(ctx, d.primaryServer(in, p))
+		if d.testHook != nil {
+			d.testHook(hookBeforePrimary, id, 0)
+		}
+		ps := d.primaryServer(in, p)
+		ps.ranAtFailover = running && in.Replication
+		err = d.ensureServer(ctx, ps)
 		if errors.Is(err, errStopped) && round == 0 {
 			continue // the replica takes over: see errStopped
+		}
+		if err != nil && again() {
+			continue
 		}
 		return err
 	}
@@ -505,6 +531,9 @@ func (d *Driver) ensureServer(ctx context.Context, in server) error {
 	}
 
 	pid := d.livePid(in.node)
+	if pid == 0 && in.ranAtFailover {
+		return fmt.Errorf("database %d: %w", id, errPrimaryExited)
+	}
 	served, known := d.servedVersion(ctx, in, pid, old, haveOld)
 	version, bin, err := d.versionFor(in.Instance, served, known)
 	if err != nil {
@@ -653,6 +682,9 @@ func (d *Driver) adopt(ctx context.Context, in server, pid int, old serverConfig
 	if port != in.Port {
 		d.log.Info("port changes; restarting redis-server", keyDatabase, id, keyPid, pid, "old_port", port, keyPort, in.Port)
 		return false, d.terminate(ctx, id, pid)
+	}
+	if d.testHook != nil {
+		d.testHook(hookAdopting, id, pid)
 	}
 	if err := d.reconfigure(ctx, c, in); err != nil {
 		if errors.Is(err, errUnruly) {

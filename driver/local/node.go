@@ -78,6 +78,11 @@ type server struct {
 	primary string
 	// bus is a cluster node's cluster bus port, 0 outside a cluster (see cluster.go).
 	bus int
+	// ranAtFailover marks a replicated database's primary whose server ran when
+	// failover looked (or was promoted by it): ensureServer does not start it on its
+	// own files if it is gone by then, but returns errPrimaryExited, so that failover
+	// decides (see failover).
+	ranAtFailover bool
 }
 
 // primaryServer and replicaServer are what the nodes of in run.
