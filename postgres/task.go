@@ -155,26 +155,77 @@ const claimTask = `UPDATE tasks SET status = 'processing-in-progress', lease_own
 // under a lease for owner until now+lease; it returns nil, nil when there is none. The
 // task's UpdatedAt is now. It waits for the write lock, like Update.
 func (db *DB) ClaimTask(ctx context.Context, owner string, now time.Time, lease time.Duration) (*clouddb.Task, error) {
-	now = norm(now)
 	var t *clouddb.Task
 	err := db.write(ctx, func(tx pgx.Tx, _ time.Time) (bool, error) {
-		// The claim must walk tasks_claimable in seq order and stop at the first task it
-		// may take. On statistics that lag a burst of new tasks, the planner prefers a
-		// bitmap scan that tests every waiting task and sorts them (milliseconds per
-		// claim at ten thousand waiting); the ordered index scan stays in microseconds.
-		if _, err := tx.Exec(ctx, `SET LOCAL enable_bitmapscan = off`); err != nil {
-			return false, mapErr(err)
-		}
 		var err error
-		t, err = db.seal.scanTask(tx.QueryRow(ctx, claimTask, owner, timeArg(now.Add(lease)), timeArg(now)))
-		if errors.Is(err, pgx.ErrNoRows) {
-			t = nil
-			return false, nil
-		}
-		return err == nil, mapErr(err)
+		t, err = db.claim(ctx, tx, owner, now, lease)
+		return t != nil, err
 	})
 	if err != nil {
 		return nil, err
+	}
+	return t, nil
+}
+
+// ProcessTasks claims tasks as ClaimTask does and runs fn on each in one transaction,
+// under the write lock; see clouddb.Store.
+func (db *DB) ProcessTasks(ctx context.Context, owner string, now time.Time, lease time.Duration, fn func(clouddb.Tx, *clouddb.Task) (bool, error)) ([]*clouddb.Task, error) {
+	var tasks []*clouddb.Task
+	err := db.write(ctx, func(tx pgx.Tx, txNow time.Time) (bool, error) {
+		// write may run this again (a connection found broken before it): nothing of
+		// an earlier try is kept.
+		tasks = nil
+		stx := &Tx{tx: &txConn{tx: tx}, now: txNow, seal: db.seal}
+		for more := true; more; {
+			t, err := db.claim(ctx, tx, owner, now, lease)
+			if err != nil {
+				tasks = nil
+				return false, err
+			}
+			if t == nil {
+				break
+			}
+			if more, err = fn(stx, t); err != nil {
+				tasks = nil
+				return false, err
+			}
+			tasks = append(tasks, t)
+		}
+		return len(tasks) > 0, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tasks, nil
+}
+
+// claim runs claimTask in tx, which holds the write lock; nil, nil when there is no task.
+// The three statements go in one round trip.
+func (db *DB) claim(ctx context.Context, tx pgx.Tx, owner string, now time.Time, lease time.Duration) (*clouddb.Task, error) {
+	now = norm(now)
+	b := &pgx.Batch{}
+	// The claim must walk tasks_claimable in seq order and stop at the first task it may
+	// take. On statistics that lag a burst of new tasks, the planner prefers a bitmap
+	// scan that tests every waiting task and sorts them (milliseconds per claim at ten
+	// thousand waiting); the ordered index scan stays in microseconds. The setting is
+	// put back right after, for the statements a task's processing runs in the same
+	// transaction.
+	b.Queue(`SET LOCAL enable_bitmapscan = off`)
+	b.Queue(claimTask, owner, timeArg(now.Add(lease)), timeArg(now))
+	b.Queue(`SET LOCAL enable_bitmapscan TO DEFAULT`)
+	br := tx.SendBatch(ctx, b)
+	_, setErr := br.Exec()
+	t, claimErr := db.seal.scanTask(br.QueryRow())
+	_, resetErr := br.Exec()
+	closeErr := br.Close()
+	if errors.Is(claimErr, pgx.ErrNoRows) {
+		t, claimErr = nil, nil
+	}
+	// The first error is the cause; those after it are its consequences.
+	for _, err := range []error{setErr, claimErr, resetErr, closeErr} {
+		if err != nil {
+			return nil, mapErr(err)
+		}
 	}
 	return t, nil
 }
