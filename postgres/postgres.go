@@ -325,6 +325,11 @@ type Tx struct {
 	// savepoints numbers the savepoints taken so far, so that nested ones have names of
 	// their own.
 	savepoints int
+	// claimed is the task ProcessTasks gave fn last; finishedOther records that fn
+	// finished another one (see ProcessTasks).
+	claimed       string
+	owner         string
+	finishedOther bool
 }
 
 // Savepoint runs fn under a savepoint of the transaction; when fn fails, what it wrote is
@@ -336,9 +341,9 @@ func (tx *Tx) Savepoint(ctx context.Context, fn func(clouddb.Tx) error) error {
 	// Sent with fn's first statement, in its round trip (see txConn). A savepoint still
 	// pending when fn fails (fn ran no statement) is simply dropped: nothing to undo.
 	stmt := "SAVEPOINT " + name
-	tx.tx.pending = append(tx.tx.pending, stmt)
+	tx.tx.defer_(stmt, nil, nil)
 	ferr := fn(tx)
-	if p := tx.tx.pending; len(p) > 0 && p[len(p)-1] == stmt {
+	if p := tx.tx.pending; len(p) > 0 && p[len(p)-1].sql == stmt {
 		tx.tx.pending = p[:len(p)-1]
 		return ferr
 	}

@@ -7,20 +7,34 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// txConn runs a transaction's statements. A savepoint (see Tx.Savepoint) waits in pending
-// and goes to the server together with the statement after it, in one round trip: the
-// task engine takes one per task, and round trips are most of what a task costs.
+// txConn runs a transaction's statements. Some wait in pending and go to the server
+// together with the statement after them, in one round trip: a savepoint (see
+// Tx.Savepoint) and the end of a task ProcessTasks claimed (see Tx.FinishTask). Round
+// trips are most of what a task costs.
 type txConn struct {
 	tx      pgx.Tx
-	pending []string
+	pending []pendingStmt
+}
+
+// pendingStmt is a statement sent later; check, when set, turns its result into an
+// error, which the statement that sends it returns.
+type pendingStmt struct {
+	sql   string
+	args  []any
+	check func(pgconn.CommandTag) error
+}
+
+// defer queues a statement to go with the next one.
+func (c *txConn) defer_(sql string, args []any, check func(pgconn.CommandTag) error) {
+	c.pending = append(c.pending, pendingStmt{sql: sql, args: args, check: check})
 }
 
 func (c *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if len(c.pending) == 0 {
 		return c.tx.Exec(ctx, sql, args...)
 	}
-	br, n := c.send(ctx, sql, args)
-	pendErr := execN(br, n)
+	br, pending := c.send(ctx, sql, args)
+	pendErr := readPending(br, pending)
 	tag, err := br.Exec()
 	closeErr := br.Close()
 	// The first error is the cause; those after it are its consequences.
@@ -31,43 +45,58 @@ func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	if len(c.pending) == 0 {
 		return c.tx.QueryRow(ctx, sql, args...)
 	}
-	br, n := c.send(ctx, sql, args)
-	if err := execN(br, n); err != nil {
+	br, pending := c.send(ctx, sql, args)
+	if err := readPending(br, pending); err != nil {
 		return errRow{firstErr(err, br.Close())}
 	}
 	return batchRow{row: br.QueryRow(), br: br}
 }
 
 func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	// Rare on the task path: the pending statements go first, on their own.
-	for len(c.pending) > 0 {
-		p := c.pending[0]
-		c.pending = c.pending[1:]
-		if _, err := c.tx.Exec(ctx, p); err != nil {
-			return nil, err
-		}
+	if err := c.flush(ctx); err != nil {
+		return nil, err
 	}
 	return c.tx.Query(ctx, sql, args...)
 }
 
-// send sends the pending statements and sql in one batch; n is the number of pending
-// ones, whose results come first.
-func (c *txConn) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, int) {
+// flush sends the pending statements, if any, and returns the first error they met.
+func (c *txConn) flush(ctx context.Context) error {
+	if len(c.pending) == 0 {
+		return nil
+	}
 	b := &pgx.Batch{}
 	for _, p := range c.pending {
-		b.Queue(p)
+		b.Queue(p.sql, p.args...)
 	}
-	b.Queue(sql, args...)
-	n := len(c.pending)
+	pending := c.pending
 	c.pending = nil
-	return c.tx.SendBatch(ctx, b), n
+	br := c.tx.SendBatch(ctx, b)
+	return firstErr(readPending(br, pending), br.Close())
 }
 
-// execN reads the results of n statements of br; the first error is the cause.
-func execN(br pgx.BatchResults, n int) error {
+// send sends the pending statements and sql in one batch; the pending ones' results
+// come first.
+func (c *txConn) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, []pendingStmt) {
+	b := &pgx.Batch{}
+	for _, p := range c.pending {
+		b.Queue(p.sql, p.args...)
+	}
+	b.Queue(sql, args...)
+	pending := c.pending
+	c.pending = nil
+	return c.tx.SendBatch(ctx, b), pending
+}
+
+// readPending reads the results of the pending statements of br; the first error is
+// the cause.
+func readPending(br pgx.BatchResults, pending []pendingStmt) error {
 	var first error
-	for range n {
-		if _, err := br.Exec(); err != nil && first == nil {
+	for _, p := range pending {
+		tag, err := br.Exec()
+		if err == nil && p.check != nil {
+			err = p.check(tag)
+		}
+		if err != nil && first == nil {
 			first = err
 		}
 	}

@@ -156,6 +156,34 @@ func testProcessTasks(t *testing.T, open OpenFunc) {
 		require.Len(t, bn.logEntries(t), 4)
 	})
 
+	t.Run("FinishingAnotherTaskFreesAnEarlierOne", func(t *testing.T) {
+		t.Parallel()
+		bn := setup(t, open)
+		a1, a2, b1, b2 := newTask(bn.a.ID), newTask(bn.a.ID), newTask(bn.b.ID), newTask(bn.b.ID)
+		bn.createTasks(t, a1, a2, b1, b2)
+		held, err := bn.store.ClaimTask(bn.ctx, "w", now, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, a1.ID, held.ID)
+		var order []string
+		_, err = bn.store.ProcessTasks(bn.ctx, "w", now, time.Minute, func(tx clouddb.Tx, tk *clouddb.Task) (bool, error) {
+			order = append(order, tk.ID)
+			if held != nil {
+				// The task this owner holds from an earlier claim ends here too: A's
+				// next task, before the one just claimed, may go now.
+				held.Status = clouddb.TaskCompleted
+				if err := tx.FinishTask(bn.ctx, held); err != nil {
+					return false, err
+				}
+				held = nil
+			}
+			tk.Status = clouddb.TaskCompleted
+			return true, tx.FinishTask(bn.ctx, tk)
+		})
+		require.NoError(t, err)
+		require.Equal(t, []string{b1.ID, a2.ID, b2.ID}, order, "the lowest seq claimable at each claim")
+		require.Equal(t, clouddb.TaskCompleted, bn.getTask(t, a1.ID).Status)
+	})
+
 	t.Run("InProgressAccountWaits", func(t *testing.T) {
 		t.Parallel()
 		bn := setup(t, open)

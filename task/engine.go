@@ -194,11 +194,11 @@ func (e *Engine) work(ctx context.Context) {
 	}
 }
 
-// next takes waiting tasks: handlers' tasks are claimed and processed in one transaction
-// (see take), a data job is claimed and then run in a goroutine of its own, so that the worker is free
-// again for other accounts' tasks. The end of ctx (a shutdown) stops a data job, whose
-// task is then taken over after its lease; a handler, short and transactional, is
-// finished.
+// next takes waiting tasks: handlers' tasks are claimed and processed in one
+// transaction (see take), a data job is claimed and then run in a goroutine of its own,
+// so that the worker is free again for other accounts' tasks. The end of ctx (a
+// shutdown) stops a data job, whose task is then taken over after its lease; a handler,
+// short and transactional, is finished.
 func (e *Engine) next(ctx context.Context) (bool, error) {
 	n, t, j, err := e.take(context.WithoutCancel(ctx), e.MaxBatch)
 	if err != nil || j == nil {
