@@ -171,8 +171,8 @@ func testProcessTasks(t *testing.T, open OpenFunc) {
 				// The task this owner holds from an earlier claim ends here too: A's
 				// next task, before the one just claimed, may go now.
 				held.Status = clouddb.TaskCompleted
-				if err := tx.FinishTask(bn.ctx, held); err != nil {
-					return false, err
+				if ferr := tx.FinishTask(bn.ctx, held); ferr != nil {
+					return false, ferr
 				}
 				held = nil
 			}
