@@ -31,11 +31,10 @@ const (
 	// transaction before its snapshots slow down (each task's handler runs under a
 	// savepoint).
 	DefaultMaxBatch = 32
+	// DefaultBatchTime ends a batch early when its handlers are slow, so that the write
+	// transaction, which submissions wait for, is not held long.
+	DefaultBatchTime = 20 * time.Millisecond
 )
-
-// maxBatchTime ends a batch early when its handlers are slow, so that the write
-// transaction is not held long.
-const maxBatchTime = 20 * time.Millisecond
 
 // Engine runs the processing phase.
 type Engine struct {
@@ -51,8 +50,10 @@ type Engine struct {
 	Now func() time.Time
 	// Workers is how many tasks (of different accounts) may be processed at once.
 	Workers int
-	// MaxBatch is how many tasks a worker processes in one write transaction at most.
-	MaxBatch int
+	// MaxBatch is how many tasks a worker processes in one write transaction at most,
+	// and BatchTime how long it goes on taking more into it.
+	MaxBatch  int
+	BatchTime time.Duration
 	// Lease is how long a claimed task stays with its worker before another may take it.
 	Lease time.Duration
 	// PollInterval bounds how long a submitted task can wait when a wake-up is missed.
@@ -97,6 +98,9 @@ func (e *Engine) init() {
 		}
 		if e.MaxBatch <= 0 {
 			e.MaxBatch = DefaultMaxBatch
+		}
+		if e.BatchTime <= 0 {
+			e.BatchTime = DefaultBatchTime
 		}
 		if e.Lease <= 0 {
 			e.Lease = DefaultLease
@@ -241,7 +245,7 @@ func (e *Engine) take(ctx context.Context, limit int) (n int, jt *clouddb.Task, 
 		// The batch ends at limit tasks, or sooner when handlers are slow: the
 		// transaction holds the store's one writer, which submissions wait for.
 		handled++
-		more := handled < limit && time.Since(start) < maxBatchTime
+		more := handled < limit && time.Since(start) < e.BatchTime
 		herr := e.handle(ctx, tx, t)
 		switch {
 		case herr == nil:

@@ -164,8 +164,13 @@ func TestBatchKeepsOrderAndEndsAtDataJob(t *testing.T) {
 		return nil
 	}))
 	store := &counting{Store: db}
-	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, Workers: 1, PollInterval: 10 * time.Millisecond}
+	// A batch time that a slow machine cannot reach: the batch ends at the job alone.
+	e := &Engine{Store: store, Ports: &Ports{Low: 1, High: 1}, Workers: 1, PollInterval: 10 * time.Millisecond, BatchTime: time.Hour}
 	runEngine(t, e)
+	// Run after runEngine's cleanup is registered, so before it: a failed assertion
+	// must not leave the engine's shutdown waiting for the job.
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(jobRelease) }) })
 
 	job := <-jobStarted
 	require.Equal(t, tasks[5].ID, job.ID)
@@ -181,7 +186,7 @@ func TestBatchKeepsOrderAndEndsAtDataJob(t *testing.T) {
 	_, _, batches := store.counts()
 	require.Equal(t, 6, batches[0], "five handlers and the job's claim in the first transaction")
 
-	close(jobRelease)
+	release.Do(func() { close(jobRelease) })
 	require.Eventually(t, func() bool { return taskOf(t, db, tasks[6].ID).Status == clouddb.TaskCompleted }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, clouddb.TaskCompleted, taskOf(t, db, job.ID).Status)
 	mu.Lock()
