@@ -19,6 +19,18 @@ type Store interface {
 	// or an in-progress task whose lease expired before now. It returns nil, nil when there
 	// is none.
 	ClaimTask(ctx context.Context, owner string, now time.Time, lease time.Duration) (*Task, error)
+	// ProcessTasks claims tasks as ClaimTask does and calls fn with each in one write
+	// transaction, claiming the next as long as fn asks for more and a task is waiting
+	// (a task fn finished frees its account's next one), so that many tasks cost one
+	// commit instead of two each. When every fn returned nil, the claims and whatever fn
+	// wrote (each task's end with FinishTask, say) commit together; when one returns an
+	// error, or the process dies before the commit, everything is rolled back, every
+	// task waits again as if never claimed, and that error is returned. A task fn leaves
+	// unfinished commits as a bare claim, under its lease: work that must not hold the
+	// write transaction (a data job) goes on from there as after ClaimTask. It returns
+	// the tasks as fn left them, in the order claimed, or none when no task was waiting
+	// (fn is not called). Like Update, fn must not call Store methods.
+	ProcessTasks(ctx context.Context, owner string, now time.Time, lease time.Duration, fn func(tx Tx, t *Task) (more bool, err error)) ([]*Task, error)
 	// ExtendLease moves the lease of an in-progress task held by owner to until; it
 	// returns ErrConflict when the task is no longer in progress under owner. Long work (a
 	// backup, an import) keeps its task this way.
@@ -42,6 +54,12 @@ type Store interface {
 // account (internal callers only). Do not call Store methods from inside a transaction:
 // the SQLite store has a single writer connection.
 type Tx interface {
+	// Savepoint runs fn within the transaction under a savepoint: when fn returns an
+	// error, what fn wrote is undone, the transaction goes on as it was before fn (a
+	// failed statement inside fn included), and fn's error is returned. A failure to undo
+	// is returned too: the transaction is then unusable and must be rolled back.
+	Savepoint(ctx context.Context, fn func(Tx) error) error
+
 	CreateAccount(ctx context.Context, a *Account) error
 	Account(ctx context.Context, id int) (*Account, error)
 	Accounts(ctx context.Context) ([]*Account, error)

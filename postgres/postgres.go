@@ -192,7 +192,7 @@ func (db *DB) view(ctx context.Context, fn func(clouddb.Tx) error) error {
 	}
 	// Nothing to commit: rolling back just ends the snapshot.
 	defer rollback(ctx, tx)
-	if err := fn(&Tx{tx: tx, now: db.now(), seal: db.seal}); err != nil {
+	if err := fn(&Tx{tx: &txConn{tx: tx}, now: db.now(), seal: db.seal}); err != nil {
 		// pgx also closes a connection whose query a cancelled context cut short: that
 		// one says nothing about the others.
 		if tx.Conn().IsClosed() && ctx.Err() == nil {
@@ -246,7 +246,7 @@ func (db *DB) startErr(tx pgx.Tx, err error) error {
 // lock that fn's transaction holds.
 func (db *DB) Update(ctx context.Context, fn func(clouddb.Tx) error) error {
 	return db.write(ctx, func(tx pgx.Tx, now time.Time) (bool, error) {
-		return true, fn(&Tx{tx: tx, now: now, seal: db.seal})
+		return true, fn(&Tx{tx: &txConn{tx: tx}, now: now, seal: db.seal})
 	})
 }
 
@@ -319,9 +319,45 @@ func (db *DB) Version() uint64 { return db.version.Load() }
 // Tx is a transaction of the store. Every write in it carries the same timestamp, taken
 // when it began.
 type Tx struct {
-	tx   pgx.Tx
+	tx   *txConn
 	now  time.Time
 	seal sealer
+	// savepoints numbers the savepoints taken so far, so that nested ones have names of
+	// their own.
+	savepoints int
+	// claimed is the task ProcessTasks gave fn last; finishedOther records that fn
+	// finished another one (see ProcessTasks).
+	claimed       string
+	owner         string
+	finishedOther bool
+}
+
+// Savepoint runs fn under a savepoint of the transaction; when fn fails, what it wrote is
+// rolled back and the transaction goes on (a statement that failed inside fn included,
+// which would otherwise abort the whole transaction).
+func (tx *Tx) Savepoint(ctx context.Context, fn func(clouddb.Tx) error) error {
+	tx.savepoints++
+	name := "sp" + strconv.Itoa(tx.savepoints)
+	// Sent with fn's first statement, in its round trip (see txConn). A savepoint still
+	// pending when fn fails (fn ran no statement) is simply dropped: nothing to undo.
+	stmt := "SAVEPOINT " + name
+	tx.tx.defer_(stmt, nil, nil)
+	ferr := fn(tx)
+	if p := tx.tx.pending; len(p) > 0 && p[len(p)-1].sql == stmt {
+		tx.tx.pending = p[:len(p)-1]
+		return ferr
+	}
+	if ferr == nil {
+		// Not released: the commit releases it, and a RELEASE would cost a round trip
+		// on the path every task takes.
+		return nil
+	}
+	// The undo must not depend on a context fn may have seen end: a savepoint left in
+	// place would keep fn's writes.
+	if _, err := tx.tx.Exec(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT "+name); err != nil {
+		return errors.Join(ferr, fmt.Errorf("roll back to savepoint: %w", mapErr(err)))
+	}
+	return ferr
 }
 
 var _ clouddb.Tx = (*Tx)(nil)
@@ -534,7 +570,7 @@ func one[T any](v *T, err error) (*T, error) {
 }
 
 // queryAll runs a query and scans every row with scan.
-func queryAll[T any](ctx context.Context, tx pgx.Tx, query string, args []any, scan func(scanner) (*T, error)) ([]*T, error) {
+func queryAll[T any](ctx context.Context, tx *txConn, query string, args []any, scan func(scanner) (*T, error)) ([]*T, error) {
 	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
 		return nil, mapErr(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"clouddb"
 )
@@ -94,19 +95,38 @@ func (tx *Tx) Tasks(ctx context.Context, f clouddb.TaskFilter) ([]*clouddb.Task,
 // is still in progress under t.LeaseOwner; otherwise it returns ErrConflict and writes
 // nothing. It keeps the lease fields as a record of which worker processed the task.
 func (tx *Tx) FinishTask(ctx context.Context, t *clouddb.Task) error {
+	if tx.claimed != "" && t.ID != tx.claimed {
+		tx.finishedOther = true
+	}
 	taskErr, err := errorArg(t.Error)
 	if err != nil {
 		return err
 	}
-	ok, err := affected(tx.tx.Exec(ctx, `UPDATE tasks SET status = $1, resource_id = $2,
+	const finish = `UPDATE tasks SET status = $1, resource_id = $2,
 		resource = $3, error = $4, updated_at = $5
-		WHERE id = $6 AND status = 'processing-in-progress' AND lease_owner = $7`,
-		string(t.Status), t.ResourceID, bytesOrNull(t.Resource), taskErr, timeArg(tx.now), t.ID, t.LeaseOwner))
-	if err != nil {
-		return err
+		WHERE id = $6 AND status = 'processing-in-progress' AND lease_owner = $7`
+	args := []any{string(t.Status), t.ResourceID, bytesOrNull(t.Resource), taskErr, timeArg(tx.now), t.ID, t.LeaseOwner}
+	conflict := func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%w: task %s is not in progress under lease owner %q", clouddb.ErrConflict, t.ID, t.LeaseOwner)
+		}
+		return nil
 	}
-	if !ok {
-		return fmt.Errorf("%w: task %s is not in progress under lease owner %q", clouddb.ErrConflict, t.ID, t.LeaseOwner)
+	if t.ID == tx.claimed && t.LeaseOwner == tx.owner {
+		// The task ProcessTasks claimed in this transaction, under the write lock: no
+		// other worker can have taken it, so the finish cannot conflict and goes with
+		// the next statement (the next claim, or the flush before the commit). Were it
+		// to fail after all, that statement fails and the whole transaction with it.
+		tx.tx.defer_(finish, args, func(tag pgconn.CommandTag) error { return mapErr(conflict(tag)) })
+		t.UpdatedAt = tx.now
+		return nil
+	}
+	tag, err := tx.tx.Exec(ctx, finish, args...)
+	if err != nil {
+		return mapErr(err)
+	}
+	if err := conflict(tag); err != nil {
+		return err
 	}
 	t.UpdatedAt = tx.now
 	return nil
@@ -135,12 +155,13 @@ func (db *DB) ExtendLease(ctx context.Context, id, owner string, until time.Time
 // task in progress, or in progress under a lease that expired before now ($3) or was
 // never set. The literal statuses match the partial indexes' conditions. Writers hold
 // the write lock, so SKIP LOCKED never has anything to skip today; it keeps the claim
-// from queueing behind another claim should that lock ever go.
+// from queueing behind another claim should that lock ever go. Only tasks past seq $4
+// are looked at (see ProcessTasks; 0 for all).
 const claimTask = `UPDATE tasks SET status = 'processing-in-progress', lease_owner = $1,
 	lease_expires_at = $2, updated_at = $3
 	WHERE seq = (
 		SELECT t.seq FROM tasks AS t
-		WHERE t.status IN ('received', 'processing-in-progress')
+		WHERE t.status IN ('received', 'processing-in-progress') AND t.seq > $4
 		AND (
 			(t.status = 'received' AND NOT EXISTS (
 				SELECT 1 FROM tasks AS p
@@ -155,26 +176,103 @@ const claimTask = `UPDATE tasks SET status = 'processing-in-progress', lease_own
 // under a lease for owner until now+lease; it returns nil, nil when there is none. The
 // task's UpdatedAt is now. It waits for the write lock, like Update.
 func (db *DB) ClaimTask(ctx context.Context, owner string, now time.Time, lease time.Duration) (*clouddb.Task, error) {
-	now = norm(now)
 	var t *clouddb.Task
 	err := db.write(ctx, func(tx pgx.Tx, _ time.Time) (bool, error) {
-		// The claim must walk tasks_claimable in seq order and stop at the first task it
-		// may take. On statistics that lag a burst of new tasks, the planner prefers a
-		// bitmap scan that tests every waiting task and sorts them (milliseconds per
-		// claim at ten thousand waiting); the ordered index scan stays in microseconds.
-		if _, err := tx.Exec(ctx, `SET LOCAL enable_bitmapscan = off`); err != nil {
-			return false, mapErr(err)
-		}
 		var err error
-		t, err = db.seal.scanTask(tx.QueryRow(ctx, claimTask, owner, timeArg(now.Add(lease)), timeArg(now)))
-		if errors.Is(err, pgx.ErrNoRows) {
-			t = nil
-			return false, nil
-		}
-		return err == nil, mapErr(err)
+		t, err = db.claim(ctx, &txConn{tx: tx}, owner, now, lease, 0)
+		return t != nil, err
 	})
 	if err != nil {
 		return nil, err
+	}
+	return t, nil
+}
+
+// ProcessTasks claims tasks as ClaimTask does and runs fn on each in one transaction,
+// under the write lock; see clouddb.Store.
+func (db *DB) ProcessTasks(ctx context.Context, owner string, now time.Time, lease time.Duration, fn func(clouddb.Tx, *clouddb.Task) (bool, error)) ([]*clouddb.Task, error) {
+	var tasks []*clouddb.Task
+	err := db.write(ctx, func(tx pgx.Tx, txNow time.Time) (bool, error) {
+		// write may run this again (a connection found broken before it): nothing of
+		// an earlier try is kept.
+		tasks = nil
+		stx := &Tx{tx: &txConn{tx: tx}, now: txNow, seal: db.seal, owner: owner}
+		// The claims of one transaction come in seq order as long as fn finishes no
+		// task but the one it was given: with now fixed and the write lock held, only
+		// such a finish makes a task claimable, its account's next one, which comes
+		// after it. So each claim starts past the last one, instead of walking again
+		// the index entries of every task finished since the last vacuum (in this
+		// transaction too). A finish of another task (see Tx.FinishTask) makes the
+		// claims start from the beginning again, lest an account's earlier task be
+		// passed over for its later one.
+		var after int64
+		for more := true; more; {
+			if stx.finishedOther {
+				after = 0
+			}
+			t, err := db.claim(ctx, stx.tx, owner, now, lease, after)
+			if err != nil {
+				tasks = nil
+				return false, err
+			}
+			if t == nil {
+				break
+			}
+			after, stx.claimed = t.Seq, t.ID
+			if more, err = fn(stx, t); err != nil {
+				tasks = nil
+				return false, err
+			}
+			tasks = append(tasks, t)
+		}
+		// What fn left pending (its last task's end) is sent before the commit.
+		if err := stx.tx.flush(ctx); err != nil {
+			tasks = nil
+			return false, mapErr(err)
+		}
+		return len(tasks) > 0, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tasks, nil
+}
+
+// claim runs claimTask in tx, which holds the write lock; nil, nil when there is no task.
+// The three statements go in one round trip.
+func (db *DB) claim(ctx context.Context, c *txConn, owner string, now time.Time, lease time.Duration, after int64) (*clouddb.Task, error) {
+	now = norm(now)
+	b := &pgx.Batch{}
+	// What waits in c (the previous task's end) goes first, in the same round trip: the
+	// account's next task may be claimable once it is done.
+	pending := c.pending
+	c.pending = nil
+	for _, p := range pending {
+		b.Queue(p.sql, p.args...)
+	}
+	// The claim must walk tasks_claimable in seq order and stop at the first task it may
+	// take. On statistics that lag a burst of new tasks, the planner prefers a bitmap
+	// scan that tests every waiting task and sorts them (milliseconds per claim at ten
+	// thousand waiting); the ordered index scan stays in microseconds. The setting is
+	// put back right after, for the statements a task's processing runs in the same
+	// transaction.
+	b.Queue(`SET LOCAL enable_bitmapscan = off`)
+	b.Queue(claimTask, owner, timeArg(now.Add(lease)), timeArg(now), after)
+	b.Queue(`SET LOCAL enable_bitmapscan TO DEFAULT`)
+	br := c.tx.SendBatch(ctx, b)
+	pendErr := readPending(br, pending)
+	_, setErr := br.Exec()
+	t, claimErr := db.seal.scanTask(br.QueryRow())
+	_, resetErr := br.Exec()
+	closeErr := br.Close()
+	if errors.Is(claimErr, pgx.ErrNoRows) {
+		t, claimErr = nil, nil
+	}
+	// The first error is the cause; those after it are its consequences.
+	for _, err := range []error{pendErr, setErr, claimErr, resetErr, closeErr} {
+		if err != nil {
+			return nil, mapErr(err)
+		}
 	}
 	return t, nil
 }

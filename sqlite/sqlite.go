@@ -42,6 +42,7 @@ type DB struct {
 	path    string
 	version atomic.Uint64
 	pools   *Pools
+	stmts   *stmtCache
 	writer  *sql.DB
 	reader  *sql.DB
 	seal    sealer
@@ -71,11 +72,15 @@ func Open(path string, opts ...Option) (*DB, error) {
 		return nil, err
 	}
 	db.pools, db.writer, db.reader = p, p.Writer, p.Reader
+	db.stmts = newStmtCache(p.Writer)
 	return db, nil
 }
 
 // Close closes both pools.
-func (db *DB) Close() error { return db.pools.Close() }
+func (db *DB) Close() error {
+	db.stmts.close()
+	return db.pools.Close()
+}
 
 // now is the store's clock at the precision it stores.
 func (db *DB) now() time.Time { return norm(db.Now()) }
@@ -89,7 +94,7 @@ func (db *DB) View(ctx context.Context, fn func(clouddb.Tx) error) error {
 	}
 	// Nothing to commit: rolling back just ends the read snapshot.
 	defer func() { _ = sqlTx.Rollback() }()
-	return fn(&Tx{tx: sqlTx, now: db.now(), seal: db.seal})
+	return fn(&Tx{tx: &txConn{tx: sqlTx}, now: db.now(), seal: db.seal})
 }
 
 // Update runs fn in a transaction on the writer and commits when fn returns nil. Do not
@@ -103,13 +108,15 @@ func (db *DB) Update(ctx context.Context, fn func(clouddb.Tx) error) error {
 	// A transaction that failed half-way is rolled back whole: nothing of it is written.
 	// After Commit the rollback returns sql.ErrTxDone.
 	defer func() { _ = sqlTx.Rollback() }()
-	if err := fn(&Tx{tx: sqlTx, now: db.now(), seal: db.seal}); err != nil {
+	conn := &txConn{tx: sqlTx, cache: db.stmts}
+	if err := fn(&Tx{tx: conn, now: db.now(), seal: db.seal}); err != nil {
 		return err
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return mapErr(err)
 	}
 	db.version.Add(1)
+	conn.committed(ctx)
 	return nil
 }
 
@@ -121,9 +128,36 @@ func (db *DB) Version() uint64 { return db.version.Load() }
 // Tx is a transaction of the store. Every write in it carries the same timestamp, taken
 // when it began.
 type Tx struct {
-	tx   *sql.Tx
+	tx   *txConn
 	now  time.Time
 	seal sealer
+}
+
+// Savepoint runs fn under a savepoint of the transaction; when fn fails, what it wrote is
+// rolled back and the transaction goes on.
+func (tx *Tx) Savepoint(ctx context.Context, fn func(clouddb.Tx) error) error {
+	// One name serves every savepoint, nested ones included: each is released before
+	// Savepoint returns, and a name refers to the innermost savepoint that has it. A
+	// fixed text also keeps the prepared statements few.
+	const name = "sp"
+	if _, err := tx.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+		return mapErr(err)
+	}
+	ferr := fn(tx)
+	// The undo must not depend on a context fn may have seen end: a savepoint left in
+	// place would keep fn's writes.
+	ctx = context.WithoutCancel(ctx)
+	if ferr != nil {
+		if _, err := tx.tx.ExecContext(ctx, "ROLLBACK TO "+name); err != nil {
+			return errors.Join(ferr, fmt.Errorf("roll back to savepoint: %w", mapErr(err)))
+		}
+	}
+	// RELEASE after ROLLBACK TO drops the savepoint itself, which ROLLBACK TO keeps;
+	// after success it merges fn's writes into the transaction.
+	if _, err := tx.tx.ExecContext(ctx, "RELEASE "+name); err != nil {
+		return errors.Join(ferr, fmt.Errorf("release savepoint: %w", mapErr(err)))
+	}
+	return ferr
 }
 
 var _ clouddb.Tx = (*Tx)(nil)
@@ -340,7 +374,7 @@ func one[T any](v *T, err error) (*T, error) {
 }
 
 // queryAll runs a query and scans every row with scan.
-func queryAll[T any](ctx context.Context, tx *sql.Tx, query string, args []any, scan func(scanner) (*T, error)) ([]*T, error) {
+func queryAll[T any](ctx context.Context, tx *txConn, query string, args []any, scan func(scanner) (*T, error)) ([]*T, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, mapErr(err)

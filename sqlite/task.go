@@ -168,6 +168,44 @@ func (db *DB) ClaimTask(ctx context.Context, owner string, now time.Time, lease 
 	return t, nil
 }
 
+// ProcessTasks claims tasks as ClaimTask does and runs fn on each in one transaction on
+// the writer; see clouddb.Store.
+func (db *DB) ProcessTasks(ctx context.Context, owner string, now time.Time, lease time.Duration, fn func(clouddb.Tx, *clouddb.Task) (bool, error)) ([]*clouddb.Task, error) {
+	now = norm(now)
+	sqlTx, err := db.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	// A failed fn, or a claim that found nothing, leaves the file as it was.
+	defer func() { _ = sqlTx.Rollback() }()
+	conn := &txConn{tx: sqlTx, cache: db.stmts}
+	tx := &Tx{tx: conn, now: db.now(), seal: db.seal}
+	var tasks []*clouddb.Task
+	for more := true; more; {
+		t, err := db.seal.scanTask(conn.QueryRowContext(ctx, claimTask,
+			owner, timeArg(norm(now.Add(lease))), timeArg(now), timeArg(now)))
+		if errors.Is(err, sql.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		if more, err = fn(tx, t); err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, t)
+	}
+	if len(tasks) == 0 {
+		return nil, nil
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return nil, mapErr(err)
+	}
+	db.version.Add(1)
+	conn.committed(ctx)
+	return tasks, nil
+}
+
 // PurgeTasks deletes finished tasks last updated before the given time.
 func (db *DB) PurgeTasks(ctx context.Context, before time.Time) (int64, error) {
 	res, err := db.writer.ExecContext(ctx, `DELETE FROM tasks WHERE updated_at < ? AND status IN (?, ?)`,

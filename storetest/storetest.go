@@ -29,6 +29,8 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Tx", func(t *testing.T) { testTx(t, open) })
 	t.Run("Task", func(t *testing.T) { testTask(t, open) })
 	t.Run("ClaimTask", func(t *testing.T) { testClaimTask(t, open) })
+	t.Run("ProcessTasks", func(t *testing.T) { testProcessTasks(t, open) })
+	t.Run("Savepoint", func(t *testing.T) { testSavepoint(t, open) })
 	t.Run("Log", func(t *testing.T) { testLog(t, open) })
 	t.Run("Version", func(t *testing.T) { testVersion(t, open) })
 	t.Run("Setting", func(t *testing.T) { testSetting(t, open) })

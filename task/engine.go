@@ -27,6 +27,13 @@ const (
 	DefaultPollInterval = time.Second
 	DefaultPurgeEvery   = time.Hour
 	DefaultDataTimeout  = time.Hour
+	// DefaultMaxBatch stays below the 64 subtransactions PostgreSQL tracks per
+	// transaction before its snapshots slow down (each task's handler runs under a
+	// savepoint).
+	DefaultMaxBatch = 32
+	// DefaultBatchTime ends a batch early when its handlers are slow, so that the write
+	// transaction, which submissions wait for, is not held long.
+	DefaultBatchTime = 20 * time.Millisecond
 )
 
 // Engine runs the processing phase.
@@ -43,6 +50,10 @@ type Engine struct {
 	Now func() time.Time
 	// Workers is how many tasks (of different accounts) may be processed at once.
 	Workers int
+	// MaxBatch is how many tasks a worker processes in one write transaction at most,
+	// and BatchTime how long it goes on taking more into it.
+	MaxBatch  int
+	BatchTime time.Duration
 	// Lease is how long a claimed task stays with its worker before another may take it.
 	Lease time.Duration
 	// PollInterval bounds how long a submitted task can wait when a wake-up is missed.
@@ -84,6 +95,12 @@ func (e *Engine) init() {
 		}
 		if e.Workers <= 0 {
 			e.Workers = DefaultWorkers
+		}
+		if e.MaxBatch <= 0 {
+			e.MaxBatch = DefaultMaxBatch
+		}
+		if e.BatchTime <= 0 {
+			e.BatchTime = DefaultBatchTime
 		}
 		if e.Lease <= 0 {
 			e.Lease = DefaultLease
@@ -181,20 +198,18 @@ func (e *Engine) work(ctx context.Context) {
 	}
 }
 
-// next claims one task and processes it: a handler at once, a data job in a goroutine of
-// its own, so that the worker is free again for other accounts' tasks. The end of ctx (a
+// next takes waiting tasks: handlers' tasks are claimed and processed in one
+// transaction (see take), a data job is claimed and then run in a goroutine of its own,
+// so that the worker is free again for other accounts' tasks. The end of ctx (a
 // shutdown) stops a data job, whose task is then taken over after its lease; a handler,
 // short and transactional, is finished.
 func (e *Engine) next(ctx context.Context) (bool, error) {
-	t, err := e.Store.ClaimTask(context.WithoutCancel(ctx), e.owner, e.Now(), e.Lease)
-	if err != nil || t == nil {
-		return false, err
-	}
-	if _, ok := jobs[t.CommandType]; !ok {
-		return true, e.process(context.WithoutCancel(ctx), t)
+	n, t, j, err := e.take(context.WithoutCancel(ctx), e.MaxBatch)
+	if err != nil || j == nil {
+		return n > 0, err
 	}
 	e.running.Go(func() {
-		if err := e.process(ctx, t); err != nil {
+		if err := e.process(ctx, j, t); err != nil {
 			if storehealth.Down(err) {
 				e.health.Failed(err)
 			} else {
@@ -203,6 +218,110 @@ func (e *Engine) next(ctx context.Context) (bool, error) {
 		}
 	})
 	return true, nil
+}
+
+// take claims waiting tasks and processes those that are not data jobs in the same
+// write transaction, up to limit of them: the claims, the handlers' writes and the
+// tasks' ends commit together, one commit for the lot. A crash or a store failure before
+// the commit leaves nothing of them, not even the claims: the tasks wait again, with no
+// lease to expire first. A handler's failure is undone alone (a savepoint) and the
+// task's failure commits in its place. A data job ends the batch: its claim commits with
+// the rest, under a lease, and take returns the job, which must not hold the write
+// transaction while it works. n is the number of tasks taken, 0 when none was waiting.
+func (e *Engine) take(ctx context.Context, limit int) (n int, jt *clouddb.Task, j job, err error) {
+	// failures are the handlers' failures, logged once their recording committed.
+	type failure struct {
+		t   *clouddb.Task
+		err error
+	}
+	var failures []failure
+	handled := 0
+	start := time.Now()
+	tasks, err := e.Store.ProcessTasks(ctx, e.owner, e.Now(), e.Lease, func(tx clouddb.Tx, t *clouddb.Task) (bool, error) {
+		if jb, ok := jobs[t.CommandType]; ok {
+			jt, j = t, jb
+			return false, nil
+		}
+		// The batch ends at limit tasks, or sooner when handlers are slow: the
+		// transaction holds the store's one writer, which submissions wait for.
+		handled++
+		more := handled < limit && time.Since(start) < e.BatchTime
+		herr := e.handle(ctx, tx, t)
+		switch {
+		case herr == nil:
+			return more, nil
+		case storehealth.Down(herr), errors.Is(herr, errLeaseLost):
+			// The store cannot write, or (which one transaction rules out) the task
+			// is not this worker's: nothing of the batch is kept, and it runs again.
+			return false, herr
+		}
+		failures = append(failures, failure{t, herr})
+		var p *clouddb.PanicError
+		if errors.As(herr, &p) {
+			// A bug met by this task fails it alone; the client learns only that an
+			// internal error happened, the operator's log has the stack.
+			return more, failTx(ctx, tx, t, errPanicked)
+		}
+		return more, failTx(ctx, tx, t, herr)
+	})
+	if err != nil {
+		if storehealth.Down(err) {
+			// The caller logs the store's state, once.
+			return 0, nil, nil, fmt.Errorf("tasks left for later: %w", err)
+		}
+		return 0, nil, nil, err
+	}
+	for _, f := range failures {
+		var p *clouddb.PanicError
+		switch {
+		case errors.As(f.err, &p):
+			e.Logger.Error("task panicked", "task", f.t.ID, "command", f.t.CommandType, "panic", p.Value, "stack", string(p.Stack))
+		case clouddb.AsError(f.err) == nil:
+			e.Logger.Error("task failed with an internal error", "task", f.t.ID, "command", f.t.CommandType, "err", f.err)
+		}
+	}
+	if e.Processed != nil {
+		for _, t := range tasks {
+			if t != jt {
+				e.Processed(t)
+			}
+		}
+	}
+	return len(tasks), jt, j, nil
+}
+
+// handle runs t's handler and ends t as completed, under a savepoint of tx: a failure
+// (a panic included, as a *clouddb.PanicError) undoes what the handler wrote and leaves
+// tx to record it.
+func (e *Engine) handle(ctx context.Context, tx clouddb.Tx, t *clouddb.Task) error {
+	h, ok := handlers[t.CommandType]
+	if !ok {
+		return fmt.Errorf("no handler for command type %q", t.CommandType)
+	}
+	return tx.Savepoint(ctx, func(tx clouddb.Tx) (err error) {
+		// complete is covered too: a panic anywhere here must not leave the savepoint
+		// in place with half of the handler's writes.
+		defer func() {
+			if p := clouddb.Recovered(recover()); p != nil {
+				err = p
+			}
+		}()
+		v := &env{Engine: e, tx: tx, task: t}
+		id, err := h(ctx, v, tx, t)
+		if err != nil {
+			return err
+		}
+		return e.complete(ctx, tx, t, id, v.resource)
+	})
+}
+
+// failTx ends t as processing-error with err, in tx.
+func failTx(ctx context.Context, tx clouddb.Tx, t *clouddb.Task, err error) error {
+	t.Status = clouddb.TaskFailed
+	t.ResourceID = 0
+	t.Resource = nil
+	t.Error = clouddb.NewTaskError(err)
+	return finish(ctx, tx, t)
 }
 
 // sleep waits for d or the end of ctx.
@@ -251,49 +370,34 @@ func (e *Engine) recoverLoop(what string) {
 // It reports whether there was one.
 func (e *Engine) ProcessNext(ctx context.Context) (bool, error) {
 	e.init()
-	t, err := e.Store.ClaimTask(ctx, e.owner, e.Now(), e.Lease)
-	if err != nil || t == nil {
-		return false, err
+	n, t, j, err := e.take(ctx, 1)
+	if err != nil || j == nil {
+		return n > 0, err
 	}
-	return true, e.process(ctx, t)
+	return true, e.process(ctx, j, t)
 }
 
-// process runs t to its end. The end of ctx stops only a data job's work; what is
-// written is written whole.
-func (e *Engine) process(jobCtx context.Context, t *clouddb.Task) (err error) {
+// process runs the data job j of t, claimed already, to its end. The end of ctx stops
+// only the job's work; what is written is written whole.
+func (e *Engine) process(jobCtx context.Context, j job, t *clouddb.Task) (err error) {
 	ctx := context.WithoutCancel(jobCtx)
-	// A panic outside the handler or the job itself (recording a job's outcome, ending
-	// the task) fails the task too: left in progress, it would run again after every
-	// lease, and a data job's goroutine has no loop above it to recover.
+	// A panic outside the job itself (recording its outcome, ending the task) fails the
+	// task too: left in progress, it would run again after every lease, and a data job's
+	// goroutine has no loop above it to recover.
 	defer func() {
 		if p := clouddb.Recovered(recover()); p != nil {
 			e.Logger.Error("task panicked", "task", t.ID, "command", t.CommandType, "panic", p.Value, "stack", string(p.Stack))
 			err = e.fail(ctx, t, errPanicked)
 		}
 	}()
-	var herr error
-	if j, ok := jobs[t.CommandType]; ok {
-		herr = e.runJob(ctx, jobCtx, j, t)
-	} else if h, ok := handlers[t.CommandType]; ok {
-		// The handler's writes and the task's completion commit together.
-		herr = e.Store.Update(ctx, func(tx clouddb.Tx) error {
-			v := &env{Engine: e, tx: tx, task: t}
-			id, err := safeHandler(ctx, h, v, tx, t)
-			if err != nil {
-				return err
-			}
-			return e.complete(ctx, tx, t, id, v.resource)
-		})
-	} else {
-		herr = fmt.Errorf("no handler for command type %q", t.CommandType)
-	}
+	herr := e.runJob(ctx, jobCtx, j, t)
 	var p *clouddb.PanicError
 	switch {
 	case herr == nil:
 	case storehealth.Down(herr):
-		// The store cannot write (out of reach, disk full, I/O error): nothing of the
-		// task was written, and the failure could not be either. The task stays in
-		// progress until its lease expires, then it is claimed again, when the store
+		// The store cannot write (out of reach, disk full, I/O error): the job's
+		// outcome was not written, and the failure could not be either. The task stays
+		// in progress until its lease expires, then it is claimed again, when the store
 		// may be back. The caller logs the store's state, once.
 		return fmt.Errorf("task %s left for later: %w", t.ID, herr)
 	case errors.As(herr, &p):
@@ -341,17 +445,6 @@ func (e *Engine) fail(ctx context.Context, t *clouddb.Task, err error) error {
 		return fmt.Errorf("record failure of task %s: %w", t.ID, uerr)
 	}
 	return nil
-}
-
-// safeHandler runs h, turning a panic into a *clouddb.PanicError: the transaction rolls
-// back and only this task fails.
-func safeHandler(ctx context.Context, h handler, v *env, tx clouddb.Tx, t *clouddb.Task) (id int, err error) {
-	defer func() {
-		if p := clouddb.Recovered(recover()); p != nil {
-			err = p
-		}
-	}()
-	return h(ctx, v, tx, t)
 }
 
 // safeJob runs j, turning a panic into a *clouddb.PanicError.

@@ -185,7 +185,7 @@ type claimPanics struct {
 	calls int
 }
 
-func (c *claimPanics) ClaimTask(ctx context.Context, owner string, now time.Time, lease time.Duration) (*clouddb.Task, error) {
+func (c *claimPanics) ProcessTasks(ctx context.Context, owner string, now time.Time, lease time.Duration, fn func(clouddb.Tx, *clouddb.Task) (bool, error)) ([]*clouddb.Task, error) {
 	c.mu.Lock()
 	c.calls++
 	boom := c.left > 0
@@ -194,7 +194,7 @@ func (c *claimPanics) ClaimTask(ctx context.Context, owner string, now time.Time
 	if boom {
 		panic("claim failed")
 	}
-	return c.Store.ClaimTask(ctx, owner, now, lease)
+	return c.Store.ProcessTasks(ctx, owner, now, lease, fn)
 }
 
 // TestPanicInWorkerLoopRestartsIt: a panic in a worker's loop (here in the claim) is
@@ -211,7 +211,7 @@ func TestPanicInWorkerLoopRestartsIt(t *testing.T) {
 	runEngine(t, e)
 	require.Eventually(t, func() bool { return taskOf(t, db, tk.ID).Status == clouddb.TaskCompleted }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 2, strings.Count(logs.String(), "background loop panicked"))
-	require.Contains(t, logs.String(), "claimPanics).ClaimTask", "the stack is logged")
+	require.Contains(t, logs.String(), "claimPanics).ProcessTasks", "the stack is logged")
 }
 
 // fullClaims is a store whose claims (writes) fail as on a full disk while full is set.
@@ -221,12 +221,12 @@ type fullClaims struct {
 	claims atomic.Int32 // attempted while full
 }
 
-func (f *fullClaims) ClaimTask(ctx context.Context, owner string, now time.Time, lease time.Duration) (*clouddb.Task, error) {
+func (f *fullClaims) ProcessTasks(ctx context.Context, owner string, now time.Time, lease time.Duration, fn func(clouddb.Tx, *clouddb.Task) (bool, error)) ([]*clouddb.Task, error) {
 	if f.full.Load() {
 		f.claims.Add(1)
 		return nil, clouddb.ErrStorageFull
 	}
-	return f.Store.ClaimTask(ctx, owner, now, lease)
+	return f.Store.ProcessTasks(ctx, owner, now, lease, fn)
 }
 
 // TestStoreFullEngineBacksOff: while the store cannot write, the engine's workers back
