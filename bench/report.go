@@ -148,10 +148,12 @@ func (r *report) markdown() string {
 			p("PostgreSQL server: %s. The store runs without a cipher, as the SQLite one does here.", e.PGServer)
 			p("")
 		}
-		p("Each task costs two write transactions (the claim, then the handler's writes with the task's completion), " +
-			"so 0.5 is the ceiling of this design. On SQLite both go through the single writer connection; on " +
-			"PostgreSQL both take the store's advisory write lock (writes are serialised, across replicas too), " +
-			"and each also sends a change notification.")
+		p("The engine claims and processes tasks in one write transaction, several tasks per transaction (up to " +
+			"32, or 20 ms), each handler under a savepoint so that a failing one is undone alone and its task's " +
+			"error commits with the others; data jobs (imports, backups) keep the claim-then-complete path with a " +
+			"lease. On SQLite every transaction goes through the single writer connection; on PostgreSQL it takes " +
+			"the store's advisory write lock (writes are serialised, across replicas too) and sends a change " +
+			"notification.")
 	} else {
 		p("%s.", r.missing("engine"))
 	}
