@@ -257,7 +257,10 @@ func TestStoreFullEngineBacksOff(t *testing.T) {
 	for _, tk := range append(before, during...) {
 		require.Eventually(t, func() bool { return taskOf(t, db, tk.ID).Status == clouddb.TaskCompleted }, 10*time.Second, 10*time.Millisecond)
 	}
-	require.Equal(t, 1, strings.Count(logs.String(), "store writable again"))
+	// The recovery is logged once the transaction that completed the tasks has returned,
+	// a moment after its commit made them visible.
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "store writable again") }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, strings.Count(logs.String(), "store writable again"), logs.String())
 	var cas []*clouddb.CloudAccount
 	require.NoError(t, db.View(t.Context(), func(tx clouddb.Tx) (err error) {
 		cas, err = tx.CloudAccounts(t.Context(), clouddb.CloudAccountFilter{})
