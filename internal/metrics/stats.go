@@ -232,9 +232,11 @@ func (c *StatsCollector) logChange(log *slog.Logger, id int, err error) {
 	c.mu.Unlock()
 	switch {
 	case err != nil && !was:
-		log.Info("cannot read a database's figures; its clouddb_database_up is 0 until it can", "database_id", id, "err", err)
+		// Debug: every database of a restart is unreadable while its server starts, which
+		// at 1,000 databases was 2,000 lines; clouddb_database_up says it to operators.
+		log.Debug("cannot read a database's figures; its clouddb_database_up is 0 until it can", "database_id", id, "err", err)
 	case err == nil && was:
-		log.Info("reading a database's figures again", "database_id", id)
+		log.Debug("reading a database's figures again", "database_id", id)
 	}
 }
 
