@@ -65,6 +65,12 @@ func (s upgradeStore) Update(ctx context.Context, fn func(clouddb.Tx) error) err
 
 type upgradeTx struct{ clouddb.Tx }
 
+// Savepoint hands fn the recording transaction too: the embedded Tx's Savepoint would
+// hand it the bare one, whose status changes record no upgrade outcome.
+func (tx upgradeTx) Savepoint(ctx context.Context, fn func(clouddb.Tx) error) error {
+	return tx.Tx.Savepoint(ctx, func(in clouddb.Tx) error { return fn(upgradeTx{in}) })
+}
+
 func (tx upgradeTx) SetDatabaseStatus(ctx context.Context, id, generation int, s clouddb.DatabaseStatus, detail string) (bool, error) {
 	set, err := tx.Tx.SetDatabaseStatus(ctx, id, generation, s, detail)
 	if err != nil || !set {

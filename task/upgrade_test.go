@@ -1,11 +1,13 @@
 package task
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
+	"clouddb/sqlite"
 )
 
 // settledVersion: what a database stores once its stored version is made the one that
@@ -33,4 +35,21 @@ func TestSettledVersion(t *testing.T) {
 		d := &clouddb.Database{Spec: clouddb.DatabaseSpec{RedisVersion: c.stored}, State: clouddb.DatabaseState{Upgrade: c.upgrade}}
 		require.Equal(t, c.want, settledVersion(versions, d, c.served), "stored %q, served %q", c.stored, c.served)
 	}
+}
+
+// TestUpgradeOutcomesKeptUnderSavepoint: a savepoint taken in a transaction of the store
+// RecordUpgradeOutcomes returns still records outcomes (it hands on the recording
+// transaction, not the bare one the embedded Tx would).
+func TestUpgradeOutcomesKeptUnderSavepoint(t *testing.T) {
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "clouddb.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	var inner clouddb.Tx
+	require.NoError(t, RecordUpgradeOutcomes(db).Update(t.Context(), func(tx clouddb.Tx) error {
+		return tx.Savepoint(t.Context(), func(in clouddb.Tx) error {
+			inner = in
+			return nil
+		})
+	}))
+	require.IsType(t, upgradeTx{}, inner)
 }
