@@ -84,7 +84,15 @@ func (h *healthCheck) ask(slot **storeCheck, ask func(context.Context) (map[clou
 		ctx, cancel := context.WithTimeout(context.Background(), storeQueryTimeout)
 		defer cancel()
 		start := time.Now()
-		c.counts, c.err = ask(ctx)
+		func() {
+			// Out of the request's goroutine: a panic here would end the service.
+			defer func() {
+				if p := clouddb.Recovered(recover()); p != nil {
+					c.err = p
+				}
+			}()
+			c.counts, c.err = ask(ctx)
+		}()
 		c.latency = time.Since(start)
 		h.mu.Lock()
 		*slot = nil

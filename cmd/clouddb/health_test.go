@@ -267,3 +267,19 @@ func TestHealthProbesShareTheStore(t *testing.T) {
 		store.release = make(chan struct{})
 	}
 }
+
+// TestHealthQueryPanicIsAFailure: the store question runs in a goroutine of its own; a
+// panic there is that question's failure (503 for its probes), not the service's end.
+func TestHealthQueryPanicIsAFailure(t *testing.T) {
+	var h healthCheck
+	var slot *storeCheck
+	c := h.ask(&slot, func(context.Context) (map[clouddb.DatabaseStatus]int, error) { panic("a bug in the store") })
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the question never ended")
+	}
+	var p *clouddb.PanicError
+	require.ErrorAs(t, c.err, &p)
+	require.Nil(t, slot, "the slot is free for the next question")
+}

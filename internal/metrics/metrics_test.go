@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -213,6 +214,38 @@ func TestStatsRounds(t *testing.T) {
 	cancel()
 	<-done
 	require.Zero(t, testutil.CollectAndCount(m.Stats))
+}
+
+// panickingReader panics for one database and reads the others from failingReader.
+type panickingReader struct {
+	failingReader
+	panics int
+}
+
+func (p panickingReader) Stats(ctx context.Context, in clouddb.Instance) (clouddb.DatabaseStats, error) {
+	if in.DatabaseID == p.panics {
+		panic("a bug met reading one server")
+	}
+	return p.failingReader.Stats(ctx, in)
+}
+
+// TestStatsReadPanicIsThatDatabasesFailure: the reads run in goroutines of their own, so
+// a panic in one (a driver bug met on one tenant's server) must be that database's
+// failure, logged with its stack, not the end of the process.
+func TestStatsReadPanicIsThatDatabasesFailure(t *testing.T) {
+	db := openStore(t)
+	ids := createDatabases(t, db, 2)
+	m := metrics.New(0)
+	reader := panickingReader{failingReader: failingReader{ids[0]: {Keys: 5}}, panics: ids[1]}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	require.NoError(t, m.Stats.Refresh(t.Context(), db, reader, log))
+	out := serve(m.Handler(), "GET", "/metrics", "", nil).Body.String()
+	require.Contains(t, out, `clouddb_database_up{database_id="`+strconv.Itoa(ids[0])+`"`)
+	require.Regexp(t, `clouddb_database_keys\{database_id="`+strconv.Itoa(ids[0])+`",subscription_id="\d+"\} 5`, out)
+	require.Regexp(t, `clouddb_database_up\{database_id="`+strconv.Itoa(ids[1])+`",subscription_id="\d+"\} 0`, out)
+	require.Contains(t, logs.String(), "reading a database's figures panicked")
+	require.Contains(t, logs.String(), "a bug met reading one server")
 }
 
 // TestGuardSchemeCase: the authentication scheme is case-insensitive (RFC 9110 11.1):

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -192,7 +193,11 @@ func (c *StatsCollector) read(ctx context.Context, reader clouddb.StatsReader, l
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	s, err := reader.Stats(rctx, clouddb.InstanceOf(d))
+	s, err := readStats(rctx, reader, d)
+	var p *clouddb.PanicError
+	if errors.As(err, &p) {
+		log.Error("reading a database's figures panicked", "database_id", d.ID, "panic", p.Value, "stack", string(p.Stack))
+	}
 	if ctx.Err() != nil {
 		return
 	}
@@ -207,6 +212,18 @@ func (c *StatsCollector) read(ctx context.Context, reader clouddb.StatsReader, l
 	c.figures[d.ID] = databaseFigures{subscriptionID: d.SubscriptionID, stats: s, ok: err == nil}
 	c.mu.Unlock()
 	c.logChange(log, d.ID, err)
+}
+
+// readStats reads d's figures; a panic (a bug met while reading one server) is that
+// database's failure: these reads run in goroutines of their own, where it would end the
+// service for every tenant.
+func readStats(ctx context.Context, reader clouddb.StatsReader, d *clouddb.Database) (s clouddb.DatabaseStats, err error) {
+	defer func() {
+		if p := clouddb.Recovered(recover()); p != nil {
+			err = p
+		}
+	}()
+	return reader.Stats(ctx, clouddb.InstanceOf(d))
 }
 
 // done marks a database's read as ended.
