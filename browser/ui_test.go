@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
+
+	"clouddb/internal/uitest"
 )
 
 // page is a fetched UI page, parsed.
@@ -67,55 +69,13 @@ func (b *testBundle) getPage(t *testing.T, path string) page {
 	return p
 }
 
-func attr(n *html.Node, name string) string {
-	for _, a := range n.Attr {
-		if a.Key == name {
-			return a.Val
-		}
-	}
-	return ""
-}
-
-// all returns the elements under n (n included) whose data-testid is id, in document
-// order.
-func all(n *html.Node, id string) []*html.Node {
-	var out []*html.Node
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.ElementNode && attr(n, "data-testid") == id {
-			out = append(out, n)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(n)
-	return out
-}
-
-// one returns the only element under n whose data-testid is id.
-func one(t *testing.T, n *html.Node, id string) *html.Node {
-	t.Helper()
-	found := all(n, id)
-	require.Len(t, found, 1, "elements with data-testid %q", id)
-	return found[0]
-}
-
-// text is the text content of n, with runs of white space folded.
-func text(n *html.Node) string {
-	var sb strings.Builder
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.TextNode {
-			sb.WriteString(n.Data)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(n)
-	return strings.Join(strings.Fields(sb.String()), " ")
-}
+// The pages' readers by data-testid, shared with the other UI's tests.
+var (
+	attr = uitest.Attr
+	all  = uitest.All
+	one  = uitest.One
+	text = uitest.Text
+)
 
 func texts(nodes []*html.Node) []string {
 	out := make([]string, len(nodes))

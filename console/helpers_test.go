@@ -22,6 +22,7 @@ import (
 	"clouddb/cloudapi"
 	"clouddb/cloudapi/client"
 	"clouddb/internal/pki"
+	"clouddb/internal/uitest"
 	"clouddb/sqlite"
 	"clouddb/task"
 )
@@ -268,54 +269,13 @@ func requireSecurityHeaders(t *testing.T, h http.Header) {
 	require.Equal(t, "no-store", h.Get("Cache-Control"))
 }
 
-func attr(n *html.Node, name string) string {
-	for _, a := range n.Attr {
-		if a.Key == name {
-			return a.Val
-		}
-	}
-	return ""
-}
-
-// all returns the elements under n whose data-testid is id, in document order.
-func all(n *html.Node, id string) []*html.Node {
-	var out []*html.Node
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.ElementNode && attr(n, "data-testid") == id {
-			out = append(out, n)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(n)
-	return out
-}
-
-// one returns the only element under n whose data-testid is id.
-func one(t *testing.T, n *html.Node, id string) *html.Node {
-	t.Helper()
-	found := all(n, id)
-	require.Len(t, found, 1, "elements with data-testid %q", id)
-	return found[0]
-}
-
-// text is the text content of n, with runs of white space folded.
-func text(n *html.Node) string {
-	var sb strings.Builder
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.TextNode {
-			sb.WriteString(n.Data)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(n)
-	return strings.Join(strings.Fields(sb.String()), " ")
-}
+// The pages' readers by data-testid, shared with the other UI's tests.
+var (
+	attr = uitest.Attr
+	all  = uitest.All
+	one  = uitest.One
+	text = uitest.Text
+)
 
 // refreshes reports whether a page reloads itself.
 func refreshes(p page) bool {
