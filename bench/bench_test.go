@@ -130,6 +130,8 @@ func TestQuick(t *testing.T) {
 		"# clouddb benchmarks", "Machine: ", "redis-server ", "## Goals",
 		"## 1. Read path", "## 2. Provisioning", "## 3. Task engine", "| SQLite (", "| PostgreSQL (", "PostgreSQL server: ", "## 4. Scale",
 		"## 5. Import throughput", "MB/s", "sanitize-dump-payload", "## 6. Failover", "Acknowledged writes lost: 0 of ",
+		"| task engine on SQLite: ≥ 0.4× the raw commit rate |", "| task engine on PostgreSQL: ", "| scale: clouddb RSS ≤ 100.0 MiB with ",
+		"| scale: restart after kill -9 adopts ", "| scale: paged lists flat in N", "| import: throughput ≥ 0.8× ",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
@@ -154,4 +156,50 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestScaleGoals checks the scale goals' verdicts on made-up rows, one goal missed each.
+func TestScaleGoals(t *testing.T) {
+	small := scaleRow{N: 10, RSS: 30 << 20, SubsListP50: 100 * time.Microsecond, DBPageP50: 100 * time.Microsecond,
+		TermAll: 100 * time.Millisecond, KillAll: 40 * time.Millisecond}
+	mid := small
+	mid.N, mid.TermAll = 500, 1900*time.Millisecond
+	big := small
+	big.N, big.RSS, big.KillAll, big.IdleCPU = 1000, 90<<20, 450*time.Millisecond, 0.05
+	big.SubsListP50, big.DBPageP50 = 190*time.Microsecond, 150*time.Microsecond
+	verdicts := func(rows ...scaleRow) string {
+		var out []string
+		for _, g := range scaleGoals(rows) {
+			out = append(out, strings.Trim(g.met, "*"))
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := verdicts(small, mid, big), "yes measured yes yes yes"; got != want {
+		t.Errorf("all goals met: verdicts %q, want %q", got, want)
+	}
+	fat := big
+	fat.RSS = 101 << 20
+	slow := mid
+	slow.TermAll = 2100 * time.Millisecond
+	lateAdopt := big
+	lateAdopt.KillAll = 600 * time.Millisecond
+	dup := big
+	dup.KillNewPids = 1
+	steep := big
+	steep.DBPageP50 = 201 * time.Microsecond
+	for name, c := range map[string]struct {
+		rows []scaleRow
+		want string
+	}{
+		"RSS":          {[]scaleRow{small, mid, fat}, "no measured yes yes yes"},
+		"SIGTERM":      {[]scaleRow{small, slow, big}, "yes measured yes no yes"},
+		"no 500 row":   {[]scaleRow{small, big}, "yes measured yes no yes"},
+		"adoption":     {[]scaleRow{small, mid, lateAdopt}, "yes measured no yes yes"},
+		"started anew": {[]scaleRow{small, mid, dup}, "yes measured no yes yes"},
+		"flat":         {[]scaleRow{small, mid, steep}, "yes measured yes yes no"},
+	} {
+		if got := verdicts(c.rows...); got != c.want {
+			t.Errorf("%s: verdicts %q, want %q", name, got, c.want)
+		}
+	}
 }

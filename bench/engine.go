@@ -393,3 +393,7 @@ func rawPGCommitRate(ctx context.Context, dbURL string, n int) (float64, error) 
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
 }
+
+// goalEngine is the least task rate the engine must reach, as a share of the raw commit
+// rate of the same store.
+const goalEngine = 0.4

@@ -765,3 +765,7 @@ func (h *harness) profileImport(ctx context.Context, res *importResult, rdb stri
 	h.cfg.logf("import profile: %s", res.Profile)
 	return nil
 }
+
+// goalImport is the least import throughput, as a share of a bare redis-server loading
+// the same file (the import may take at most 1/goalImport times as long).
+const goalImport = 0.8

@@ -30,7 +30,7 @@ type provisionResult struct {
 }
 
 // goalProvision is the bound on create-to-active over bare spawn-to-PONG.
-const goalProvision = 3.0
+const goalProvision = 1.5
 
 // MedianRatio and P99Ratio compare clouddb with the bare spawn.
 func (p *provisionResult) MedianRatio() float64 {

@@ -60,15 +60,42 @@ func (r *report) markdown() string {
 			minRPS, maxP99 = math.Min(minRPS, row.RPSRatio), math.Max(maxP99, row.P99Ratio)
 		}
 		p("| read path: throughput ≥ %.1f× bare net/http, every endpoint and client level | worst %.2f× | %s |", goalReadRPS, minRPS, yesNo(minRPS >= goalReadRPS))
-		p("| read path: p99 ≤ %.0f× bare net/http, every endpoint and client level | worst %.2f× | %s |", goalReadP99, maxP99, yesNo(maxP99 <= goalReadP99))
+		p("| read path: p99 ≤ %.1f× bare net/http, every endpoint and client level | worst %.2f× | %s |", goalReadP99, maxP99, yesNo(maxP99 <= goalReadP99))
 	} else {
 		p("| read path | %s | no |", r.missing("read"))
 	}
 	if pr := r.Provision; pr != nil {
-		p("| provisioning: create-to-active ≤ %.0f× bare redis-server spawn-to-PONG (median, p99) | %.1f× / %.1f× | %s |",
+		p("| provisioning: create-to-active ≤ %.1f× bare redis-server spawn-to-PONG (median, p99) | %.1f× / %.1f× | %s |",
 			goalProvision, pr.MedianRatio(), pr.P99Ratio(), yesNo(pr.MedianRatio() <= goalProvision && pr.P99Ratio() <= goalProvision))
 	} else {
 		p("| provisioning | %s | no |", r.missing("provision"))
+	}
+	if e := r.Engine; e != nil && (e.SQLite != nil || e.Postgres != nil) {
+		for _, row := range []struct {
+			name string
+			r    *engineRow
+		}{{"SQLite", e.SQLite}, {"PostgreSQL", e.Postgres}} {
+			if row.r == nil {
+				p("| task engine on %s: ≥ %.1f× the raw commit rate | not measured | no |", row.name, goalEngine)
+				continue
+			}
+			p("| task engine on %s: ≥ %.1f× the raw commit rate | %.2f× | %s |", row.name, goalEngine, row.r.Ratio, yesNo(row.r.Ratio >= goalEngine))
+		}
+	} else {
+		p("| task engine | %s | no |", r.missing("engine"))
+	}
+	if len(r.Scale) > 0 {
+		for _, g := range scaleGoals(r.Scale) {
+			p("| %s | %s | %s |", g.goal, g.result, g.met)
+		}
+	} else {
+		p("| scale | %s | no |", r.missing("scale"))
+	}
+	if im := r.Import; im != nil {
+		p("| import: throughput ≥ %.1f× a bare redis-server loading the same RDB (server-side) | %.2f× | %s |",
+			goalImport, 1/im.ServerRatio(), yesNo(1/im.ServerRatio() >= goalImport))
+	} else {
+		p("| import | %s | no |", r.missing("import"))
 	}
 	if f := r.Failover; f != nil {
 		p("| failover: kill -9 of the primary → a write answered on the same endpoint ≤ %s, 0 acknowledged writes lost | max %s (median %s, %.1f× a bare restart); %d lost | %s |",
@@ -89,7 +116,7 @@ func (r *report) markdown() string {
 	if len(r.Read) == 0 {
 		p("%s.", r.missing("read"))
 	}
-	p("| endpoint | clients | throughput ratio (goal ≥ %.1f) | p99 ratio (goal ≤ %.0f) | clouddb req/s | bare req/s | clouddb p50 / p99 | bare p50 / p99 | met |", goalReadRPS, goalReadP99)
+	p("| endpoint | clients | throughput ratio (goal ≥ %.1f) | p99 ratio (goal ≤ %.1f) | clouddb req/s | bare req/s | clouddb p50 / p99 | bare p50 / p99 | met |", goalReadRPS, goalReadP99)
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, row := range r.Read {
 		p("| `%s` (%d B) | %d | **%.2f** | **%.2f** | %.0f | %.0f | %s / %s | %s / %s | %s |",
@@ -107,7 +134,7 @@ func (r *report) markdown() string {
 			"`redis-server` with a minimal config (loopback, a password, no persistence) on a free port and polls an "+
 			"authenticated PING every %s until PONG; one bare spawn alternates with each create.", pr.Creates, bareSpawnPoll)
 		p("")
-		p("| figure | ratio (goal ≤ %.0f) | clouddb create-to-active | bare spawn-to-PONG | met |", goalProvision)
+		p("| figure | ratio (goal ≤ %.1f) | clouddb create-to-active | bare spawn-to-PONG | met |", goalProvision)
 		p("|---|---:|---:|---:|---|")
 		p("| median | **%.1f** | %s | %s | %s |", pr.MedianRatio(), fmtDur(quantile(pr.Real, 0.5)), fmtDur(quantile(pr.Bare, 0.5)), yesNo(pr.MedianRatio() <= goalProvision))
 		p("| p99 | **%.1f** | %s | %s | %s |", pr.P99Ratio(), fmtDur(quantile(pr.Real, 0.99)), fmtDur(quantile(pr.Bare, 0.99)), yesNo(pr.P99Ratio() <= goalProvision))

@@ -311,3 +311,55 @@ func growth(a, b float64, na, nb int) float64 {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// The scale goals: at the largest size clouddb's RSS stays under goalScaleRSS and a
+// clouddb killed with SIGKILL has adopted every running server within goalScaleAdopt; a
+// restart after SIGTERM brings goalScaleTermN databases back within goalScaleTerm; the
+// paged lists stay flat in N: their p50 at the largest size at most goalScaleFlat times
+// the smallest size's (a list of every database grows with N by nature and has no goal).
+const (
+	goalScaleRSS   = 100 << 20
+	goalScaleAdopt = 500 * time.Millisecond
+	goalScaleTermN = 500
+	goalScaleTerm  = 2 * time.Second
+	goalScaleFlat  = 2.0
+)
+
+// scaleGoal is one line of the goals table.
+type scaleGoal struct{ goal, result, met string }
+
+// scaleGoals checks the scale rows against the goals.
+func scaleGoals(rows []scaleRow) []scaleGoal {
+	first, last := rows[0], rows[len(rows)-1]
+	var out []scaleGoal
+	out = append(out, scaleGoal{
+		fmt.Sprintf("scale: clouddb RSS ≤ %s with %d databases", mib(goalScaleRSS), last.N),
+		mib(last.RSS), yesNo(last.RSS <= goalScaleRSS),
+	})
+	out = append(out, scaleGoal{
+		fmt.Sprintf("scale: idle CPU with %d databases (measured)", last.N),
+		fmt.Sprintf("%.1f%% of one core", 100*last.IdleCPU), "measured",
+	})
+	out = append(out, scaleGoal{
+		fmt.Sprintf("scale: restart after kill -9 adopts %d databases (all PING) ≤ %s", last.N, fmtDur(goalScaleAdopt)),
+		fmt.Sprintf("%s, %d new / %d lost pids", fmtDur(last.KillAll), last.KillNewPids, last.KillLostPids),
+		yesNo(last.KillAll <= goalScaleAdopt && last.KillNewPids == 0 && last.KillLostPids == 0),
+	})
+	term := scaleGoal{fmt.Sprintf("scale: restart after SIGTERM brings %d databases back (all PING) ≤ %s", goalScaleTermN, fmtDur(goalScaleTerm)),
+		"not measured at that size", "no"}
+	for _, r := range rows {
+		if r.N == goalScaleTermN {
+			term.result, term.met = fmtDur(r.TermAll), yesNo(r.TermAll <= goalScaleTerm)
+		}
+	}
+	out = append(out, term)
+	if len(rows) > 1 {
+		subs := float64(last.SubsListP50) / float64(first.SubsListP50)
+		page := float64(last.DBPageP50) / float64(first.DBPageP50)
+		out = append(out, scaleGoal{
+			fmt.Sprintf("scale: paged lists flat in N: p50 at %d databases ≤ %.0f× at %d (GET /v1/subscriptions, GET …/databases?limit=100)", last.N, goalScaleFlat, first.N),
+			fmt.Sprintf("%.2f× / %.2f×", subs, page), yesNo(subs <= goalScaleFlat && page <= goalScaleFlat),
+		})
+	}
+	return out
+}
