@@ -293,6 +293,22 @@ var loadFailures = []string{
 	"Fatal error loading",
 	"RDB ERROR DETECTED",
 	"rdb file reading failure",
+	// Two parts of a merged file (see MergeRDB) that hold the same key.
+	"Duplicated key",
+}
+
+// LoadFailure returns the reason, wrapping ErrCorrupt, by which a redis-server's log
+// says that it could not load its RDB file; nil when the log says no such thing.
+func LoadFailure(log string) error {
+	lines := strings.Split(log, "\n")
+	for _, marker := range loadFailures {
+		for _, line := range lines {
+			if strings.Contains(line, marker) {
+				return fmt.Errorf("%w: redis-server: %s", ErrCorrupt, logMessage(line))
+			}
+		}
+	}
+	return nil
 }
 
 // exitError explains why the server exited before it was ready.
@@ -302,14 +318,10 @@ func exitError(logPath string, st *os.ProcessState) error {
 	if strings.Contains(log, "Address already in use") {
 		return errPortTaken
 	}
-	lines := strings.Split(log, "\n")
-	for _, marker := range loadFailures {
-		for _, line := range lines {
-			if strings.Contains(line, marker) {
-				return fmt.Errorf("%w: redis-server: %s", ErrCorrupt, logMessage(line))
-			}
-		}
+	if err := LoadFailure(log); err != nil {
+		return err
 	}
+	lines := strings.Split(log, "\n")
 	var tail []string
 	for i := len(lines) - 1; i >= 0 && len(tail) < 3; i-- {
 		if l := strings.TrimSpace(lines[i]); l != "" {

@@ -67,10 +67,15 @@ func (d *Driver) Snapshot(ctx context.Context, in clouddb.Instance, shard int, w
 	return redisdata.Snapshot(ctx, ep.Endpoint, w)
 }
 
-// Load replaces the data with that of the RDB files. Each file is loaded into a throwaway
-// server first; only when every one loaded and together they fit the memory limit is the
-// database emptied and filled.
+// Load replaces the data with that of the RDB files. A database that is not a cluster
+// takes a swap of servers (see loadSwap). Otherwise, or when the files cannot take it,
+// each file is loaded into a throwaway server first; only when every one loaded and
+// together they fit the memory limit is the database emptied and filled, key by key.
+// Either way a file that does not load or does not fit leaves the data as it was.
 func (d *Driver) Load(ctx context.Context, in clouddb.Instance, files []string) error {
+	if err := d.loadFast(ctx, in, files); !errors.Is(err, errSlowLoad) {
+		return err
+	}
 	var temps []*redisdata.TempServer
 	defer func() {
 		for _, t := range temps {

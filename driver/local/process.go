@@ -37,7 +37,8 @@ func (c *child) waitLog() {
 	}
 }
 
-// spawn starts redis-server (the binary bin) on the config file in dir, detached from clouddb: in its own
+// spawn starts redis-server (the binary bin) on the config file in dir, with args after it
+// (settings that override the file's), detached from clouddb: in its own
 // session, so signals sent to clouddb's process group do not reach it, and not tied to a
 // context, so it outlives clouddb. A goroutine reaps it so no zombie stays behind.
 //
@@ -46,7 +47,7 @@ func (c *child) waitLog() {
 // loses its log lines until its next restart (see log.go); one started by an older
 // clouddb, which appends to redis.log itself (logfile cannot change live), is brought in
 // line at its next restart.
-func (d *Driver) spawn(id int, dir, bin string) (int, *child, error) {
+func (d *Driver) spawn(id int, dir, bin string, args ...string) (int, *child, error) {
 	lock, err := holdLock(dir)
 	if err != nil {
 		return 0, nil, err
@@ -56,7 +57,7 @@ func (d *Driver) spawn(id int, dir, bin string) (int, *child, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	cmd := exec.Command(bin, filepath.Join(dir, confFile))
+	cmd := exec.Command(bin, append([]string{filepath.Join(dir, confFile)}, args...)...)
 	cmd.Dir = dir
 	cmd.Stdout = pw
 	cmd.Stderr = pw

@@ -1,0 +1,322 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"clouddb"
+	"clouddb/redisdata"
+)
+
+// An import into a database that is not a cluster takes the swap (see loadSwap): the
+// database's next server loads the file itself, once, at the speed of redis' own loader.
+// The other way, a throwaway server that loads the file to check it and a copy of every
+// key from there (DUMP, RESTORE), took five times as long as the load alone. Clusters
+// keep that way: each shard gets the keys of its slots.
+
+// errSlowLoad: the files cannot take the swap; Load copies them key by key instead.
+var errSlowLoad = errors.New("the files take the key-by-key copy")
+
+// loadFast imports files by a swap, merging several parts into one file first (see
+// redisdata.MergeRDB). Parts that cannot be merged, or whose merged file the server
+// refuses (a key in two parts, a part that does not load), return errSlowLoad: loaded
+// one by one, later parts overwrite earlier ones' keys, and a bad part is named.
+func (d *Driver) loadFast(ctx context.Context, in clouddb.Instance, files []string) error {
+	if in.OSSCluster || len(files) == 0 {
+		return errSlowLoad
+	}
+	file := files[0]
+	if len(files) > 1 {
+		merged, err := os.CreateTemp(d.dir, ".import-*.rdb")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(merged.Name())
+		err = redisdata.MergeRDB(merged, files)
+		if cerr := merged.Close(); err == nil {
+			err = cerr
+		}
+		if errors.Is(err, redisdata.ErrCorrupt) || errors.Is(err, redisdata.ErrNotMergeable) {
+			d.log.Info("import: the parts are loaded one by one", keyDatabase, in.DatabaseID, "why", err)
+			return errSlowLoad
+		}
+		if err != nil {
+			return err
+		}
+		file = merged.Name()
+	}
+	err := d.loadSwap(ctx, in, file)
+	if len(files) > 1 && errors.Is(err, clouddb.ErrDataCorrupt) {
+		d.log.Info("import: the merged parts did not load; loading them one by one", keyDatabase, in.DatabaseID, "why", err)
+		return errSlowLoad
+	}
+	return err
+}
+
+// loadSwap replaces the data of a database that is not a cluster with that of the RDB
+// file rdb. A new server of the database, on its other node (a replica's server gives
+// way: it holds nothing the primary does not), starts on the file while the primary
+// goes on serving the old data. It loads with sanitize-dump-payload yes, so that redis
+// checks every value deeply as it reads it, and is watched as it loads: it is killed as
+// soon as its memory passes the database's limit. Only a server that loaded the whole
+// file within the limit takes over: the primary stops, the new server takes its port as
+// at a failover (see promote) and the database's persistence, and the old primary's
+// node becomes the new replica, or goes. A file that fails leaves the primary serving
+// the data it had, untouched.
+func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, rdb string) error {
+	id := in.DatabaseID
+	unlock, err := d.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	topo, err := d.readTopology(id)
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if topo.Shards != 0 {
+		return errSlowLoad
+	}
+	p := d.nodeOf(id, topo.Primary)
+	r := d.other(p)
+	ppid := d.livePid(p)
+	if ppid == 0 {
+		return fmt.Errorf("database %d: its server is not running", id)
+	}
+	version, bin, err := d.binary(in)
+	if err != nil {
+		return err
+	}
+	if served, known := servedOnDisk(p.dir); known && served != version && d.bins[served] != "" {
+		// The import does not upgrade: Ensure does, with its checks.
+		version, bin = served, d.bins[served]
+	}
+	if in.TLS != nil {
+		if err := d.prepareTLS(in); err != nil {
+			return fmt.Errorf("database %d: %w", id, err)
+		}
+	}
+
+	if err := d.removeNode(ctx, r); err != nil {
+		return err
+	}
+	// On failure the other node is cleared and, with replication, a replica starts
+	// there again at once rather than at the reconciler's next look.
+	failed := func(cause error) error {
+		bg := context.WithoutCancel(ctx)
+		if err := d.removeNode(bg, r); err != nil {
+			d.log.Warn("import: cannot remove the server that loaded the file", keyDatabase, id, keyNode, r.idx, "error", err)
+		} else if in.Replication {
+			if err := makeDir(r.dir); err == nil {
+				if err := d.ensureServer(bg, d.replicaServer(in, r)); err != nil {
+					d.log.Warn("import: the replica did not start again; the reconciler will", keyDatabase, id, "error", err)
+				}
+			}
+		}
+		return cause
+	}
+	if err := makeDir(r.dir); err != nil {
+		return failed(fmt.Errorf("database %d: %w", id, err))
+	}
+	staged := d.primaryServer(in, r)
+	conf := d.configOf(staged)
+	conf.Port = 0             // the socket only, until it takes over the port
+	conf.Persistence = "none" // it loads the file; the database's persistence comes with the port
+	if err := d.writeConfig(r, conf); err != nil {
+		return failed(fmt.Errorf("database %d: write %s: %w", id, confFile, err))
+	}
+	dump := filepath.Join(r.dir, rdbFile)
+	// A hard link is the data file itself for snapshot persistence; across file systems
+	// a symbolic link does for the load, and a background save makes the file.
+	linked := os.Link(rdb, dump) == nil
+	if !linked {
+		abs, err := filepath.Abs(rdb)
+		if err == nil {
+			err = os.Symlink(abs, dump)
+		}
+		if err != nil {
+			return failed(fmt.Errorf("database %d: %w", id, err))
+		}
+	}
+	pid, ch, err := d.spawn(id, r.dir, bin, "--sanitize-dump-payload", "yes",
+		"--loading-process-events-interval-bytes", strconv.Itoa(loadEventsEvery))
+	if err != nil {
+		return failed(fmt.Errorf("database %d: %w", id, err))
+	}
+	if werr := writeFile(filepath.Join(r.dir, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o600, false); werr != nil {
+		d.log.Warn("cannot write pid file", keyDatabase, id, keyPid, pid, "error", werr)
+	}
+	d.log.Info("import: a new server loads the file", keyDatabase, id, keyNode, r.idx, keyPid, pid)
+	c, err := d.watchLoad(ctx, in, r, pid, ch, conf.InternalSecret)
+	if err != nil {
+		return failed(err)
+	}
+	defer c.Close()
+	if !linked || in.DataPersistence == "none" || persistences[in.DataPersistence].appendonly == "yes" {
+		// Loaded; only a hard link under snapshot persistence is still the data's file.
+		if err := os.Remove(dump); err != nil {
+			return failed(fmt.Errorf("database %d: %w", id, err))
+		}
+		linked = false
+	}
+	if err := recordVersion(r.dir, version); err != nil {
+		return failed(fmt.Errorf("database %d: %w", id, err))
+	}
+
+	// The takeover. From the primary's stop on, the new server holds the database's
+	// only data: nothing below removes it. Whatever fails is finished by Ensure: the
+	// topology (or, before it is written, failover, which takes a node serving as a
+	// primary) makes it the primary.
+	if err := d.shutdownNoSave(ctx, p, ppid); err != nil {
+		return failed(fmt.Errorf("database %d: stop the server of the old data: %w", id, err))
+	}
+	if err := d.writeTopology(id, topology{Primary: r.idx}); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if err := d.promote(ctx, c, in); err != nil {
+		return fmt.Errorf("database %d: the server with the imported data takes over the port: %w", id, err)
+	}
+	if err := d.reconfigure(ctx, c, staged); err != nil {
+		return err
+	}
+	if !linked && persistences[in.DataPersistence].save != "" {
+		if err := d.bgsave(ctx, c); err != nil {
+			return fmt.Errorf("database %d: %w", id, err)
+		}
+	}
+	d.log.Info("import: the server with the imported data took over", keyDatabase, id, keyNode, r.idx, keyPid, pid, keyPort, in.Port)
+	if err := d.removeNode(ctx, p); err != nil {
+		return err
+	}
+	if in.Replication {
+		if err := makeDir(p.dir); err != nil {
+			return fmt.Errorf("database %d: %w", id, err)
+		}
+		if err := d.ensureServer(ctx, d.replicaServer(in, p)); err != nil {
+			return err
+		}
+	}
+	d.syncSources(staged, bin)
+	return nil
+}
+
+// loadEventsEvery is how many bytes of the file the loading server reads between two
+// looks at its connections, when it answers the memory question of watchLoad (redis'
+// default is 2 MB). Memory grows faster than the file is read where values are
+// compressed (LZF: about 90 times at most), so a smaller step bounds how far past the
+// limit a file gets before the server is stopped; each look costs a few microseconds.
+const loadEventsEvery = 128 << 10
+
+// watchLoad waits until the server pid on node n has loaded its file and answers, and
+// returns a client of it. It asks the server's memory use every few milliseconds as it
+// loads (INFO answers while loading), and kills it once the data passes the limit: a
+// small file can unpack to much more memory than its size. A server that exits failed to
+// load the file: its log says why.
+func (d *Driver) watchLoad(ctx context.Context, in clouddb.Instance, n node, pid int, ch *child, secret string) (*redis.Client, error) {
+	id := in.DatabaseID
+	var c *redis.Client
+	closeClient := func() {
+		if c != nil {
+			c.Close()
+		}
+	}
+	fail := func(err error) (*redis.Client, error) {
+		closeClient()
+		if kerr := d.kill(context.WithoutCancel(ctx), id, pid); kerr != nil {
+			d.log.Warn("import: cannot kill the server that loaded the file", keyDatabase, id, keyPid, pid, "error", kerr)
+		}
+		return nil, err
+	}
+	exited := func() (*redis.Client, error) {
+		closeClient()
+		ch.waitLog()
+		data, _ := os.ReadFile(filepath.Join(n.dir, logFile))
+		if err := redisdata.LoadFailure(string(data)); err != nil {
+			return nil, fmt.Errorf("%w: %w", clouddb.ErrDataCorrupt, err)
+		}
+		return nil, fmt.Errorf("database %d: the server loading the file exited (%s): %s", id, exitText(ch.err), logTail(n.dir))
+	}
+	wait := time.Millisecond
+	for {
+		select {
+		case <-ch.done:
+			return exited()
+		default:
+		}
+		info, err := loadInfo(ctx, d, n, &c, secret)
+		if err == nil {
+			used, perr := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+			if perr != nil {
+				return fail(fmt.Errorf("database %d: INFO memory: no used_memory", id))
+			}
+			if in.MaxMemoryBytes > 0 && used > in.MaxMemoryBytes {
+				return fail(fmt.Errorf("%w: the data needs more than %d bytes, the limit is %d", clouddb.ErrDataTooLarge, used, in.MaxMemoryBytes))
+			}
+			if infoField(info, "loading") == "0" {
+				return c, nil
+			}
+		}
+		select {
+		case <-ch.done:
+			return exited()
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		case <-time.After(wait):
+			// Fast at first (a small file loads in milliseconds), then every 10ms:
+			// a fast loader fills about 2 MB in that time.
+			wait = min(wait*2, 10*time.Millisecond)
+		}
+	}
+}
+
+// loadInfo asks the loading server of node n its memory and persistence sections, making
+// the client *c once the server's socket accepts connections: a go-redis client whose
+// dials failed keeps answering with that failure for a second before it dials again.
+// A client that failed is dropped, so that the next question dials anew.
+func loadInfo(ctx context.Context, d *Driver, n node, c **redis.Client, secret string) (string, error) {
+	if *c == nil {
+		conn, err := d.dialServer(ctx, n, 0)
+		if err != nil {
+			return "", err
+		}
+		conn.Close()
+		*c = d.newClient(n, 0, cred{internalUser, secret})
+	}
+	info, err := (*c).Info(ctx, "memory", "persistence").Result()
+	if err != nil {
+		(*c).Close()
+		*c = nil
+	}
+	return info, err
+}
+
+// bgsave makes the server write its RDB file and waits until it has.
+func (d *Driver) bgsave(ctx context.Context, c *redis.Client) error {
+	if err := c.BgSave(ctx).Err(); err != nil {
+		return fmt.Errorf("BGSAVE: %w", classify(err))
+	}
+	for {
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			return fmt.Errorf("waiting for the background save: %w", classify(err))
+		}
+		if infoField(info, "rdb_bgsave_in_progress") == "0" {
+			if s := infoField(info, "rdb_last_bgsave_status"); s != "ok" {
+				return fmt.Errorf("background save failed: rdb_last_bgsave_status:%s", s)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,257 @@
+package local_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"clouddb"
+)
+
+// snapshotOf writes a snapshot of the database's data to a new file and returns its path.
+func (b *testBundle) snapshotOf(t *testing.T, in clouddb.Instance) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("db-%d.rdb", in.DatabaseID))
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	_, err = b.driver.Snapshot(ctxT(t), in, 0, f)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	return path
+}
+
+// sourceFile makes a database, writes n keys "<prefix><i>" = i and extra into it, and
+// returns a snapshot of it.
+func (b *testBundle) sourceFile(t *testing.T, id int, prefix string, n int, extra map[string]string) string {
+	t.Helper()
+	in := b.instance(t, id, "none")
+	ctx := ctxT(t)
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	c := client(t, in.Port, in.Password)
+	p := c.Pipeline()
+	for i := range n {
+		p.Set(ctx, prefix+strconv.Itoa(i), i, 0)
+	}
+	for k, v := range extra {
+		p.Set(ctx, k, v, 0)
+	}
+	_, err := p.Exec(ctx)
+	require.NoError(t, err)
+	return b.snapshotOf(t, in)
+}
+
+// dbServers counts the live processes working in the database directory dir or in one
+// of its node directories.
+func dbServers(t *testing.T, dir string) int {
+	t.Helper()
+	n := serversIn(t, dir)
+	nodes, err := filepath.Glob(filepath.Join(dir, "node*"))
+	require.NoError(t, err)
+	for _, d := range nodes {
+		n += serversIn(t, d)
+	}
+	return n
+}
+
+// TestLoad_PartsTogether: the parts of a multi-part import load as one file into a new
+// server that takes over (the primary's pid changes); a key in two parts, which one file
+// cannot hold, is loaded part by part, the later part's value winning; a corrupt part
+// fails the import and leaves the database, and its server, as they were.
+func TestLoad_PartsTogether(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	a := b.sourceFile(t, 1, "a", 300, map[string]string{"both": "from a"})
+	bb := b.sourceFile(t, 2, "b", 200, map[string]string{"both": "from b"})
+	plain := b.sourceFile(t, 3, "c", 100, nil)
+	dst := b.instance(t, 4, "none")
+	require.NoError(t, b.driver.Ensure(ctx, dst))
+	c := client(t, dst.Port, dst.Password)
+	require.NoError(t, c.Set(ctx, "old", "x", 0).Err())
+
+	before := pid(t, b.driver, 4)
+	require.NoError(t, b.driver.Load(ctx, dst, []string{a, plain}))
+	require.NotEqual(t, before, pid(t, b.driver, 4), "the merged parts are loaded by a new server")
+	require.Equal(t, int64(401), c.DBSize(ctx).Val())
+	requireKeys(t, c, "a", 300)
+	requireKeys(t, c, "c", 100)
+	require.Equal(t, "from a", c.Get(ctx, "both").Val())
+	requireRunning(t, b.driver, dst, true)
+
+	require.NoError(t, b.driver.Load(ctx, dst, []string{a, bb}))
+	require.Equal(t, int64(501), c.DBSize(ctx).Val())
+	requireKeys(t, c, "b", 200)
+	require.Equal(t, "from b", c.Get(ctx, "both").Val(), "a later part overwrites an earlier one's key")
+
+	data, err := os.ReadFile(plain)
+	require.NoError(t, err)
+	data[len(data)/2] ^= 0xff // the checksum no longer matches
+	bad := filepath.Join(t.TempDir(), "bad.rdb")
+	require.NoError(t, os.WriteFile(bad, data, 0o600))
+	before = pid(t, b.driver, 4)
+	err = b.driver.Load(ctx, dst, []string{a, bad})
+	require.ErrorIs(t, err, clouddb.ErrDataCorrupt)
+	require.Equal(t, before, pid(t, b.driver, 4), "a refused import leaves the server alone")
+	require.Equal(t, int64(501), c.DBSize(ctx).Val())
+	require.Equal(t, "from b", c.Get(ctx, "both").Val())
+	require.Equal(t, 1, dbServers(t, filepath.Join(b.dir, "4")), "the server that loaded the file is gone")
+	requireRunning(t, b.driver, dst, true)
+}
+
+// TestLoad_MalformedValueRefused: a file whose checksum is right but one of whose values
+// is malformed inside (a listpack entry that claims more bytes than it has) is refused:
+// the server that loads an import checks every value in depth, as it does the payloads
+// of RESTORE. The database keeps its data and its server.
+func TestLoad_MalformedValueRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	src := b.instance(t, 1, "none")
+	require.NoError(t, b.driver.Ensure(ctx, src))
+	sc := client(t, src.Port, src.Password)
+	require.NoError(t, sc.HSet(ctx, "h", "fieldA", "vX").Err())
+	require.Equal(t, "listpack", sc.ObjectEncoding(ctx, "h").Val())
+	file := b.snapshotOf(t, src)
+
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	i := bytes.Index(data, []byte("fieldA"))
+	require.Positive(t, i, "the listpack is stored uncompressed")
+	require.Equal(t, byte(0x80|6), data[i-1], "a 6-byte string entry")
+	data[i-1] = 0x80 | 63
+	binary.LittleEndian.PutUint64(data[len(data)-8:], redisCRC64(data[:len(data)-8]))
+	bad := filepath.Join(t.TempDir(), "malformed.rdb")
+	require.NoError(t, os.WriteFile(bad, data, 0o600))
+
+	dst := b.instance(t, 2, "none")
+	require.NoError(t, b.driver.Ensure(ctx, dst))
+	c := client(t, dst.Port, dst.Password)
+	require.NoError(t, c.Set(ctx, "keep", "me", 0).Err())
+	before := pid(t, b.driver, 2)
+	err = b.driver.Load(ctx, dst, []string{bad})
+	require.ErrorIs(t, err, clouddb.ErrDataCorrupt)
+	require.Equal(t, before, pid(t, b.driver, 2))
+	require.Equal(t, "me", c.Get(ctx, "keep").Val())
+	require.Equal(t, int64(1), c.DBSize(ctx).Val())
+
+	require.NoError(t, b.driver.Load(ctx, dst, []string{file}), "the same file unharmed loads")
+	require.Equal(t, "vX", c.HGet(ctx, "h", "fieldA").Val())
+	require.Equal(t, "clients", admin(t, filepath.Join(b.dir, "2", "node1"), dst.Port).ConfigGet(ctx, "sanitize-dump-payload").Val()["sanitize-dump-payload"],
+		"after the import, the server checks the clients' payloads only, as every database's does")
+}
+
+// TestLoad_Persistence: what an import loaded survives a stop and a start with AOF and
+// snapshot persistence; without persistence a restart starts empty, as it does after
+// any write.
+func TestLoad_Persistence(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	file := b.sourceFile(t, 1, "k", 500, nil)
+	for i, tc := range []struct {
+		persistence string
+		kept        bool
+	}{
+		{"aof-every-1-second", true},
+		{"snapshot-every-1-hour", true},
+		{"none", false},
+	} {
+		t.Run(tc.persistence, func(t *testing.T) {
+			ctx := ctxT(t)
+			id := 10 + i
+			in := b.instance(t, id, tc.persistence)
+			require.NoError(t, b.driver.Ensure(ctx, in))
+			require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "old", "x", 0).Err())
+			require.NoError(t, b.driver.Load(ctx, in, []string{file}))
+			c := client(t, in.Port, in.Password)
+			require.Equal(t, int64(500), c.DBSize(ctx).Val())
+			requireRunning(t, b.driver, in, true)
+
+			require.NoError(t, b.driver.Stop(ctx, id))
+			require.NoError(t, b.driver.Ensure(ctx, in))
+			c = client(t, in.Port, in.Password)
+			if tc.kept {
+				require.Equal(t, int64(500), c.DBSize(ctx).Val())
+				requireKeys(t, c, "k", 500)
+			} else {
+				require.Zero(t, c.DBSize(ctx).Val())
+			}
+			require.Zero(t, c.Exists(ctx, "old").Val())
+			// The node that served before the import holds no stale data files.
+			entries, err := os.ReadDir(filepath.Join(b.dir, strconv.Itoa(id)))
+			require.NoError(t, err)
+			for _, e := range entries {
+				require.NotEqual(t, "appendonlydir", e.Name(), "node 0's AOF after the swap to node 1")
+				require.NotEqual(t, "dump.rdb", e.Name(), "node 0's snapshot after the swap to node 1")
+			}
+		})
+	}
+}
+
+// TestLoad_Replication: an import into a replicated database reaches the replica too,
+// which then takes over with it when the primary is killed.
+func TestLoad_Replication(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	file := b.sourceFile(t, 1, "k", 400, nil)
+	in := b.replicated(t, 2, "none")
+	c := client(t, in.Port, in.Password)
+	writeAcked(t, c, "old", 10)
+
+	require.NoError(t, b.driver.Load(ctx, in, []string{file}))
+	requireKeys(t, c, "k", 400)
+	require.Zero(t, c.Exists(ctx, "old0").Val())
+	requireRunning(t, b.driver, in, true)
+	// Once the replica acknowledges a write it has synced what came before.
+	writeAcked(t, c, "new", 1)
+
+	p, _ := nodes(t, b.driver, 2)
+	killAndWait(t, p)
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	c = client(t, in.Port, in.Password)
+	requireKeys(t, c, "k", 400)
+	requireKeys(t, c, "new", 1)
+	_, r := nodes(t, b.driver, 2)
+	require.NotZero(t, r)
+}
+
+// TestLoad_TooLargeWhileLoading: a file whose data passes the memory limit is refused
+// while it loads, long before all of it is in memory, and the database keeps its data.
+func TestLoad_TooLargeWhileLoading(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	src := b.instance(t, 1, "none")
+	src.MaxMemoryBytes = 512 * mb
+	require.NoError(t, b.driver.Ensure(ctx, src))
+	fill(t, src.Port, src.Password, 40000, 2048) // ~80 MB once loaded
+	file := b.snapshotOf(t, src)
+
+	dst := b.instance(t, 2, "none")
+	dst.MaxMemoryBytes = 16 * mb
+	require.NoError(t, b.driver.Ensure(ctx, dst))
+	c := client(t, dst.Port, dst.Password)
+	require.NoError(t, c.Set(ctx, "keep", "me", 0).Err())
+	before := pid(t, b.driver, 2)
+	start := time.Now()
+	err := b.driver.Load(ctx, dst, []string{file})
+	require.ErrorIs(t, err, clouddb.ErrDataTooLarge)
+	t.Logf("refused after %s: %v", time.Since(start), err)
+	var seen int64
+	_, serr := fmt.Sscanf(err.Error()[bytes.Index([]byte(err.Error()), []byte("needs more than "))+len("needs more than "):], "%d", &seen)
+	require.NoError(t, serr)
+	require.Less(t, seen, int64(48*mb), "the server was stopped well before it held the whole ~80 MB")
+	require.Equal(t, before, pid(t, b.driver, 2))
+	require.Equal(t, "me", c.Get(ctx, "keep").Val())
+	require.Equal(t, 1, dbServers(t, filepath.Join(b.dir, "2")), "the server that loaded the file is gone")
+	_, err = c.Get(ctx, "k1").Result()
+	require.ErrorIs(t, err, redis.Nil)
+}
