@@ -101,8 +101,8 @@ func TestQuick(t *testing.T) {
 		"clouddb import MB/s": im.mbps(medianDur(im.Server)), "client-observed import MB/s": im.mbps(medianDur(im.Wall)),
 		"bare load MB/s": im.mbps(medianDur(im.Bare)), "bare sanitized load MB/s": im.mbps(medianDur(im.BareSanitize)),
 		"import ratio": im.ServerRatio(), "client-observed import ratio": im.WallRatio(), "sanitize ratio": im.SanitizeRatio(),
-		"copy phase": float64(im.medianPhase(func(p importPhases) time.Duration { return p.Copy })),
-		"load phase": float64(im.medianPhase(func(p importPhases) time.Duration { return p.Load })),
+		"finish phase": float64(im.medianPhase(func(p importPhases) time.Duration { return p.Finish })),
+		"load phase":   float64(im.medianPhase(func(p importPhases) time.Duration { return p.Load })),
 	} {
 		positive(t, "import: "+name, v)
 	}

@@ -11,14 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"clouddb/cloudapi/client"
-	"clouddb/redisdata"
 )
 
 // importResult compares `POST …/import` of one RDB file (served over HTTP by the
@@ -34,22 +32,20 @@ type importResult struct {
 	Server, Wall, Bare, BareSanitize []time.Duration
 	// Phases of each import, as seen from outside clouddb.
 	Phases []importPhases
-	// Profile is what the in-process profile of the load-and-copy found, if one was taken.
-	Profile string
 }
 
 // importPhases splits one import by what the harness observes: its HTTP server, the
 // database's keys and the processes' CPU time.
 type importPhases struct {
 	// Queue runs from the task's received timestamp until the harness's HTTP server
-	// gets the GET; Download until it has served the last byte; Load until the database
-	// is emptied (a sentinel key set before the import disappears: the FLUSHALL that
-	// starts the copy, after the throwaway server loaded and checked the file); Copy
-	// until the database holds every key; Finish until the task's completed timestamp.
-	Queue, Download, Load, Copy, Finish time.Duration
-	// CPU time used during the import by clouddb, by the throwaway redis-server (until
-	// its last sample, every 10 ms) and by the database's redis-server.
-	CPUClouddb, CPUTemp, CPUTarget time.Duration
+	// gets the GET; Download until it has served the last byte; Load until the
+	// database's endpoint answers with every key of the file (and without the sentinel
+	// key set before the import); Finish until the task's completed timestamp.
+	Queue, Download, Load, Finish time.Duration
+	// CPU time used during the import by clouddb and by the redis-server that loaded
+	// the file (clouddb starts it beside the database's server; sampled every 10 ms
+	// until the import ended).
+	CPUClouddb, CPULoader time.Duration
 }
 
 // mbps is the file's size in MB (10^6 bytes) per second of d.
@@ -138,14 +134,7 @@ func (h *harness) importThroughput(ctx context.Context) (*importResult, error) {
 	if db.Security == nil || db.Security.Password == "" {
 		return nil, fmt.Errorf("database %d shows no password", db.ID)
 	}
-	pids, err := redisPids(in.dataDir)
-	if err != nil {
-		return nil, err
-	}
-	if len(pids) != 1 {
-		return nil, fmt.Errorf("%d redis-server processes run for one database", len(pids))
-	}
-	t := importTarget{in: in, subID: subID, dbID: db.ID, pid: pids[0],
+	t := importTarget{in: in, subID: subID, dbID: db.ID,
 		ep: endpoint{addr: db.PublicEndpoint, password: db.Security.Password}, url: files.url + "/dump.rdb", files: files}
 
 	for rep := range h.cfg.Reps {
@@ -188,11 +177,6 @@ func (h *harness) importThroughput(ctx context.Context) (*importResult, error) {
 	if err := in.shutdown(); err != nil {
 		return res, fmt.Errorf("stop clouddb: %w", err)
 	}
-	if h.cfg.Profile != "" {
-		if err := h.profileImport(ctx, res, rdb); err != nil {
-			return res, fmt.Errorf("profile: %w", err)
-		}
-	}
 	return res, nil
 }
 
@@ -206,7 +190,6 @@ func (h *harness) importPortLow() int {
 type importTarget struct {
 	in          *instance
 	subID, dbID int
-	pid         int // of its redis-server
 	ep          endpoint
 	url         string
 	files       *fileServer
@@ -224,14 +207,18 @@ func (h *harness) importOnce(ctx context.Context, t importTarget, keys int64) (s
 	if _, err = c.do(5*time.Second, "SET", importSentinel, "1"); err != nil {
 		return 0, 0, ph, fmt.Errorf("SET the sentinel key: %w", err)
 	}
-	t.files.reset()
-	w, err := watchImport(ctx, t, keys)
+	// The server that serves the database now; the import's loader is any other.
+	serving, err := serverPid(c)
 	if err != nil {
 		return 0, 0, ph, err
 	}
-	cpuDB0, err1 := cpuTime(t.in.pid())
-	cpuTarget0, err2 := cpuTime(t.pid)
-	if err = errors.Join(err1, err2); err != nil {
+	t.files.reset()
+	w, err := watchImport(ctx, t, keys, serving)
+	if err != nil {
+		return 0, 0, ph, err
+	}
+	cpuDB0, err := cpuTime(t.in.pid())
+	if err != nil {
 		w.stop()
 		return 0, 0, ph, err
 	}
@@ -247,12 +234,16 @@ func (h *harness) importOnce(ctx context.Context, t importTarget, keys int64) (s
 	if err != nil {
 		return 0, 0, ph, err
 	}
-	cpuDB1, err1 := cpuTime(t.in.pid())
-	cpuTarget1, err2 := cpuTime(t.pid)
-	if err = errors.Join(err1, err2); err != nil {
+	cpuDB1, err := cpuTime(t.in.pid())
+	if err != nil {
 		return 0, 0, ph, err
 	}
-	n, err := c.doInt(5*time.Second, "DBSIZE")
+	after, err := dialRedis(t.ep.addr, t.ep.password, 5*time.Second)
+	if err != nil {
+		return 0, 0, ph, err
+	}
+	defer after.close()
+	n, err := after.doInt(5*time.Second, "DBSIZE")
 	if err != nil {
 		return 0, 0, ph, err
 	}
@@ -267,12 +258,12 @@ func (h *harness) importOnce(ctx context.Context, t importTarget, keys int64) (s
 	switch {
 	case !ok:
 		return 0, 0, ph, fmt.Errorf("the file was not fetched exactly once (%d requests)", len(t.files.requests()))
-	case seen.flushed.IsZero() || seen.copied.IsZero():
-		return 0, 0, ph, errors.New("the watcher did not see the database emptied and filled")
+	case seen.loaded.IsZero():
+		return 0, 0, ph, errors.New("the watcher did not see the database answer with the imported data")
 	}
 	// Each boundary is clamped to its predecessor: the task's timestamps have
 	// millisecond precision and the watcher polls.
-	bounds := []time.Time{task.Timestamp, get.start, get.end, seen.flushed, seen.copied, done.Timestamp}
+	bounds := []time.Time{task.Timestamp, get.start, get.end, seen.loaded, done.Timestamp}
 	for i := 1; i < len(bounds); i++ {
 		if bounds[i].Before(bounds[i-1]) {
 			bounds[i] = bounds[i-1]
@@ -280,8 +271,8 @@ func (h *harness) importOnce(ctx context.Context, t importTarget, keys int64) (s
 	}
 	ph = importPhases{
 		Queue: bounds[1].Sub(bounds[0]), Download: bounds[2].Sub(bounds[1]), Load: bounds[3].Sub(bounds[2]),
-		Copy: bounds[4].Sub(bounds[3]), Finish: bounds[5].Sub(bounds[4]),
-		CPUClouddb: cpuDB1 - cpuDB0, CPUTemp: seen.tempCPU, CPUTarget: cpuTarget1 - cpuTarget0,
+		Finish:     bounds[4].Sub(bounds[3]),
+		CPUClouddb: cpuDB1 - cpuDB0, CPULoader: seen.loaderCPU,
 	}
 	return server, wall, ph, nil
 }
@@ -294,17 +285,20 @@ type importWatch struct {
 	seen   importSeen
 }
 
-// importSeen is what an importWatch saw: when the database was emptied and when it held
-// every key, and the CPU time the throwaway redis-server had used at its last sample.
+// importSeen is what an importWatch saw: when the database answered with every key of
+// the file and without the sentinel, and the CPU time the redis-server that loaded the
+// file had used at its last sample.
 type importSeen struct {
-	flushed, copied time.Time
-	tempCPU         time.Duration
+	loaded    time.Time
+	loaderCPU time.Duration
 }
 
-// watchImport polls the database every 2ms (is the sentinel key gone, how many keys does
-// it hold) and looks for the throwaway redis-server clouddb starts under its data
-// directory, sampling its CPU time every 10ms.
-func watchImport(ctx context.Context, t importTarget, keys int64) (*importWatch, error) {
+// watchImport polls the database's endpoint every 2ms (is the sentinel key gone, how
+// many keys does it hold), connecting again when the server it reached goes (the
+// loader takes over the endpoint), and looks for the redis-server other than serving
+// that clouddb starts under its data directory to load the file, sampling its CPU time
+// every 10ms.
+func watchImport(ctx context.Context, t importTarget, keys int64, serving int) (*importWatch, error) {
 	c, err := dialRedis(t.ep.addr, t.ep.password, 5*time.Second)
 	if err != nil {
 		return nil, err
@@ -312,7 +306,11 @@ func watchImport(ctx context.Context, t importTarget, keys int64) (*importWatch,
 	ctx, cancel := context.WithCancel(ctx)
 	w := &importWatch{cancel: cancel}
 	w.wg.Go(func() {
-		defer c.close()
+		defer func() {
+			if c != nil {
+				c.close()
+			}
+		}()
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -321,44 +319,47 @@ func watchImport(ctx context.Context, t importTarget, keys int64) (*importWatch,
 				return
 			case <-tick.C:
 			}
+			if c == nil {
+				if c, err = dialRedis(t.ep.addr, t.ep.password, 100*time.Millisecond); err != nil {
+					c = nil
+					continue
+				}
+			}
 			_ = c.conn.SetDeadline(time.Now().Add(10 * time.Second))
 			c.send("EXISTS", importSentinel)
 			c.send("DBSIZE")
-			if c.wr.Flush() != nil {
-				return
+			exists, err1 := any(nil), c.wr.Flush()
+			var size any
+			var err2 error
+			if err1 == nil {
+				exists, err1 = c.read()
+				size, err2 = c.read()
 			}
-			exists, err1 := c.read()
-			size, err2 := c.read()
 			if err1 != nil || err2 != nil {
-				return
+				c.close()
+				c = nil
+				continue
 			}
-			now := time.Now()
-			w.mu.Lock()
-			if w.seen.flushed.IsZero() && exists == int64(0) {
-				w.seen.flushed = now
-			}
-			flushed := !w.seen.flushed.IsZero()
-			if flushed && size == keys {
-				w.seen.copied = now
-			}
-			w.mu.Unlock()
-			if flushed && size == keys {
+			if exists == int64(0) && size == keys {
+				w.mu.Lock()
+				w.seen.loaded = time.Now()
+				w.mu.Unlock()
 				return
 			}
 		}
 	})
 	w.wg.Go(func() {
-		temp := 0
+		loader := 0
 		for {
 			wait := 5 * time.Millisecond
-			if temp == 0 {
-				temp = findRedisUnder(t.in.dataDir, t.pid)
+			if loader == 0 {
+				loader = findRedisUnder(t.in.dataDir, serving)
 			}
-			if temp != 0 {
+			if loader != 0 {
 				wait = 10 * time.Millisecond
-				if cpu, err := cpuTime(temp); err == nil {
+				if cpu, err := cpuTime(loader); err == nil {
 					w.mu.Lock()
-					w.seen.tempCPU = cpu
+					w.seen.loaderCPU = cpu
 					w.mu.Unlock()
 				}
 			}
@@ -678,92 +679,6 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return out.Close()
-}
-
-// profileImport repeats clouddb's two import steps in this process on the same file,
-// with the same code (redisdata.LoadRDB with sanitize-dump-payload on, then
-// redisdata.CopyKeys into a bare redis-server), times each, and takes a CPU profile of
-// the copy, written into cfg.Profile with `go tool pprof -top` of it beside.
-func (h *harness) profileImport(ctx context.Context, res *importResult, rdb string) error {
-	if err := os.MkdirAll(h.cfg.Profile, 0o755); err != nil {
-		return err
-	}
-	tempDir, targetDir := filepath.Join(h.dir, "import-profile", "temp"), filepath.Join(h.dir, "import-profile", "target")
-	for _, d := range []string{tempDir, targetDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
-		h.reaper.own(d)
-	}
-	t0 := time.Now()
-	temp, err := redisdata.LoadRDB(ctx, redisdata.LoadConfig{TempDir: tempDir}, rdb)
-	if err != nil {
-		return err
-	}
-	defer temp.Close()
-	load := time.Since(t0)
-	p, ep, err := h.startRedis(ctx, targetDir, nil, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	defer p.kill()
-	tempPid := findRedisUnder(tempDir, 0)
-	if tempPid == 0 {
-		return errors.New("no throwaway redis-server found")
-	}
-	path := filepath.Join(h.cfg.Profile, "import-copy.pprof")
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tempCPU0, err1 := cpuTime(tempPid)
-	targetCPU0, err2 := cpuTime(p.pid())
-	selfCPU0, err3 := cpuTime(os.Getpid())
-	if err = errors.Join(err1, err2, err3); err != nil {
-		return err
-	}
-	if err = pprof.StartCPUProfile(f); err != nil {
-		return err
-	}
-	t1 := time.Now()
-	n, err := redisdata.CopyKeys(ctx, temp.Endpoint(), redisdata.Endpoint{Addr: ep.addr, Password: ep.password}, redisdata.CopyOptions{Replace: true})
-	copyDur := time.Since(t1)
-	pprof.StopCPUProfile()
-	if err != nil {
-		return err
-	}
-	if int64(n) != res.Keys {
-		return fmt.Errorf("copied %d keys, want %d", n, res.Keys)
-	}
-	tempCPU1, err1 := cpuTime(tempPid)
-	targetCPU1, err2 := cpuTime(p.pid())
-	selfCPU1, err3 := cpuTime(os.Getpid())
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return err
-	}
-	var top []string
-	self, _ := os.Executable()
-	for _, mode := range []string{"-top", "-top -cum"} {
-		args := append([]string{"tool", "pprof"}, strings.Fields(mode)...)
-		args = append(args, "-nodecount=25", self, path)
-		out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
-		if err != nil {
-			top = append(top, fmt.Sprintf("(go tool pprof %s failed: %v)", mode, err))
-			continue
-		}
-		name := filepath.Join(h.cfg.Profile, "import-copy"+strings.ReplaceAll(mode, " ", "")+".txt")
-		_ = os.WriteFile(name, out, 0o644)
-		top = append(top, name)
-	}
-	res.Profile = fmt.Sprintf("In-process, the same code as clouddb's import on the same file: `redisdata.LoadRDB` "+
-		"(throwaway redis-server, sanitize-dump-payload yes) %s; `redisdata.CopyKeys` of its %d keys into a bare "+
-		"redis-server %s, using CPU: this process (SCAN/DUMP/RESTORE pipelines through go-redis) %s, the throwaway "+
-		"server %s, the target server %s. CPU profile of the copy: %s (top: %s).",
-		fmtDur(load), n, fmtDur(copyDur), fmtDur(selfCPU1-selfCPU0), fmtDur(tempCPU1-tempCPU0), fmtDur(targetCPU1-targetCPU0),
-		path, strings.Join(top, ", "))
-	h.cfg.logf("import profile: %s", res.Profile)
-	return nil
 }
 
 // goalImport is the least import throughput, as a share of a bare redis-server loading

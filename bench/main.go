@@ -75,8 +75,7 @@ type Config struct {
 	// Sections are the benchmarks to run: read, provision, engine, scale, import, failover
 	// (all when empty).
 	Sections []string
-	// Profile, when set, is a directory where the read path and the import's load and
-	// copy are profiled in-process.
+	// Profile, when set, is a directory where the read path is profiled in-process.
 	Profile string
 	// Rev names the source revision in the report; empty asks git.
 	Rev string
@@ -171,7 +170,7 @@ func parseFlags(args []string) (Config, error) {
 	failoverKeys := fs.Int("failover-keys", 0, "writes acknowledged by the replica before each kill of the failover benchmark")
 	portBase := fs.Int("port-base", 0, "first port of the database port ranges")
 	sections := fs.String("sections", "", "benchmarks to run, comma-separated: read, provision, engine, scale, import, failover (default all)")
-	profile := fs.String("profile", "", "directory for CPU profiles of the read path and of the import (in-process)")
+	profile := fs.String("profile", "", "directory for CPU profiles of the read path (in-process)")
 	rev := fs.String("rev", "", "source revision named in the report (default: git)")
 	keep := fs.Bool("keep", false, "keep the temporary directory")
 	if err := fs.Parse(args); err != nil {

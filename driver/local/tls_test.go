@@ -244,14 +244,18 @@ func TestTLS_DataPaths(t *testing.T) {
 	dst := b.instance(t, 93, "none")
 	dst.TLS = &clouddb.InstanceTLS{}
 	require.NoError(t, b.driver.Ensure(ctx, dst))
-	dc := tlsClient(t, dst.Port, dst.Password, ca.CertificatePEM())
+	// An import closes the clients' connections as its server takes over: each check
+	// connects anew.
+	dstClient := func() *redis.Client { return tlsClient(t, dst.Port, dst.Password, ca.CertificatePEM()) }
 	require.NoError(t, b.driver.Load(ctx, dst, []string{rdb}))
+	dc := dstClient()
 	require.Equal(t, "v", dc.Get(ctx, "k").Val())
 	require.NoError(t, dc.FlushAll(ctx).Err())
 
 	// The own mTLS database by its public endpoint (rediss://).
 	srcEP := clouddb.RedisEndpoint{Addr: fmt.Sprintf("127.0.0.1:%d", src.Port), Password: src.Password, TLS: true}
 	require.NoError(t, b.driver.CopyFrom(ctx, dst, srcEP))
+	dc = dstClient()
 	require.Equal(t, "v", dc.Get(ctx, "k").Val())
 
 	// A TLS server this driver does not run, with a certificate of the CA, reached over
@@ -261,6 +265,7 @@ func TestTLS_DataPaths(t *testing.T) {
 	require.NoError(t, ec.Set(ctx, "ext", "1", 0).Err())
 	extEP := clouddb.RedisEndpoint{Addr: fmt.Sprintf("localhost:%d", extPort), TLS: true}
 	require.NoError(t, b.driver.CopyFrom(ctx, dst, extEP))
+	dc = dstClient()
 	require.Equal(t, "1", dc.Get(ctx, "ext").Val())
 
 	// replicaOf from both TLS sources.
