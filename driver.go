@@ -55,6 +55,14 @@ type ACLChecker interface {
 	CheckACLRules(ctx context.Context, rules []string) error
 }
 
+// StreamLoader is a Driver that can load an import while it downloads: LoadStream
+// replaces the server's data with that of the one RDB file read from r, as Load does
+// with a file (checked as it is read: ErrDataCorrupt, ErrDataTooLarge, and the data left
+// as it was on failure). When reading r fails, that error is returned, wrapped.
+type StreamLoader interface {
+	LoadStream(ctx context.Context, in Instance, r io.Reader) error
+}
+
 // UserSetter is a Driver that can give a database's server its named users (the
 // instance's Users, limited as the server now runs: read-only while it replicates)
 // without the rest of Ensure: for a database that is not active (in error, or whose

@@ -231,6 +231,16 @@ func importDatabase(ctx context.Context, e *Engine, t *clouddb.Task) (*outcome, 
 // memory limit is refused before it is all downloaded: an RDB file is smaller than the
 // memory its data takes.
 func (e *Engine) loadURIs(ctx context.Context, in clouddb.Instance, uris []string) error {
+	limit := max(2*in.MaxMemoryBytes, 64<<20)
+	if sl, ok := e.Driver.(clouddb.StreamLoader); ok && len(uris) == 1 {
+		// One file is loaded as it downloads.
+		rc, _, err := blob.Open(ctx, uris[0], e.Blob)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		return sl.LoadStream(ctx, in, &sizeLimit{r: rc, left: limit, limit: limit})
+	}
 	dir, err := os.MkdirTemp(e.TempDir, "import-")
 	if err != nil {
 		return err
@@ -248,7 +258,6 @@ func (e *Engine) loadURIs(ctx context.Context, in clouddb.Instance, uris []strin
 			rc.Close()
 			return err
 		}
-		limit := max(2*in.MaxMemoryBytes, 64<<20)
 		n, err := io.Copy(f, io.LimitReader(rc, limit+1))
 		rc.Close()
 		if cerr := f.Close(); err == nil {
@@ -263,6 +272,27 @@ func (e *Engine) loadURIs(ctx context.Context, in clouddb.Instance, uris []strin
 		files = append(files, path)
 	}
 	return e.Driver.Load(ctx, in, files)
+}
+
+// sizeLimit reads r until more than limit bytes came, then fails with ErrDataTooLarge.
+type sizeLimit struct {
+	r           io.Reader
+	left, limit int64
+}
+
+func (s *sizeLimit) Read(p []byte) (int, error) {
+	if s.left < 0 {
+		return 0, fmt.Errorf("%w: importFromUri[0] is larger than %d bytes", clouddb.ErrDataTooLarge, s.limit)
+	}
+	if int64(len(p)) > s.left+1 {
+		p = p[:s.left+1]
+	}
+	n, err := s.r.Read(p)
+	s.left -= int64(n)
+	if s.left < 0 {
+		return n, fmt.Errorf("%w: importFromUri[0] is larger than %d bytes", clouddb.ErrDataTooLarge, s.limit)
+	}
+	return n, err
 }
 
 // failureReason names why a backup or an import failed, as the status resources report

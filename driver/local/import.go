@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -52,7 +55,7 @@ func (d *Driver) loadFast(ctx context.Context, in clouddb.Instance, files []stri
 		}
 		file = merged.Name()
 	}
-	err := d.loadSwap(ctx, in, file)
+	err := d.loadSwap(ctx, in, loadSource{file: file})
 	if len(files) > 1 && errors.Is(err, clouddb.ErrDataCorrupt) {
 		d.log.Info("import: the merged parts did not load; loading them one by one", keyDatabase, in.DatabaseID, "why", err)
 		return errSlowLoad
@@ -70,7 +73,7 @@ func (d *Driver) loadFast(ctx context.Context, in clouddb.Instance, files []stri
 // at a failover (see promote) and the database's persistence, and the old primary's
 // node becomes the new replica, or goes. A file that fails leaves the primary serving
 // the data it had, untouched.
-func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, rdb string) error {
+func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSource) error {
 	id := in.DatabaseID
 	unlock, err := d.lock(ctx, id)
 	if err != nil {
@@ -133,16 +136,24 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, rdb string) 
 		return failed(fmt.Errorf("database %d: write %s: %w", id, confFile, err))
 	}
 	dump := filepath.Join(r.dir, rdbFile)
-	// A hard link is the data file itself for snapshot persistence; across file systems
-	// a symbolic link does for the load, and a background save makes the file.
-	linked := os.Link(rdb, dump) == nil
-	if !linked {
-		abs, err := filepath.Abs(rdb)
-		if err == nil {
-			err = os.Symlink(abs, dump)
-		}
-		if err != nil {
+	linked := false
+	if src.r != nil {
+		// The server reads the stream through a named pipe as its RDB file.
+		if err := syscall.Mkfifo(dump, 0o600); err != nil {
 			return failed(fmt.Errorf("database %d: %w", id, err))
+		}
+	} else {
+		// A hard link is the data file itself for snapshot persistence; across file
+		// systems a symbolic link does for the load, and a background save makes the file.
+		linked = os.Link(src.file, dump) == nil
+		if !linked {
+			abs, err := filepath.Abs(src.file)
+			if err == nil {
+				err = os.Symlink(abs, dump)
+			}
+			if err != nil {
+				return failed(fmt.Errorf("database %d: %w", id, err))
+			}
 		}
 	}
 	pid, ch, err := d.spawn(id, r.dir, bin, "--sanitize-dump-payload", "yes",
@@ -154,14 +165,30 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, rdb string) 
 		d.log.Warn("cannot write pid file", keyDatabase, id, keyPid, pid, "error", werr)
 	}
 	d.log.Info("import: a new server loads the file", keyDatabase, id, keyNode, r.idx, keyPid, pid)
+	var f *feeder
+	if src.r != nil {
+		f = &feeder{path: dump, r: src.r, ch: ch, pid: pid}
+		go f.run(ctx)
+	}
 	c, err := d.watchLoad(ctx, in, r, pid, ch, conf.InternalSecret)
+	if ferr := f.failure(); ferr != nil {
+		// The stream failed (the server then saw it end early): that is the cause.
+		if c != nil {
+			c.Close()
+			if kerr := d.kill(context.WithoutCancel(ctx), id, pid); kerr != nil {
+				d.log.Warn("import: cannot kill the server that loaded the file", keyDatabase, id, keyPid, pid, "error", kerr)
+			}
+		}
+		return failed(ferr)
+	}
 	if err != nil {
 		return failed(err)
 	}
 	defer c.Close()
 	if !linked || in.DataPersistence == "none" || persistences[in.DataPersistence].appendonly == "yes" {
-		// Loaded; only a hard link under snapshot persistence is still the data's file.
-		if err := os.Remove(dump); err != nil {
+		// Loaded; only a hard link under snapshot persistence is still the data's file (a
+		// pipe's name is gone already).
+		if err := os.Remove(dump); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return failed(fmt.Errorf("database %d: %w", id, err))
 		}
 		linked = false
@@ -213,6 +240,117 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, rdb string) 
 // compressed (LZF: about 90 times at most), so a smaller step bounds how far past the
 // limit a file gets before the server is stopped; each look costs a few microseconds.
 const loadEventsEvery = 128 << 10
+
+// loadSource is what a swap loads: a file, or a stream.
+type loadSource struct {
+	file string
+	r    io.Reader
+}
+
+// feeder copies a stream into the named pipe the loading server reads its RDB file from.
+type feeder struct {
+	path string
+	r    io.Reader
+	ch   *child // the loading server
+	pid  int
+
+	mu  sync.Mutex
+	err error // why the stream failed, once it has
+}
+
+// run opens the pipe once the server has (a server that exits first is left to its
+// verdict) and copies the stream into it until the stream ends, fails, or the server
+// stops reading (it refused the file or was stopped: its verdict is the caller's). The
+// stream's failure is recorded before the pipe closes, so that a server that then exits
+// for the early end of its file is seen after it.
+func (f *feeder) run(ctx context.Context) {
+	var w *os.File
+	for w == nil {
+		var err error
+		w, err = os.OpenFile(f.path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.ENXIO) { // ENXIO: the server has not opened it yet
+			// The server would wait for a writer for ever.
+			f.fail(fmt.Errorf("open the pipe to the server: %w", err))
+			_ = syscall.Kill(f.pid, syscall.SIGKILL)
+			return
+		}
+		select {
+		case <-f.ch.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+	defer w.Close()
+	// The server has the pipe open: its name goes, so that nothing can open it again. A
+	// server that fails to load its file opens it again to check it (redis-check-rdb)
+	// and would wait there for a writer for ever.
+	if err := os.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		f.fail(fmt.Errorf("remove the pipe's name: %w", err))
+		_ = syscall.Kill(f.pid, syscall.SIGKILL)
+		return
+	}
+	buf := make([]byte, 1<<20)
+	for {
+		n, rerr := f.r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if rerr == io.EOF {
+			return
+		}
+		if rerr != nil {
+			f.fail(rerr)
+			return
+		}
+	}
+}
+
+func (f *feeder) fail(err error) {
+	f.mu.Lock()
+	f.err = err
+	f.mu.Unlock()
+}
+
+// failure is why the stream failed, nil if it has not (or there is no feeder).
+func (f *feeder) failure() error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// LoadStream replaces the data with that of the RDB file read from r: a database that is
+// not a cluster loads it as it arrives, by a swap (see loadSwap) whose server reads it
+// through a named pipe; a cluster gets it written to a file first, then Load.
+func (d *Driver) LoadStream(ctx context.Context, in clouddb.Instance, r io.Reader) error {
+	if !in.OSSCluster {
+		if err := d.loadSwap(ctx, in, loadSource{r: r}); !errors.Is(err, errSlowLoad) {
+			return err
+		}
+	}
+	tmp, err := os.CreateTemp(d.dir, ".import-*.rdb")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.CopyBuffer(tmp, r, make([]byte, 1<<20))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return d.Load(ctx, in, []string{tmp.Name()})
+}
 
 // watchLoad waits until the server pid on node n has loaded its file and answers, and
 // returns a client of it. It asks the server's memory use every few milliseconds as it

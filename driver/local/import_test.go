@@ -2,11 +2,15 @@ package local_test
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -254,4 +258,102 @@ func TestLoad_TooLargeWhileLoading(t *testing.T) {
 	require.Equal(t, 1, dbServers(t, filepath.Join(b.dir, "2")), "the server that loaded the file is gone")
 	_, err = c.Get(ctx, "k1").Result()
 	require.ErrorIs(t, err, redis.Nil)
+}
+
+// chunked reads a file's bytes a few kilobytes at a time, a pause now and then (a
+// download), failing with failAt's error once failAt bytes were read when set.
+type chunked struct {
+	data   []byte
+	off    int
+	failAt int
+	err    error
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	if c.failAt > 0 && c.off >= c.failAt {
+		return 0, c.err
+	}
+	if c.off == len(c.data) {
+		return 0, io.EOF
+	}
+	if c.off%(64<<10) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	n := copy(p[:min(len(p), 8<<10)], c.data[c.off:])
+	c.off += n
+	return n, nil
+}
+
+// TestLoadStream: an import read as it downloads loads as a file does; a download that
+// fails part way fails the import with the download's error (not a corrupt file), and
+// a corrupt stream or one beyond the memory limit is refused; each failure leaves the
+// database, and its server, as they were. A cluster gets the stream too.
+func TestLoadStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	var noise strings.Builder
+	for noise.Len() < 400<<10 {
+		noise.WriteString(rand.Text()) // random: LZF leaves it as long as it is
+	}
+	file := b.sourceFile(t, 1, "k", 3000, map[string]string{"big": noise.String()})
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Greater(t, len(data), 256<<10, "the stream spans several reads of the server")
+
+	dst := b.instance(t, 2, "snapshot-every-1-hour")
+	require.NoError(t, b.driver.Ensure(ctx, dst))
+	require.NoError(t, b.driver.LoadStream(ctx, dst, &chunked{data: data}))
+	c := client(t, dst.Port, dst.Password)
+	require.Equal(t, int64(3001), c.DBSize(ctx).Val())
+	requireKeys(t, c, "k", 3000)
+	requireRunning(t, b.driver, dst, true)
+	// Snapshot persistence keeps what came by the pipe.
+	require.NoError(t, b.driver.Stop(ctx, 2))
+	require.NoError(t, b.driver.Ensure(ctx, dst))
+	c = client(t, dst.Port, dst.Password)
+	require.Equal(t, int64(3001), c.DBSize(ctx).Val())
+	require.NoError(t, c.Set(ctx, "mark", "1", 0).Err())
+
+	cut := errors.New("connection reset by the source")
+	before := pid(t, b.driver, 2)
+	err = b.driver.LoadStream(ctx, dst, &chunked{data: data, failAt: len(data) / 2, err: cut})
+	require.ErrorIs(t, err, cut)
+	require.NotErrorIs(t, err, clouddb.ErrDataCorrupt)
+	require.Equal(t, before, pid(t, b.driver, 2))
+	require.Equal(t, "1", c.Get(ctx, "mark").Val())
+	require.Equal(t, 1, dbServers(t, filepath.Join(b.dir, "2")))
+
+	junk := append([]byte("REDIS0010"), bytes.Repeat([]byte{0xfe, 0x01, 0xff}, 1000)...)
+	err = b.driver.LoadStream(ctx, dst, &chunked{data: junk})
+	require.ErrorIs(t, err, clouddb.ErrDataCorrupt)
+	require.Equal(t, before, pid(t, b.driver, 2))
+
+	small := b.instance(t, 3, "none")
+	small.MaxMemoryBytes = 1 * mb // the data takes about 1.5 MB
+	require.NoError(t, b.driver.Ensure(ctx, small))
+	err = b.driver.LoadStream(ctx, small, &chunked{data: data})
+	require.ErrorIs(t, err, clouddb.ErrDataTooLarge)
+	require.Equal(t, 1, dbServers(t, filepath.Join(b.dir, "3")))
+
+	cl := b.instance(t, 4, "none")
+	cl.OSSCluster, cl.Shards = true, 2
+	require.NoError(t, b.driver.Ensure(ctx, cl))
+	require.NoError(t, b.driver.LoadStream(ctx, cl, &chunked{data: data}))
+	total := int64(0)
+	for shard := range 2 {
+		var buf bytes.Buffer
+		_, err := b.driver.Snapshot(ctx, cl, shard, &buf)
+		require.NoError(t, err)
+		sf := filepath.Join(t.TempDir(), "shard.rdb")
+		require.NoError(t, os.WriteFile(sf, buf.Bytes(), 0o600))
+		one := b.instance(t, 10+shard, "none")
+		one.MaxMemoryBytes = 256 * mb
+		require.NoError(t, b.driver.Ensure(ctx, one))
+		require.NoError(t, b.driver.Load(ctx, one, []string{sf}))
+		n := client(t, one.Port, one.Password).DBSize(ctx).Val()
+		require.Positive(t, n, "shard %d holds keys", shard)
+		total += n
+	}
+	require.Equal(t, int64(3001), total, "the cluster's shards hold every key once")
 }
