@@ -24,6 +24,22 @@ import (
 // key from there (DUMP, RESTORE), took five times as long as the load alone. Clusters
 // keep that way: each shard gets the keys of its slots.
 
+// The causes with which Stop and Remove end an import under way.
+var (
+	errImportStopped = errors.New("the database was stopped during the import")
+	errImportRemoved = errors.New("the database was deleted during the import")
+)
+
+// endImport ends the import under way into database id, if any, with cause.
+func (d *Driver) endImport(id int, cause error) {
+	d.mu.Lock()
+	cancel := d.imports[id]
+	d.mu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
+}
+
 // errSlowLoad: the files cannot take the swap; Load copies them key by key instead.
 var errSlowLoad = errors.New("the files take the key-by-key copy")
 
@@ -80,6 +96,18 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		return err
 	}
 	defer unlock()
+	// The lock is held while the file loads, which a slow source makes long: Stop and
+	// Remove end the import rather than wait (see endImport).
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d.mu.Lock()
+	d.imports[id] = cancel
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.imports, id)
+		d.mu.Unlock()
+	}()
 	topo, err := d.readTopology(id)
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
@@ -116,7 +144,7 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		bg := context.WithoutCancel(ctx)
 		if err := d.removeNode(bg, r); err != nil {
 			d.log.Warn("import: cannot remove the server that loaded the file", keyDatabase, id, keyNode, r.idx, "error", err)
-		} else if in.Replication {
+		} else if in.Replication && ctx.Err() == nil && d.livePid(p) == ppid {
 			if err := makeDir(r.dir); err == nil {
 				if err := d.ensureServer(bg, d.replicaServer(in, r)); err != nil {
 					d.log.Warn("import: the replica did not start again; the reconciler will", keyDatabase, id, "error", err)
@@ -170,7 +198,7 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		f = &feeder{path: dump, r: src.r, ch: ch, pid: pid}
 		go f.run(ctx)
 	}
-	c, err := d.watchLoad(ctx, in, r, pid, ch, conf.InternalSecret)
+	c, err := d.watchLoad(ctx, in, r, pid, ch, conf.InternalSecret, ppid)
 	if ferr := f.failure(); ferr != nil {
 		// The stream failed (the server then saw it end early): that is the cause.
 		if c != nil {
@@ -357,7 +385,7 @@ func (d *Driver) LoadStream(ctx context.Context, in clouddb.Instance, r io.Reade
 // loads (INFO answers while loading), and kills it once the data passes the limit: a
 // small file can unpack to much more memory than its size. A server that exits failed to
 // load the file: its log says why.
-func (d *Driver) watchLoad(ctx context.Context, in clouddb.Instance, n node, pid int, ch *child, secret string) (*redis.Client, error) {
+func (d *Driver) watchLoad(ctx context.Context, in clouddb.Instance, n node, pid int, ch *child, secret string, serving int) (*redis.Client, error) {
 	id := in.DatabaseID
 	var c *redis.Client
 	closeClient := func() {
@@ -401,11 +429,16 @@ func (d *Driver) watchLoad(ctx context.Context, in clouddb.Instance, n node, pid
 				return c, nil
 			}
 		}
+		if gone(serving) {
+			// The reconciler brings the database back (or fails over to its replica):
+			// it must not wait for the import.
+			return fail(fmt.Errorf("database %d: its server (pid %d) exited during the import, which is abandoned", id, serving))
+		}
 		select {
 		case <-ch.done:
 			return exited()
 		case <-ctx.Done():
-			return fail(ctx.Err())
+			return fail(context.Cause(ctx))
 		case <-time.After(wait):
 			// Fast at first (a small file loads in milliseconds), then every 10ms:
 			// a fast loader fills about 2 MB in that time.

@@ -357,3 +357,69 @@ func TestLoadStream(t *testing.T) {
 	}
 	require.Equal(t, int64(3001), total, "the cluster's shards hold every key once")
 }
+
+// stalled gives the first half of data, then blocks until release is closed (a source
+// that stops sending), and then fails.
+type stalled struct {
+	data    []byte
+	off     int
+	release chan struct{}
+}
+
+func (s *stalled) Read(p []byte) (int, error) {
+	if s.off >= len(s.data)/2 {
+		<-s.release
+		return 0, errors.New("the source went away")
+	}
+	n := copy(p[:min(len(p), len(s.data)/2-s.off)], s.data[s.off:])
+	s.off += n
+	return n, nil
+}
+
+// TestLoadStream_Preempted: an import whose source stops sending does not hold the
+// database up: deleting the database ends it at once, and so does the death of the
+// database's server, which the next Ensure brings back.
+func TestLoadStream_Preempted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	file := b.sourceFile(t, 1, "k", 5000, nil)
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name    string
+		id      int
+		preempt func(in clouddb.Instance)
+		want    string
+	}{
+		{"removed", 2, func(in clouddb.Instance) { require.NoError(t, b.driver.Remove(ctx, in.DatabaseID)) }, "deleted during the import"},
+		{"server killed", 3, func(in clouddb.Instance) { killAndWait(t, pid(t, b.driver, in.DatabaseID)) }, "exited during the import"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := b.instance(t, tc.id, "none")
+			require.NoError(t, b.driver.Ensure(ctx, in))
+			src := &stalled{data: data, release: make(chan struct{})}
+			defer close(src.release)
+			done := make(chan error, 1)
+			go func() { done <- b.driver.LoadStream(ctx, in, src) }()
+			// The loading server has read the first half and waits for more.
+			require.Eventually(t, func() bool { return dbServers(t, filepath.Join(b.dir, strconv.Itoa(tc.id))) == 2 }, 10*time.Second, 5*time.Millisecond)
+			tc.preempt(in)
+			select {
+			case err := <-done:
+				require.ErrorContains(t, err, tc.want)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the import still holds the database 10s after it was preempted")
+			}
+			if tc.name == "server killed" {
+				require.NoError(t, b.driver.Ensure(ctx, in))
+				requireRunning(t, b.driver, in, true)
+				require.Equal(t, 1, dbServers(t, filepath.Join(b.dir, strconv.Itoa(tc.id))))
+			} else {
+				_, err := os.Stat(filepath.Join(b.dir, strconv.Itoa(tc.id)))
+				require.ErrorIs(t, err, os.ErrNotExist)
+			}
+		})
+	}
+}

@@ -107,6 +107,9 @@ type Driver struct {
 
 	mu       sync.Mutex
 	locks    map[int]chan struct{} // per database id, a one-slot semaphore
+	// imports ends the import under way into a database (see loadSwap), for Stop and
+	// Remove, which must not wait for a slow source.
+	imports map[int]context.CancelCauseFunc
 	children map[int]*child        // by pid, servers this Driver started and has not reaped
 	secrets  map[int]string        // internal-user secrets, by database id (see internalSecret)
 	checked  map[node]deepCheck    // by node, when Running last saw its server answer
@@ -203,6 +206,7 @@ func New(cfg Config) (*Driver, error) {
 		tlsHosts:     tlsHosts(host, connectHost),
 		tlsFiles:     make(map[int]tlsFiles),
 		locks:        make(map[int]chan struct{}),
+		imports:      make(map[int]context.CancelCauseFunc),
 		children:     make(map[int]*child),
 		secrets:      make(map[int]string),
 		checked:      make(map[node]deepCheck),
@@ -1053,6 +1057,7 @@ type deepCheck struct {
 // database has snapshot persistence and flushes its AOF) and waits until it is gone. The
 // data stays. Stopping a stopped database does nothing.
 func (d *Driver) Stop(ctx context.Context, id int) error {
+	d.endImport(id, errImportStopped)
 	unlock, err := d.lock(ctx, id)
 	if err != nil {
 		return err
@@ -1080,6 +1085,7 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 	if id <= 0 {
 		return fmt.Errorf("database id %d: must be positive", id)
 	}
+	d.endImport(id, errImportRemoved)
 	unlock, err := d.lock(ctx, id)
 	if err != nil {
 		return err
