@@ -105,17 +105,17 @@ type Driver struct {
 	bins     map[string]string
 	versions clouddb.RedisVersions
 
-	mu       sync.Mutex
-	locks    map[int]chan struct{} // per database id, a one-slot semaphore
+	mu    sync.Mutex
+	locks map[int]chan struct{} // per database id, a one-slot semaphore
 	// imports ends the import under way into a database (see loadSwap), for Stop and
 	// Remove, which must not wait for a slow source.
-	imports map[int]context.CancelCauseFunc
-	children map[int]*child        // by pid, servers this Driver started and has not reaped
-	secrets  map[int]string        // internal-user secrets, by database id (see internalSecret)
-	checked  map[node]deepCheck    // by node, when Running last saw its server answer
-	rules    map[node]knownRules   // by node, the default user's rules as its server last showed them
-	replicas map[int]*replica      // running replicators, by database id
-	tlsFiles map[int]tlsFiles      // by database id, the certificate files prepareTLS chose
+	imports  map[int]context.CancelCauseFunc
+	children map[int]*child      // by pid, servers this Driver started and has not reaped
+	secrets  map[int]string      // internal-user secrets, by database id (see internalSecret)
+	checked  map[node]deepCheck  // by node, when Running last saw its server answer
+	rules    map[node]knownRules // by node, the default user's rules as its server last showed them
+	replicas map[int]*replica    // running replicators, by database id
+	tlsFiles map[int]tlsFiles    // by database id, the certificate files prepareTLS chose
 
 	// The named ACL users (see acl.go): by database id, as its server last showed them;
 	// one CheckACLRules server at a time (the verdicts are acl.go's verdicts).
