@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 )
 
 // Shard is one primary of a Redis Cluster and the hash slots it serves.
@@ -46,29 +47,68 @@ func CopyKeysToCluster(ctx context.Context, src Endpoint, shards []Shard, opts C
 			}
 		}
 	}
-	copied := 0
-	var cursor uint64
-	for {
-		keys, next, err := sc.Scan(ctx, cursor, "", int64(batch)).Result()
-		if err != nil {
-			return copied, fmt.Errorf("SCAN on %s: %w", src.Addr, classify(err))
-		}
-		groups, err := bySlot(ctx, dcs[0], shards, keys)
-		if err != nil {
-			return copied, err
-		}
-		for i, group := range groups {
-			n, err := copyBatch(ctx, sc, dcs[i], group)
-			copied += n
-			if err != nil {
-				return copied, fmt.Errorf("shard %s: %w", shards[i].Endpoint.Addr, err)
-			}
-		}
-		cursor = next
-		if cursor == 0 {
-			return copied, nil
-		}
+	// One goroutine reads batches from src and sorts their keys by shard; one writer per
+	// shard writes them, so that src and the shards work at once.
+	g, gctx := errgroup.WithContext(ctx)
+	queues := make([]chan []entry, len(shards))
+	for i := range queues {
+		queues[i] = make(chan []entry, 2)
 	}
+	g.Go(func() error {
+		defer func() {
+			for _, q := range queues {
+				close(q)
+			}
+		}()
+		return scanBatches(gctx, sc, src, batch, func(es []entry) error {
+			keys := make([]string, len(es))
+			for i, e := range es {
+				keys[i] = e.key
+			}
+			groups, err := bySlot(gctx, dcs[0], shards, keys)
+			if err != nil {
+				return err
+			}
+			byKey := make(map[string]entry, len(es))
+			for _, e := range es {
+				byKey[e.key] = e
+			}
+			for i, group := range groups {
+				if len(group) == 0 {
+					continue
+				}
+				out := make([]entry, len(group))
+				for j, k := range group {
+					out[j] = byKey[k]
+				}
+				select {
+				case queues[i] <- out:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
+			return nil
+		})
+	})
+	counts := make([]int, len(shards))
+	for i := range shards {
+		g.Go(func() error {
+			for es := range queues[i] {
+				n, err := writeBatch(gctx, dcs[i], es)
+				counts[i] += n
+				if err != nil {
+					return fmt.Errorf("shard %s: %w", shards[i].Endpoint.Addr, err)
+				}
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	copied := 0
+	for _, n := range counts {
+		copied += n
+	}
+	return copied, err
 }
 
 // ShardUsage is how many bytes of memory src's keys would take in each of the shards

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 )
 
 // CopyOptions tunes CopyKeys.
@@ -68,36 +69,81 @@ func CopyKeys(ctx context.Context, src, dst Endpoint, opts CopyOptions) (int, er
 	return total, nil
 }
 
-// copyDB copies one logical database, one SCAN batch at a time.
+// copyDB copies one logical database: one goroutine SCANs src and reads each batch
+// (DUMP, PTTL), another writes the batches before it (RESTORE), so that src and dst work
+// at once.
 func copyDB(ctx context.Context, src, dst Endpoint, db, batch int) (int, error) {
 	sc := client(src, db, 1)
 	defer sc.Close()
 	dc := client(dst, db, 1)
 	defer dc.Close()
+	g, gctx := errgroup.WithContext(ctx)
+	batches := make(chan []entry, 2)
+	g.Go(func() error {
+		defer close(batches)
+		return scanBatches(gctx, sc, src, batch, func(es []entry) error {
+			select {
+			case batches <- es:
+				return nil
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		})
+	})
 	copied := 0
+	g.Go(func() error {
+		for es := range batches {
+			n, err := writeBatch(gctx, dc, es)
+			copied += n
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	err := g.Wait()
+	if err != nil {
+		err = fmt.Errorf("db %d: %w", db, err)
+	}
+	return copied, err
+}
+
+// entry is one key as src serializes it.
+type entry struct {
+	key, payload string
+	ttl          int64 // for RESTORE: 0 is none
+}
+
+// scanBatches SCANs src (its client sc) in batches of about batch keys and hands each
+// batch's entries, read with readBatch, to send, until the scan ends or one fails.
+func scanBatches(ctx context.Context, sc *redis.Client, src Endpoint, batch int, send func([]entry) error) error {
 	var cursor uint64
 	for {
 		keys, next, err := sc.Scan(ctx, cursor, "", int64(batch)).Result()
 		if err != nil {
-			return copied, fmt.Errorf("SCAN db %d on %s: %w", db, src.Addr, classify(err))
+			return fmt.Errorf("SCAN on %s: %w", src.Addr, classify(err))
 		}
-		n, err := copyBatch(ctx, sc, dc, keys)
-		copied += n
+		es, err := readBatch(ctx, sc, keys)
 		if err != nil {
-			return copied, fmt.Errorf("db %d: %w", db, err)
+			return err
+		}
+		if len(es) > 0 {
+			if err := send(es); err != nil {
+				return err
+			}
 		}
 		cursor = next
 		if cursor == 0 {
-			return copied, nil
+			return nil
 		}
 	}
 }
 
-// copyBatch copies keys with two round trips: DUMP and PTTL of each key on src in one
-// pipeline, then RESTORE of each on dst in another.
-func copyBatch(ctx context.Context, sc, dc *redis.Client, keys []string) (int, error) {
+// readBatch reads keys in one round trip, DUMP and PTTL of each in a pipeline. A key gone
+// or expiring since SCAN is left out.
+func readBatch(ctx context.Context, sc *redis.Client, keys []string) ([]entry, error) {
 	if len(keys) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	type read struct{ dump, ttl *redis.Cmd }
 	reads := make([]read, len(keys))
@@ -106,22 +152,20 @@ func copyBatch(ctx context.Context, sc, dc *redis.Client, keys []string) (int, e
 		reads[i] = read{pipe.Do(ctx, "dump", k), pipe.Do(ctx, "pttl", k)}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("DUMP: %w", classify(err))
+		return nil, fmt.Errorf("DUMP: %w", classify(err))
 	}
-	wpipe := dc.Pipeline()
-	var restores []*redis.Cmd
-	var names []string
+	es := make([]entry, 0, len(keys))
 	for i, r := range reads {
 		payload, err := r.dump.Text()
 		if errors.Is(err, redis.Nil) {
 			continue // gone since SCAN
 		}
 		if err != nil {
-			return 0, fmt.Errorf("DUMP: %w", err)
+			return nil, fmt.Errorf("DUMP: %w", err)
 		}
 		ttl, err := r.ttl.Int64()
 		if err != nil {
-			return 0, fmt.Errorf("PTTL: %w", err)
+			return nil, fmt.Errorf("PTTL: %w", err)
 		}
 		switch {
 		case ttl == -2, ttl == 0:
@@ -129,19 +173,29 @@ func copyBatch(ctx context.Context, sc, dc *redis.Client, keys []string) (int, e
 		case ttl < 0:
 			ttl = 0 // no expiry (RESTORE's 0 means none, so a 0 PTTL must not get here)
 		}
-		restores = append(restores, wpipe.Do(ctx, "restore", keys[i], ttl, payload, "replace"))
-		names = append(names, keys[i])
+		es = append(es, entry{key: keys[i], payload: payload, ttl: ttl})
 	}
-	if len(restores) == 0 {
+	return es, nil
+}
+
+// writeBatch writes entries to dst in one round trip, RESTORE … REPLACE of each in a
+// pipeline, and returns how many were written.
+func writeBatch(ctx context.Context, dc *redis.Client, es []entry) (int, error) {
+	if len(es) == 0 {
 		return 0, nil
+	}
+	wpipe := dc.Pipeline()
+	restores := make([]*redis.Cmd, len(es))
+	for i, e := range es {
+		restores[i] = wpipe.Do(ctx, "restore", e.key, e.ttl, e.payload, "replace")
 	}
 	_, err := wpipe.Exec(ctx)
 	if err == nil {
-		return len(restores), nil
+		return len(es), nil
 	}
 	for i, c := range restores {
 		if c.Err() != nil {
-			return i, fmt.Errorf("RESTORE %.100q: %w", names[i], classify(c.Err()))
+			return i, fmt.Errorf("RESTORE %.100q: %w", es[i].key, classify(c.Err()))
 		}
 	}
 	return 0, fmt.Errorf("RESTORE: %w", classify(err))
