@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"clouddb/cloudapi/client"
 )
 
@@ -30,6 +32,10 @@ type importResult struct {
 	// client-observed (POST sent → task read completed); bare redis-server exec → PONG
 	// with loading:0, with the default sanitize-dump-payload no and with yes.
 	Server, Wall, Bare, BareSanitize []time.Duration
+	// Cluster is the server-side time of the same import into an OSS Cluster database
+	// of ClusterShards shards, which takes the key-by-key copy, per repetition.
+	Cluster       []time.Duration
+	ClusterShards int
 	// Phases of each import, as seen from outside clouddb.
 	Phases []importPhases
 }
@@ -137,8 +143,22 @@ func (h *harness) importThroughput(ctx context.Context) (*importResult, error) {
 	t := importTarget{in: in, subID: subID, dbID: db.ID,
 		ep: endpoint{addr: db.PublicEndpoint, password: db.Security.Password}, url: files.url + "/dump.rdb", files: files}
 
+	ct, err := h.clusterTarget(ctx, in, subID, res.MemoryLimitGB, t.url)
+	if err != nil {
+		return nil, fmt.Errorf("the cluster database: %w", err)
+	}
+	res.ClusterShards = ct.shards
+
 	for rep := range h.cfg.Reps {
 		runs := []func() error{
+			func() error {
+				d, err := ct.importOnce(ctx, res.Keys)
+				if err != nil {
+					return fmt.Errorf("import into the cluster: %w", err)
+				}
+				res.Cluster = append(res.Cluster, d)
+				return nil
+			},
 			func() error {
 				server, wall, ph, err := h.importOnce(ctx, t, res.Keys)
 				if err != nil {
@@ -169,8 +189,8 @@ func (h *harness) importThroughput(ctx context.Context) (*importResult, error) {
 				return nil, err
 			}
 		}
-		h.cfg.logf("import rep %d: clouddb %s (client %s), bare load %s, bare load with sanitize %s",
-			rep+1, res.Server[rep], res.Wall[rep].Round(time.Millisecond), res.Bare[rep].Round(time.Millisecond), res.BareSanitize[rep].Round(time.Millisecond))
+		h.cfg.logf("import rep %d: clouddb %s (client %s), into the cluster %s, bare load %s, bare load with sanitize %s",
+			rep+1, res.Server[rep], res.Wall[rep].Round(time.Millisecond), res.Cluster[rep], res.Bare[rep].Round(time.Millisecond), res.BareSanitize[rep].Round(time.Millisecond))
 	}
 	h.cfg.logf("import: clouddb %.1f MB/s server-side, bare redis-server %.1f MB/s; ratio %.1f",
 		res.mbps(medianDur(res.Server)), res.mbps(medianDur(res.Bare)), res.ServerRatio())
@@ -275,6 +295,70 @@ func (h *harness) importOnce(ctx context.Context, t importTarget, keys int64) (s
 		CPUClouddb: cpuDB1 - cpuDB0, CPULoader: seen.loaderCPU,
 	}
 	return server, wall, ph, nil
+}
+
+// clusterImport is an OSS Cluster database to import the file into.
+type clusterImport struct {
+	c           *client.Client
+	subID, dbID int
+	shards      int
+	addr, pass  string
+	url         string
+}
+
+// clusterTarget creates a database of two shards with the OSS Cluster API in the
+// import's subscription and waits until it is active.
+func (h *harness) clusterTarget(ctx context.Context, in *instance, subID int, sizeGB float64, url string) (*clusterImport, error) {
+	const shards = 2
+	pw := "cluster-" + strconv.Itoa(os.Getpid())
+	task, err := in.c.CreateDatabase(ctx, subID, client.CreateDatabase{
+		Name: client.Ptr("import-cluster"), MemoryLimitInGB: client.Ptr(sizeGB), Password: client.Ptr(pw),
+		SupportOSSClusterAPI:  client.Ptr(true),
+		ThroughputMeasurement: &client.Throughput{By: "number-of-shards", Value: shards},
+	})
+	if err != nil {
+		return nil, err
+	}
+	done, err := in.c.WaitForTask(ctx, task.ID)
+	if err != nil {
+		return nil, err
+	}
+	db, err := in.c.WaitForDatabaseStatus(ctx, subID, done.ResourceID(), client.DatabaseActive)
+	if err != nil {
+		return nil, err
+	}
+	return &clusterImport{c: in.c, subID: subID, dbID: db.ID, shards: shards, addr: db.PublicEndpoint, pass: pw, url: url}, nil
+}
+
+// importOnce imports the file into the cluster, checks that its shards hold every key
+// between them, and returns the server-side time (received → completed timestamps).
+func (ci *clusterImport) importOnce(ctx context.Context, keys int64) (time.Duration, error) {
+	task, err := ci.c.ImportDatabase(ctx, ci.subID, ci.dbID, client.Import{SourceType: client.Ptr("http"), ImportFromURI: []string{ci.url}})
+	if err != nil {
+		return 0, err
+	}
+	done, err := ci.c.WaitForTask(ctx, task.ID)
+	if err != nil {
+		return 0, err
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{ci.addr}, Password: ci.pass, Protocol: 2, DisableIdentity: true})
+	defer cc.Close()
+	var mu sync.Mutex
+	var total int64
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		n, err := c.DBSize(ctx).Result()
+		mu.Lock()
+		total += n
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if total != keys {
+		return 0, fmt.Errorf("the cluster's shards hold %d keys after the import, want %d", total, keys)
+	}
+	return max(done.Timestamp.Sub(task.Timestamp), time.Millisecond), nil
 }
 
 // importWatch observes one import from outside clouddb.

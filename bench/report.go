@@ -412,7 +412,9 @@ func (r *report) importSection(p func(string, ...any), im *importResult) {
 		"loads alternate, the first of the three rotating each repetition; every run checks the key count. clouddb "+
 		"downloads the file, starts the database's next `redis-server` on it beside the one serving (sanitize-dump-payload "+
 		"yes, its memory watched as it loads), and once it has loaded the file within the memory limit, stops the old "+
-		"server and has the new one take over the endpoint's port.",
+		"server and has the new one take over the endpoint's port. The same file is also imported, alternating with "+
+		"the others, into an OSS Cluster database of two shards in the same subscription, which gets it key by key: a "+
+		"throwaway server loads and checks it, then every key is copied (DUMP, RESTORE) into the shard of its slot.",
 		mb, im.Keys, mib(im.UsedMemory), im.MemoryLimitGB, len(im.Server), bareLoadPoll)
 	p("")
 	p("| figure | throughput ratio (bare load time / import time; goal ≥ %.1f) | clouddb import | bare redis-server load |", goalImport)
@@ -424,6 +426,11 @@ func (r *report) importSection(p func(string, ...any), im *importResult) {
 		1/im.WallRatio(), im.mbps(wall), fmtDur(wall), im.mbps(bare), fmtDur(bare))
 	p("| server-side, against the bare load with `sanitize-dump-payload yes` | %.2f | %.1f MB/s (%s) | %.1f MB/s (%s) |",
 		1/ratio(im.Server, im.BareSanitize), im.mbps(srv), fmtDur(srv), im.mbps(san), fmtDur(san))
+	if len(im.Cluster) > 0 {
+		cl := medianDur(im.Cluster)
+		p("| into an OSS Cluster database of %d shards (the key-by-key copy), server-side | %.2f | %.1f MB/s (%s) | %.1f MB/s (%s) |",
+			im.ClusterShards, 1/ratio(im.Cluster, im.Bare), im.mbps(cl), fmtDur(cl), im.mbps(bare), fmtDur(bare))
+	}
 	p("")
 	p("With `sanitize-dump-payload yes` the bare load takes %.2f× as long (%.1f MB/s, %s).", im.SanitizeRatio(), im.mbps(san), fmtDur(san))
 	p("")
