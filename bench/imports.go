@@ -346,11 +346,11 @@ func (ci *clusterImport) importOnce(ctx context.Context, keys int64) (time.Durat
 	var mu sync.Mutex
 	var total int64
 	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		n, err := c.DBSize(ctx).Result()
+		n, derr := c.DBSize(ctx).Result()
 		mu.Lock()
 		total += n
 		mu.Unlock()
-		return err
+		return derr
 	})
 	if err != nil {
 		return 0, err

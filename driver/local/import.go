@@ -130,44 +130,44 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		version, bin = served, d.bins[served]
 	}
 	if in.TLS != nil {
-		if err := d.prepareTLS(in); err != nil {
+		if err = d.prepareTLS(in); err != nil {
 			return fmt.Errorf("database %d: %w", id, err)
 		}
 	}
 
-	if err := d.removeNode(ctx, r); err != nil {
+	if err = d.removeNode(ctx, r); err != nil {
 		return err
 	}
 	// On failure the other node is cleared and, with replication, a replica starts
 	// there again at once rather than at the reconciler's next look.
 	failed := func(cause error) error {
 		bg := context.WithoutCancel(ctx)
-		if err := d.removeNode(bg, r); err != nil {
-			d.log.Warn("import: cannot remove the server that loaded the file", keyDatabase, id, keyNode, r.idx, "error", err)
+		if rerr := d.removeNode(bg, r); rerr != nil {
+			d.log.Warn("import: cannot remove the server that loaded the file", keyDatabase, id, keyNode, r.idx, "error", rerr)
 		} else if in.Replication && ctx.Err() == nil && d.livePid(p) == ppid {
-			if err := makeDir(r.dir); err == nil {
-				if err := d.ensureServer(bg, d.replicaServer(in, r)); err != nil {
-					d.log.Warn("import: the replica did not start again; the reconciler will", keyDatabase, id, "error", err)
+			if merr := makeDir(r.dir); merr == nil {
+				if serr := d.ensureServer(bg, d.replicaServer(in, r)); serr != nil {
+					d.log.Warn("import: the replica did not start again; the reconciler will", keyDatabase, id, "error", serr)
 				}
 			}
 		}
 		return cause
 	}
-	if err := makeDir(r.dir); err != nil {
+	if err = makeDir(r.dir); err != nil {
 		return failed(fmt.Errorf("database %d: %w", id, err))
 	}
 	staged := d.primaryServer(in, r)
 	conf := d.configOf(staged)
 	conf.Port = 0             // the socket only, until it takes over the port
 	conf.Persistence = "none" // it loads the file; the database's persistence comes with the port
-	if err := d.writeConfig(r, conf); err != nil {
+	if err = d.writeConfig(r, conf); err != nil {
 		return failed(fmt.Errorf("database %d: write %s: %w", id, confFile, err))
 	}
 	dump := filepath.Join(r.dir, rdbFile)
 	linked := false
 	if src.r != nil {
 		// The server reads the stream through a named pipe as its RDB file.
-		if err := syscall.Mkfifo(dump, 0o600); err != nil {
+		if err = syscall.Mkfifo(dump, 0o600); err != nil {
 			return failed(fmt.Errorf("database %d: %w", id, err))
 		}
 	} else {
@@ -175,8 +175,8 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		// systems a symbolic link does for the load, and a background save makes the file.
 		linked = os.Link(src.file, dump) == nil
 		if !linked {
-			abs, err := filepath.Abs(src.file)
-			if err == nil {
+			var abs string
+			if abs, err = filepath.Abs(src.file); err == nil {
 				err = os.Symlink(abs, dump)
 			}
 			if err != nil {
