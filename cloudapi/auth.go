@@ -24,12 +24,12 @@ var errUnauthorized = clouddb.Errorf(http.StatusUnauthorized, clouddb.ErrTypeUna
 // authenticate checks the key pair. An unknown key and a wrong secret get the same answer
 // after the same work: the lookup result is cached either way, and a secret is compared
 // in constant time on its digest, against a dummy digest when the key is unknown.
-func (s *Server) authenticate(r *http.Request) (*caller, error) {
-	key, secret := r.Header.Get("x-api-key"), r.Header.Get("x-api-secret-key")
+func (s *Server) authenticate(r *http.Request, now time.Time) (*caller, error) {
+	key, secret := header(r, "X-Api-Key"), header(r, "X-Api-Secret-Key")
 	if key == "" || secret == "" {
 		return nil, errUnauthorized
 	}
-	e, ok := s.auth.get(key, s.Now())
+	e, ok := s.auth.get(key, now)
 	if !ok && len(key) > maxKeyLength {
 		// No key is that long: not looked up, nor cached (the cache would hold it).
 		ok = true
@@ -62,6 +62,15 @@ func (s *Server) authenticate(r *http.Request) (*caller, error) {
 		return nil, errUnauthorized
 	}
 	return s.authorize(r, &caller{account: e.account, key: e.key})
+}
+
+// header is r.Header.Get(name) for a name already in canonical form, which Get would
+// canonicalize again (allocating for the lower-case names clients send).
+func header(r *http.Request, name string) string {
+	if v := r.Header[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // maxKeyLength is far above the length of the keys clouddb makes.
@@ -98,15 +107,13 @@ const maxLoginAddresses = 10000
 // or a secret cannot be guessed at the speed of the network.
 type loginThrottle struct {
 	limit int
-	now   func() time.Time
 
 	mu      sync.Mutex
 	windows map[netip.Prefix]*keyWindow
 }
 
 // blocked reports whether addr has used up its failures, and for how long it stays so.
-func (l *loginThrottle) blocked(addr netip.Prefix) (time.Duration, bool) {
-	now := l.now()
+func (l *loginThrottle) blocked(addr netip.Prefix, now time.Time) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.windows[addr]
@@ -117,8 +124,7 @@ func (l *loginThrottle) blocked(addr netip.Prefix) (time.Duration, bool) {
 }
 
 // fail counts one failed authentication of addr.
-func (l *loginThrottle) fail(addr netip.Prefix) {
-	now := l.now()
+func (l *loginThrottle) fail(addr netip.Prefix, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.windows[addr]
@@ -166,11 +172,11 @@ func clientPrefix(r *http.Request) netip.Prefix {
 }
 
 // checkLogin refuses a request from an address that failed to authenticate too often.
-func (s *Server) checkLogin(w http.ResponseWriter, addr netip.Prefix) error {
+func (s *Server) checkLogin(w http.ResponseWriter, addr netip.Prefix, now time.Time) error {
 	if s.logins == nil {
 		return nil
 	}
-	wait, blocked := s.logins.blocked(addr)
+	wait, blocked := s.logins.blocked(addr, now)
 	if !blocked {
 		return nil
 	}

@@ -89,10 +89,10 @@ type viewCache struct {
 	bytes int64
 }
 
-func (c *viewCache) get(key string, version uint64) (view, bool) {
+func (c *viewCache) get(key []byte, version uint64) (view, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.m[key]
+	el, ok := c.m[string(key)] // the conversion in a map index does not allocate
 	if !ok {
 		return view{}, false
 	}

@@ -21,7 +21,6 @@ const rateWindow = time.Minute
 // with ours.
 type rateLimiter struct {
 	limit int
-	now   func() time.Time
 
 	mu      sync.Mutex
 	windows map[int]*keyWindow
@@ -35,8 +34,7 @@ type keyWindow struct {
 
 // take counts one request of key and reports what is left of its window, and, when none
 // is, how long until the next window opens.
-func (l *rateLimiter) take(key int) (remaining int, retryAfter time.Duration, ok bool) {
-	now := l.now()
+func (l *rateLimiter) take(key int, now time.Time) (remaining int, retryAfter time.Duration, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if now.Sub(l.swept) > rateWindow {
@@ -63,11 +61,11 @@ func (l *rateLimiter) take(key int) (remaining int, retryAfter time.Duration, ok
 // limitRate applies the caller's key's limit: every answer carries
 // X-Rate-Limit-Remaining; past the limit the request gets 429 with
 // x-rate-limit-retry-after-seconds.
-func (s *Server) limitRate(w http.ResponseWriter, c *caller) error {
+func (s *Server) limitRate(w http.ResponseWriter, c *caller, now time.Time) error {
 	if s.limiter == nil {
 		return nil
 	}
-	remaining, retry, ok := s.limiter.take(c.key.ID)
+	remaining, retry, ok := s.limiter.take(c.key.ID, now)
 	w.Header().Set("X-Rate-Limit-Remaining", strconv.Itoa(remaining))
 	if ok {
 		return nil
