@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"clouddb"
@@ -107,13 +108,25 @@ const maxLoginAddresses = 10000
 // or a secret cannot be guessed at the speed of the network.
 type loginThrottle struct {
 	limit int
+	// full counts the windows that reached the limit (ended or not): while there is none,
+	// which is nearly always, no request needs the lock to know it is not blocked.
+	full atomic.Int64
 
 	mu      sync.Mutex
 	windows map[netip.Prefix]*keyWindow
 }
 
+// keyWindow is one address's count of failures in its current window.
+type keyWindow struct {
+	start time.Time
+	count int
+}
+
 // blocked reports whether addr has used up its failures, and for how long it stays so.
 func (l *loginThrottle) blocked(addr netip.Prefix, now time.Time) (time.Duration, bool) {
+	if l.full.Load() == 0 {
+		return 0, false
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.windows[addr]
@@ -132,10 +145,23 @@ func (l *loginThrottle) fail(addr netip.Prefix, now time.Time) {
 		if w == nil && len(l.windows) >= maxLoginAddresses {
 			l.makeRoom(now)
 		}
+		if w != nil {
+			l.forget(w)
+		}
 		w = &keyWindow{start: now}
 		l.windows[addr] = w
 	}
 	w.count++
+	if w.count == l.limit {
+		l.full.Add(1)
+	}
+}
+
+// forget uncounts a window that is dropped.
+func (l *loginThrottle) forget(w *keyWindow) {
+	if w.count >= l.limit {
+		l.full.Add(-1)
+	}
 }
 
 // makeRoom forgets the windows that ended, and if too few have, addresses at random
@@ -144,13 +170,15 @@ func (l *loginThrottle) fail(addr netip.Prefix, now time.Time) {
 func (l *loginThrottle) makeRoom(now time.Time) {
 	for a, w := range l.windows {
 		if now.Sub(w.start) >= loginWindow {
+			l.forget(w)
 			delete(l.windows, a)
 		}
 	}
-	for a := range l.windows {
+	for a, w := range l.windows {
 		if len(l.windows) < maxLoginAddresses*7/8 {
 			break
 		}
+		l.forget(w)
 		delete(l.windows, a)
 	}
 }

@@ -3,6 +3,7 @@ package cloudapi
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"clouddb"
@@ -28,28 +29,34 @@ type authEntry struct {
 	at      time.Time
 }
 
+// authCache is read by every request and written about once per key every authTTL:
+// its reads take no lock, so that requests on both cores never wait for each other here.
 type authCache struct {
-	mu sync.Mutex
-	m  map[string]authEntry
+	m sync.Map // key → authEntry
+	n atomic.Int64
 }
 
 func (c *authCache) get(key string, now time.Time) (authEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[key]
-	if !ok || now.Sub(e.at) > authTTL {
+	v, ok := c.m.Load(key)
+	if !ok {
+		return authEntry{}, false
+	}
+	e := v.(authEntry)
+	if now.Sub(e.at) > authTTL {
 		return authEntry{}, false
 	}
 	return e, true
 }
 
 func (c *authCache) put(key string, e authEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxCached {
-		c.m = make(map[string]authEntry)
+	if c.n.Load() >= maxCached {
+		// Concurrent puts may pass the bound by a few entries before one of them clears.
+		c.m.Clear()
+		c.n.Store(0)
 	}
-	c.m[key] = e
+	if _, loaded := c.m.Swap(key, e); !loaded {
+		c.n.Add(1)
+	}
 }
 
 // The answer cache is bounded by bytes, not by entries: a query string is the caller's to

@@ -81,7 +81,7 @@ func (s *Server) Handler() http.Handler {
 		s.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if s.RateLimit > 0 {
-		s.limiter = &rateLimiter{limit: s.RateLimit, windows: map[int]*keyWindow{}}
+		s.limiter = &rateLimiter{limit: s.RateLimit}
 	}
 	if s.LoginFailures == 0 {
 		s.LoginFailures = DefaultLoginFailures
