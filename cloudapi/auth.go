@@ -45,7 +45,7 @@ func (s *Server) authenticate(r *http.Request, now time.Time) (*caller, error) {
 			if err != nil {
 				return err
 			}
-			e = authEntry{key: k, account: a}
+			e = authEntry{key: k, account: a, caller: &caller{account: a, key: k}}
 			return nil
 		})
 		if err != nil && !errors.Is(err, clouddb.ErrNotFound) {
@@ -62,7 +62,7 @@ func (s *Server) authenticate(r *http.Request, now time.Time) (*caller, error) {
 	if !matchSecret(k, secret) || e.key == nil {
 		return nil, errUnauthorized
 	}
-	return s.authorize(r, &caller{account: e.account, key: e.key})
+	return s.authorize(r, e.caller)
 }
 
 // header is r.Header.Get(name) for a name already in canonical form, which Get would

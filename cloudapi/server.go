@@ -111,7 +111,10 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	normalizePath(r)
-	r.Body = http.MaxBytesReader(w, r.Body, s.MaxBodyBytes)
+	if r.Body != http.NoBody {
+		// net/http gives a request without a body NoBody, which needs no cap.
+		r.Body = http.MaxBytesReader(w, r.Body, s.MaxBodyBytes)
+	}
 	if hasDotSegment(r.URL.Path) {
 		// The mux would answer a redirect to the cleaned path, with an HTML body.
 		writeError(w, r, s.Logger, clouddb.Invalid(clouddb.ErrTypeBadRequest,
