@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"clouddb"
@@ -24,12 +25,12 @@ var errUnauthorized = clouddb.Errorf(http.StatusUnauthorized, clouddb.ErrTypeUna
 // authenticate checks the key pair. An unknown key and a wrong secret get the same answer
 // after the same work: the lookup result is cached either way, and a secret is compared
 // in constant time on its digest, against a dummy digest when the key is unknown.
-func (s *Server) authenticate(r *http.Request) (*caller, error) {
-	key, secret := r.Header.Get("x-api-key"), r.Header.Get("x-api-secret-key")
+func (s *Server) authenticate(r *http.Request, now time.Time) (*caller, error) {
+	key, secret := header(r, "X-Api-Key"), header(r, "X-Api-Secret-Key")
 	if key == "" || secret == "" {
 		return nil, errUnauthorized
 	}
-	e, ok := s.auth.get(key, s.Now())
+	e, ok := s.auth.get(key, now)
 	if !ok && len(key) > maxKeyLength {
 		// No key is that long: not looked up, nor cached (the cache would hold it).
 		ok = true
@@ -44,7 +45,7 @@ func (s *Server) authenticate(r *http.Request) (*caller, error) {
 			if err != nil {
 				return err
 			}
-			e = authEntry{key: k, account: a}
+			e = authEntry{key: k, account: a, caller: &caller{account: a, key: k}}
 			return nil
 		})
 		if err != nil && !errors.Is(err, clouddb.ErrNotFound) {
@@ -61,7 +62,16 @@ func (s *Server) authenticate(r *http.Request) (*caller, error) {
 	if !matchSecret(k, secret) || e.key == nil {
 		return nil, errUnauthorized
 	}
-	return s.authorize(r, &caller{account: e.account, key: e.key})
+	return s.authorize(r, e.caller)
+}
+
+// header is r.Header.Get(name) for a name already in canonical form, which Get would
+// canonicalize again (allocating for the lower-case names clients send).
+func header(r *http.Request, name string) string {
+	if v := r.Header[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // maxKeyLength is far above the length of the keys clouddb makes.
@@ -98,15 +108,25 @@ const maxLoginAddresses = 10000
 // or a secret cannot be guessed at the speed of the network.
 type loginThrottle struct {
 	limit int
-	now   func() time.Time
+	// full counts the windows that reached the limit (ended or not): while there is none,
+	// which is nearly always, no request needs the lock to know it is not blocked.
+	full atomic.Int64
 
 	mu      sync.Mutex
 	windows map[netip.Prefix]*keyWindow
 }
 
+// keyWindow is one address's count of failures in its current window.
+type keyWindow struct {
+	start time.Time
+	count int
+}
+
 // blocked reports whether addr has used up its failures, and for how long it stays so.
-func (l *loginThrottle) blocked(addr netip.Prefix) (time.Duration, bool) {
-	now := l.now()
+func (l *loginThrottle) blocked(addr netip.Prefix, now time.Time) (time.Duration, bool) {
+	if l.full.Load() == 0 {
+		return 0, false
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.windows[addr]
@@ -117,8 +137,7 @@ func (l *loginThrottle) blocked(addr netip.Prefix) (time.Duration, bool) {
 }
 
 // fail counts one failed authentication of addr.
-func (l *loginThrottle) fail(addr netip.Prefix) {
-	now := l.now()
+func (l *loginThrottle) fail(addr netip.Prefix, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.windows[addr]
@@ -126,10 +145,23 @@ func (l *loginThrottle) fail(addr netip.Prefix) {
 		if w == nil && len(l.windows) >= maxLoginAddresses {
 			l.makeRoom(now)
 		}
+		if w != nil {
+			l.forget(w)
+		}
 		w = &keyWindow{start: now}
 		l.windows[addr] = w
 	}
 	w.count++
+	if w.count == l.limit {
+		l.full.Add(1)
+	}
+}
+
+// forget uncounts a window that is dropped.
+func (l *loginThrottle) forget(w *keyWindow) {
+	if w.count >= l.limit {
+		l.full.Add(-1)
+	}
 }
 
 // makeRoom forgets the windows that ended, and if too few have, addresses at random
@@ -138,13 +170,15 @@ func (l *loginThrottle) fail(addr netip.Prefix) {
 func (l *loginThrottle) makeRoom(now time.Time) {
 	for a, w := range l.windows {
 		if now.Sub(w.start) >= loginWindow {
+			l.forget(w)
 			delete(l.windows, a)
 		}
 	}
-	for a := range l.windows {
+	for a, w := range l.windows {
 		if len(l.windows) < maxLoginAddresses*7/8 {
 			break
 		}
+		l.forget(w)
 		delete(l.windows, a)
 	}
 }
@@ -166,11 +200,11 @@ func clientPrefix(r *http.Request) netip.Prefix {
 }
 
 // checkLogin refuses a request from an address that failed to authenticate too often.
-func (s *Server) checkLogin(w http.ResponseWriter, addr netip.Prefix) error {
+func (s *Server) checkLogin(w http.ResponseWriter, addr netip.Prefix, now time.Time) error {
 	if s.logins == nil {
 		return nil
 	}
-	wait, blocked := s.logins.blocked(addr)
+	wait, blocked := s.logins.blocked(addr, now)
 	if !blocked {
 		return nil
 	}

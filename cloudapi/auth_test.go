@@ -240,17 +240,37 @@ func TestLoginThrottle(t *testing.T) {
 
 	// Another address (127.0.0.2, also loopback) is not held back.
 	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
-	req, err := http.NewRequest(http.MethodGet, e.base+"/subscriptions", nil)
-	require.NoError(t, err)
-	req.Header.Set("x-api-key", mainKey)
-	req.Header.Set("x-api-secret-key", mainSecret)
-	resp, err := other.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	fromOther := func(secret string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, e.base+"/subscriptions", nil)
+		require.NoError(t, err)
+		req.Header.Set("x-api-key", mainKey)
+		req.Header.Set("x-api-secret-key", secret)
+		resp, err := other.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, fromOther(mainSecret))
 
 	now.Add(int64(61 * time.Second))
 	require.Equal(t, http.StatusOK, e.do(http.MethodGet, "/v1/subscriptions", mainKey, mainSecret, nil).status, "the next minute opens again")
+
+	// Two addresses held back at once; one's ended window starting over leaves the other
+	// held back, and the first is held back again at the limit of its new window.
+	for range 3 {
+		require.Equal(t, http.StatusUnauthorized, fromOther("wrong-secret"))
+	}
+	require.Equal(t, http.StatusTooManyRequests, fromOther(mainSecret))
+	requireError(t, e.do(http.MethodGet, "/v1/subscriptions", mainKey, "wrong-secret", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	require.Equal(t, http.StatusTooManyRequests, fromOther(mainSecret), "still held back")
+	for range 2 {
+		requireError(t, e.do(http.MethodGet, "/v1/subscriptions", mainKey, "wrong-secret", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	}
+	requireError(t, e.do(http.MethodGet, "/v1/subscriptions", mainKey, mainSecret, nil), http.StatusTooManyRequests, "TOO_MANY_FAILED_AUTHENTICATIONS")
+	now.Add(int64(61 * time.Second))
+	require.Equal(t, http.StatusOK, fromOther(mainSecret))
+	require.Equal(t, http.StatusOK, e.do(http.MethodGet, "/v1/subscriptions", mainKey, mainSecret, nil).status)
 
 	cloudapi.FailLogins(api, 3*cloudapi.MaxLoginAddresses)
 	require.LessOrEqual(t, cloudapi.LoginAddresses(api), cloudapi.MaxLoginAddresses)

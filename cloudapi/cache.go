@@ -1,8 +1,10 @@
 package cloudapi
 
 import (
-	"container/list"
+	"cmp"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"clouddb"
@@ -25,31 +27,39 @@ const authTTL = 2 * time.Second
 type authEntry struct {
 	key     *clouddb.APIKey
 	account *clouddb.Account
-	at      time.Time
+	// caller is key and account as the handlers take them, made once per lookup.
+	caller *caller
+	at     time.Time
 }
 
+// authCache is read by every request and written about once per key every authTTL:
+// its reads take no lock, so that requests on both cores never wait for each other here.
 type authCache struct {
-	mu sync.Mutex
-	m  map[string]authEntry
+	m sync.Map // key → authEntry
+	n atomic.Int64
 }
 
 func (c *authCache) get(key string, now time.Time) (authEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[key]
-	if !ok || now.Sub(e.at) > authTTL {
+	v, ok := c.m.Load(key)
+	if !ok {
+		return authEntry{}, false
+	}
+	e := v.(authEntry)
+	if now.Sub(e.at) > authTTL {
 		return authEntry{}, false
 	}
 	return e, true
 }
 
 func (c *authCache) put(key string, e authEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxCached {
-		c.m = make(map[string]authEntry)
+	if c.n.Load() >= maxCached {
+		// Concurrent puts may pass the bound by a few entries before one of them clears.
+		c.m.Clear()
+		c.n.Store(0)
 	}
-	c.m[key] = e
+	if _, loaded := c.m.Swap(key, e); !loaded {
+		c.n.Add(1)
+	}
 }
 
 // The answer cache is bounded by bytes, not by entries: a query string is the caller's to
@@ -74,35 +84,46 @@ type view struct {
 type viewEntry struct {
 	key string
 	view
+	// used is the cache's tick when the entry was last put or read: the least recently
+	// used entries are evicted first.
+	used atomic.Uint64
 }
 
 func (e *viewEntry) size() int64 { return int64(len(e.key)+len(e.body)) + viewOverhead }
 
-// viewCache keeps the most recently used answers within its byte budget.
+// viewCache keeps the most recently used answers within its byte budget. A hit takes
+// only the read lock and marks its entry with the current tick (an atomic store, and only
+// when the tick moved), so that hits on both cores do not wait for each other.
 type viewCache struct {
 	// budget and entryMax are viewCacheBytes and maxViewBytes unless a test sets them.
 	budget, entryMax int64
+	// tick advances at every put.
+	tick atomic.Uint64
 
-	mu    sync.Mutex
-	m     map[string]*list.Element
-	lru   list.List // of *viewEntry, the most recently used first
+	mu    sync.RWMutex
+	m     map[string]*viewEntry
 	bytes int64
 }
 
-func (c *viewCache) get(key string, version uint64) (view, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.m[key]
+func (c *viewCache) get(key []byte, version uint64) (view, bool) {
+	c.mu.RLock()
+	e, ok := c.m[string(key)] // the conversion in a map index does not allocate
+	c.mu.RUnlock()
 	if !ok {
 		return view{}, false
 	}
-	e := el.Value.(*viewEntry)
 	if e.version != version {
 		// Stale for good: the version only moves forward.
-		c.remove(el)
+		c.mu.Lock()
+		if c.m[e.key] == e {
+			c.remove(e)
+		}
+		c.mu.Unlock()
 		return view{}, false
 	}
-	c.lru.MoveToFront(el)
+	if t := c.tick.Load(); e.used.Load() != t {
+		e.used.Store(t)
+	}
 	return e.view, true
 }
 
@@ -110,7 +131,7 @@ func (c *viewCache) put(key string, v view) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = make(map[string]*list.Element)
+		c.m = make(map[string]*viewEntry)
 		if c.budget == 0 {
 			c.budget = viewCacheBytes
 		}
@@ -118,29 +139,46 @@ func (c *viewCache) put(key string, v view) {
 			c.entryMax = maxViewBytes
 		}
 	}
-	if el, ok := c.m[key]; ok {
-		c.remove(el)
+	if old, ok := c.m[key]; ok {
+		c.remove(old)
 	}
 	e := &viewEntry{key: key, view: v}
 	if e.size() > c.entryMax {
 		return
 	}
-	c.m[key] = c.lru.PushFront(e)
+	e.used.Store(c.tick.Add(1))
+	c.m[key] = e
 	c.bytes += e.size()
-	for c.bytes > c.budget {
-		c.remove(c.lru.Back())
+	if c.bytes > c.budget {
+		c.evict()
 	}
 }
 
-func (c *viewCache) remove(el *list.Element) {
-	e := c.lru.Remove(el).(*viewEntry)
+// evict drops the least recently used entries until the cache holds at most seven eighths
+// of its budget, so that a flood of new answers sorts the entries once every so many
+// puts, not at each.
+func (c *viewCache) evict() {
+	es := make([]*viewEntry, 0, len(c.m))
+	for _, e := range c.m {
+		es = append(es, e)
+	}
+	slices.SortFunc(es, func(a, b *viewEntry) int { return cmp.Compare(a.used.Load(), b.used.Load()) })
+	for _, e := range es {
+		if c.bytes <= c.budget*7/8 {
+			break
+		}
+		c.remove(e)
+	}
+}
+
+func (c *viewCache) remove(e *viewEntry) {
 	delete(c.m, e.key)
 	c.bytes -= e.size()
 }
 
 // size reports the entries and bytes the cache holds.
 func (c *viewCache) size() (entries int, bytes int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	return len(c.m), c.bytes
 }

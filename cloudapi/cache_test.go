@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -75,6 +77,42 @@ func TestCacheBoundedByBytes(t *testing.T) {
 	huge := "?junk=" + strings.Repeat("y", entryMax)
 	require.Equal(t, 200, e.do("GET", "/v1/subscriptions"+huge, mainKey, mainSecret, nil).status)
 	require.False(t, cloudapi.Cached(api, huge), "an entry whose key passes the per-entry cap is not cached")
+}
+
+// viewCounter counts the store's read transactions.
+type viewCounter struct {
+	clouddb.Store
+	views atomic.Int64
+}
+
+func (v *viewCounter) View(ctx context.Context, fn func(clouddb.Tx) error) error {
+	v.views.Add(1)
+	return v.Store.View(ctx, fn)
+}
+
+// TestCacheEvictsLeastRecentlyUsed: while a flood of distinct answers passes through the
+// cache many times over its budget, an answer read between them is never evicted: each of
+// its reads is served without reading the store.
+func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	t.Parallel()
+	const budget, entryMax = 64 << 10, 16 << 10
+	counter := &viewCounter{}
+	now := time.Now().UTC()
+	e := newEnv(t, cloudapi.LimitCache(budget, entryMax), func(s *cloudapi.Server) {
+		counter.Store = s.Store
+		s.Store = counter
+		s.Now = func() time.Time { return now } // the key cache never expires
+	})
+	subID, _ := e.activeSubscription("hot")
+	hot := fmt.Sprintf("/v1/subscriptions/%d", subID)
+	require.Equal(t, 200, e.do("GET", hot, mainKey, mainSecret, nil).status)
+	for i := range 100 {
+		junk := fmt.Sprintf("?junk=%d-%s", i, strings.Repeat("x", 4<<10))
+		require.Equal(t, 200, e.do("GET", "/v1/subscriptions"+junk, mainKey, mainSecret, nil).status)
+		before := counter.views.Load()
+		require.Equal(t, 200, e.do("GET", hot, mainKey, mainSecret, nil).status)
+		require.Equal(t, before, counter.views.Load(), "the hot answer was evicted after %d distinct queries", i+1)
+	}
 }
 
 // TestLargeAnswerNotCached: an answer whose body alone passes the per-entry cap is not

@@ -42,7 +42,7 @@ func WatchSecretMatches(f func(*clouddb.APIKey)) (restore func()) {
 // FailLogins records one failed authentication from each of n distinct addresses.
 func FailLogins(s *Server, n int) {
 	for i := range n {
-		s.logins.fail(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32))
+		s.logins.fail(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32), s.Now())
 	}
 }
 

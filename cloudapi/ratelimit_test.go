@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +80,39 @@ func TestRateLimit(t *testing.T) {
 	resp = get(mainKey, mainSecret)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "a new window opens after a minute")
 	require.Equal(t, "2", resp.Header.Get("X-Rate-Limit-Remaining"))
+}
+
+// TestRateLimitConcurrent: requests of one key arriving together are admitted exactly up
+// to the limit, and the others refused.
+func TestRateLimitConcurrent(t *testing.T) {
+	t.Parallel()
+	const limit, requests = 20, 60
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e := newEnv(t, func(s *cloudapi.Server) { s.RateLimit = limit; s.Now = func() time.Time { return now } })
+	var ok, refused atomic.Int32
+	remaining := make([]atomic.Bool, limit)
+	var wg sync.WaitGroup
+	for range requests {
+		wg.Go(func() {
+			r := e.do(http.MethodGet, "/v1/subscriptions", mainKey, mainSecret, nil)
+			switch r.status {
+			case http.StatusOK:
+				ok.Add(1)
+				n, err := strconv.Atoi(r.header.Get("X-Rate-Limit-Remaining"))
+				if err == nil && n >= 0 && n < limit {
+					remaining[n].Store(true)
+				}
+			case http.StatusTooManyRequests:
+				refused.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int32(limit), ok.Load())
+	require.Equal(t, int32(requests-limit), refused.Load())
+	for n := range remaining {
+		require.True(t, remaining[n].Load(), "no answer said %d remaining", n)
+	}
 }
 
 // TestRateLimitOff: with no limit, no header is sent and nothing is refused.

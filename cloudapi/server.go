@@ -53,7 +53,11 @@ type Server struct {
 	// certificate endpoint returns.
 	CA clouddb.CertificateAuthority
 
+	// mux holds the routes; serve is the same routes and a catch-all that answers what
+	// none of them takes, so that a request is matched once (mux is kept for unrouted,
+	// which needs the mux's own 404-or-405 verdict).
 	mux     *http.ServeMux
+	serve   *http.ServeMux
 	limiter *rateLimiter
 	logins  *loginThrottle
 	// dummyKey is compared with the secret sent with an unknown key.
@@ -77,18 +81,23 @@ func (s *Server) Handler() http.Handler {
 		s.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if s.RateLimit > 0 {
-		s.limiter = &rateLimiter{limit: s.RateLimit, now: s.Now, windows: map[int]*keyWindow{}}
+		s.limiter = &rateLimiter{limit: s.RateLimit}
 	}
 	if s.LoginFailures == 0 {
 		s.LoginFailures = DefaultLoginFailures
 	}
 	if s.LoginFailures > 0 {
-		s.logins = &loginThrottle{limit: s.LoginFailures, now: s.Now, windows: map[netip.Prefix]*keyWindow{}}
+		s.logins = &loginThrottle{limit: s.LoginFailures, windows: map[netip.Prefix]*keyWindow{}}
 	}
 	s.dummyKey = clouddb.APIKey{SecretDigest: clouddb.DigestSecret(rand.Text())}
-	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	s.mux, s.serve = http.NewServeMux(), http.NewServeMux()
+	s.handle("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.serve.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// Not a route: the request metrics read an empty pattern as unmatched.
+		r.Pattern = ""
+		s.unrouted(w, r)
 	})
 	s.registerAccountRoutes()
 	s.registerCloudAccountRoutes()
@@ -102,18 +111,29 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	normalizePath(r)
-	r.Body = http.MaxBytesReader(w, r.Body, s.MaxBodyBytes)
+	if r.Body != http.NoBody {
+		// net/http gives a request without a body NoBody, which needs no cap.
+		r.Body = http.MaxBytesReader(w, r.Body, s.MaxBodyBytes)
+	}
 	if hasDotSegment(r.URL.Path) {
 		// The mux would answer a redirect to the cleaned path, with an HTML body.
 		writeError(w, r, s.Logger, clouddb.Invalid(clouddb.ErrTypeBadRequest,
 			"path %q has a . or .. segment: send the path without them", r.URL.Path))
 		return
 	}
-	if _, pattern := s.mux.Handler(r); pattern == "" {
+	if r.RequestURI == "*" {
+		// ServeMux answers a request for "*" itself, with an empty 400.
 		s.unrouted(w, r)
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	// normalizePath and hasDotSegment leave nothing for the mux to clean or redirect.
+	s.serve.ServeHTTP(w, r)
+}
+
+// handle registers a route on both muxes.
+func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	s.mux.HandleFunc(pattern, h)
+	s.serve.HandleFunc(pattern, h)
 }
 
 // normalizePath maps the forms real clients send onto the routes: the /v1 prefix may be
@@ -190,30 +210,33 @@ func (s *Server) register(pattern string, h handler, cached bool) {
 		full = method + " /v1"
 	}
 	s.patterns = append(s.patterns, full)
-	s.mux.HandleFunc(full, func(w http.ResponseWriter, r *http.Request) {
+	s.handle(full, func(w http.ResponseWriter, r *http.Request) {
+		// One reading of the clock serves the throttle, the key cache and the limiter.
+		now := s.Now()
 		addr := clientPrefix(r)
-		err := s.checkLogin(w, addr)
+		err := s.checkLogin(w, addr, now)
 		var c *caller
 		if err == nil {
-			c, err = s.authenticate(r)
-			if err == errUnauthorized && s.logins != nil && r.Header.Get("x-api-key") != "" {
-				s.logins.fail(addr)
+			c, err = s.authenticate(r, now)
+			if err == errUnauthorized && s.logins != nil && header(r, "X-Api-Key") != "" {
+				s.logins.fail(addr, now)
 			}
 		}
 		if err == nil {
-			err = s.limitRate(w, c)
+			err = s.limitRate(w, c, now)
 		}
 		if err != nil {
 			writeError(w, r, s.Logger, err)
 			return
 		}
-		var key string
+		var keyBuf [256]byte
+		var key []byte
 		var version uint64
 		if cached {
 			// The version is read before the store is, so that a write that lands
 			// meanwhile makes the cached answer stale rather than wrong.
 			version = s.Store.Version()
-			key = strconv.Itoa(c.account.ID) + " " + baseURL(r) + r.URL.Path + "?" + r.URL.RawQuery
+			key = viewKey(keyBuf[:0], c.account.ID, r)
 			if v, ok := s.views.get(key, version); ok {
 				writeBytes(w, v.status, v.body)
 				return
@@ -230,10 +253,28 @@ func (s *Server) register(pattern string, h handler, cached bool) {
 			return
 		}
 		if cached {
-			s.views.put(key, view{version: version, status: status, body: b})
+			s.views.put(string(key), view{version: version, status: status, body: b})
 		}
 		writeBytes(w, status, b)
 	})
+}
+
+// viewKey appends to b the cache key of r's answer for the account: the answer depends
+// on the account, the base URL its links are made of (scheme and host) and the path and
+// query. It is built in the caller's buffer, so that a cached answer costs no allocation.
+func viewKey(b []byte, accountID int, r *http.Request) []byte {
+	b = strconv.AppendInt(b, int64(accountID), 10)
+	b = append(b, ' ')
+	if r.TLS != nil {
+		b = append(b, "https://"...)
+	} else {
+		b = append(b, "http://"...)
+	}
+	b = append(b, r.Host...)
+	b = append(b, "/v1"...)
+	b = append(b, r.URL.Path...)
+	b = append(b, '?')
+	return append(b, r.URL.RawQuery...)
 }
 
 // encode renders a body as the API sends it: JSON and a newline.
@@ -253,8 +294,12 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	writeBytes(w, status, b)
 }
 
+// jsonContentType is the Content-Type header's value, shared by every answer (net/http
+// only reads it) rather than allocated for each.
+var jsonContentType = []string{"application/json"}
+
 func writeBytes(w http.ResponseWriter, status int, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(b) // it fails only when the client has gone: there is no one left to tell
 }

@@ -1,9 +1,12 @@
 package cloudapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -237,6 +240,21 @@ func TestUnroutedRequests(t *testing.T) {
 		requireError(t, res, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
 		require.Equal(t, c.allow, res.header.Get("Allow"), "%s %s", c.method, c.path)
 	}
+	// "GET *" names no resource: a JSON 404 too, not ServeMux's empty 400 ("OPTIONS *"
+	// net/http answers itself).
+	conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = io.WriteString(conn, "GET * HTTP/1.1\r\nHost: "+e.srv.Listener.Addr().String()+"\r\n\r\n")
+	require.NoError(t, err)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNotFound, res.StatusCode, "%s", body)
+	require.Equal(t, "application/json", res.Header.Get("Content-Type"))
+	require.Contains(t, string(body), `"type":"NOT_FOUND"`)
 }
 
 // The database list pages with limit and offset; a page past the end is empty but still

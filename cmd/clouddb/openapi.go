@@ -32,6 +32,9 @@ import (
 //go:embed openapi.html
 var docsTemplateText string
 
+// openAPIPath is the cloud API's document, served beside the API under /v1.
+const openAPIPath = "/v1/openapi.json"
+
 //go:embed openapi.css
 var docsCSS []byte
 
@@ -39,7 +42,7 @@ var docsCSS []byte
 // specific than the cloud API's "/", so they win over it.
 func (m *Main) mountOpenAPI(mux *http.ServeMux) {
 	cloudDoc, browserDoc := cloudapi.OpenAPI(), browser.OpenAPI()
-	mux.Handle("GET /v1/openapi.json", staticFile("application/json", cloudDoc, false))
+	mux.Handle("GET "+openAPIPath, staticFile("application/json", cloudDoc, false))
 	mux.Handle("GET /docs/browser/openapi.json", staticFile("application/json", browserDoc, false))
 	mux.Handle("GET /docs/docs.css", staticFile("text/css; charset=utf-8", docsCSS, true))
 	mux.Handle("GET /docs", docsPage(cloudDoc, docsLinks{JSON: "/v1/openapi.json", Other: "/docs/browser", OtherName: "the browser local API"}))

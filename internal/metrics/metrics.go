@@ -9,6 +9,7 @@ package metrics
 import (
 	"net/http"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,9 +30,11 @@ type Metrics struct {
 
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
-	tasks           *prometheus.CounterVec
-	taskDuration    *prometheus.HistogramVec
-	provisioning    prometheus.Histogram
+	// requestSeries caches the series of requests and requestDuration by seriesKey.
+	requestSeries sync.Map
+	tasks         *prometheus.CounterVec
+	taskDuration  *prometheus.HistogramVec
+	provisioning  prometheus.Histogram
 }
 
 // Buckets of the histograms, in seconds. A request is milliseconds; a task waits its

@@ -73,6 +73,34 @@ clouddb_http_requests_total{code="404",method="GET",route="unmatched"} 1
 	require.Equal(t, 4, n, "one histogram per series of the counter")
 }
 
+// TestInstrumentRoutesSeries: every route, method and code has a series of its own, also
+// once each has been seen (the series are remembered after a route's first request).
+func TestInstrumentRoutesSeries(t *testing.T) {
+	m := metrics.New(0)
+	api := http.NewServeMux()
+	api.HandleFunc("GET /x/{code}", func(w http.ResponseWriter, r *http.Request) {
+		code, err := strconv.Atoi(r.PathValue("code"))
+		require.NoError(t, err)
+		w.WriteHeader(code)
+	})
+	h := m.InstrumentRoutes(api)
+	for _, req := range [][2]string{{"GET", "/x/200"}, {"GET", "/x/404"}, {"GET", "/x/200"}, {"HEAD", "/x/404"}, {"GET", "/x/200"}, {"GET", "/y"}} {
+		serve(h, req[0], req[1], "", nil)
+	}
+	expected := `
+# HELP clouddb_http_requests_total Requests to the cloud API, by route (the API's pattern, or "unmatched"), method and status code.
+# TYPE clouddb_http_requests_total counter
+clouddb_http_requests_total{code="200",method="GET",route="GET /x/{code}"} 3
+clouddb_http_requests_total{code="404",method="GET",route="GET /x/{code}"} 1
+clouddb_http_requests_total{code="404",method="HEAD",route="GET /x/{code}"} 1
+clouddb_http_requests_total{code="404",method="GET",route="unmatched"} 1
+`
+	require.NoError(t, testutil.GatherAndCompare(m.Registry, strings.NewReader(expected), "clouddb_http_requests_total"))
+	n, err := testutil.GatherAndCount(m.Registry, "clouddb_http_request_duration_seconds")
+	require.NoError(t, err)
+	require.Equal(t, 4, n, "one histogram per series of the counter")
+}
+
 // otherMethod is the expected series of the BREW request, whatever code the API gave it.
 func otherMethod(t *testing.T, m *metrics.Metrics) string {
 	t.Helper()

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // UnmatchedRoute is the route label of a request no route of the cloud API took: its
@@ -24,11 +26,38 @@ func (m *Metrics) InstrumentRoutes(api http.Handler) http.Handler {
 		if route == "" {
 			route = UnmatchedRoute
 		}
-		code := strconv.Itoa(rec.status())
-		method := knownMethod(r.Method)
-		m.requests.WithLabelValues(route, method, code).Inc()
-		m.requestDuration.WithLabelValues(route, method, code).Observe(time.Since(start).Seconds())
+		s := m.series(route, knownMethod(r.Method), rec.status())
+		s.count.Inc()
+		s.duration.Observe(time.Since(start).Seconds())
 	})
+}
+
+// seriesKey names one series of the request metrics.
+type seriesKey struct {
+	route, method string
+	code          int
+}
+
+// requestSeries are the counter and the histogram of one seriesKey.
+type requestSeries struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
+}
+
+// series returns the metrics of one route, method and code, remembered after the first
+// request: the vectors' own lookup hashes the labels and formats the code every time.
+// The keys are bounded as the labels are (routes, known methods, status codes).
+func (m *Metrics) series(route, method string, code int) *requestSeries {
+	k := seriesKey{route, method, code}
+	if s, ok := m.requestSeries.Load(k); ok {
+		return s.(*requestSeries)
+	}
+	c := strconv.Itoa(code)
+	s, _ := m.requestSeries.LoadOrStore(k, &requestSeries{
+		count:    m.requests.WithLabelValues(route, method, c),
+		duration: m.requestDuration.WithLabelValues(route, method, c),
+	})
+	return s.(*requestSeries)
 }
 
 // knownMethod bounds the method label: a client may send any token as a method.
