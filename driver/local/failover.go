@@ -90,6 +90,9 @@ var errPrimaryExited = fmt.Errorf("the primary's server exited while Ensure ran:
 const (
 	hookBeforePrimary = "before-primary"
 	hookAdopting      = "adopting"
+	// hookImportLoaded: an import's new server has loaded its file (see loadSwap), before
+	// the takeover.
+	hookImportLoaded = "import-loaded"
 )
 
 // maxFailoverRounds bounds Ensure's rounds of failover: each round after the first needs

@@ -224,25 +224,36 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 	if err := recordVersion(r.dir, version); err != nil {
 		return failed(fmt.Errorf("database %d: %w", id, err))
 	}
+	if d.testHook != nil {
+		d.testHook(hookImportLoaded, id, pid)
+	}
+	if ctx.Err() != nil {
+		// Ended (Stop, Remove, the caller) before the takeover: the old data stays.
+		return failed(context.Cause(ctx))
+	}
 
 	// The takeover. From the primary's stop on, the new server holds the database's
 	// only data: nothing below removes it. Whatever fails is finished by Ensure: the
 	// topology (or, before it is written, failover, which takes a node serving as a
-	// primary) makes it the primary.
-	if err := d.shutdownNoSave(ctx, p, ppid); err != nil {
+	// primary) makes it the primary. Once begun, the takeover is not ended halfway by
+	// Stop or the caller (they wait for the lock): a new server left on the socket with
+	// no persistence, its predecessor killed, would lose both the old data and the new
+	// at the stop that follows.
+	tctx := context.WithoutCancel(ctx)
+	if err := d.shutdownNoSave(tctx, p, ppid); err != nil {
 		return failed(fmt.Errorf("database %d: stop the server of the old data: %w", id, err))
 	}
 	if err := d.writeTopology(id, topology{Primary: r.idx}); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
-	if err := d.promote(ctx, c, in); err != nil {
+	if err := d.promote(tctx, c, in); err != nil {
 		return fmt.Errorf("database %d: the server with the imported data takes over the port: %w", id, err)
 	}
-	if err := d.reconfigure(ctx, c, staged); err != nil {
+	if err := d.reconfigure(tctx, c, staged); err != nil {
 		return err
 	}
 	if !linked && persistences[in.DataPersistence].save != "" {
-		if err := d.bgsave(ctx, c); err != nil {
+		if err := d.bgsave(tctx, c); err != nil {
 			return fmt.Errorf("database %d: %w", id, err)
 		}
 	}

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
+	"clouddb/driver/local"
 )
 
 // snapshotOf writes a snapshot of the database's data to a new file and returns its path.
@@ -421,5 +424,59 @@ func TestLoadStream_Preempted(t *testing.T) {
 				require.ErrorIs(t, err, os.ErrNotExist)
 			}
 		})
+	}
+}
+
+// TestLoad_CancelledAtTakeover: an import whose caller gives up (or that Stop ends) once
+// its file has loaded either takes over whole or leaves the old data: the database keeps
+// one of them, which survives a stop and a start under its persistence.
+func TestLoad_CancelledAtTakeover(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var cancel atomic.Pointer[context.CancelFunc]
+	b.driver.SetTestHook(func(point string, id, pid int) {
+		if point == local.HookImportLoaded {
+			if f := cancel.Load(); f != nil {
+				(*f)()
+			}
+		}
+	})
+	ctx := ctxT(t)
+	file := b.sourceFile(t, 1, "k", 300, nil)
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	for i, persistence := range []string{"snapshot-every-1-hour", "aof-every-1-second"} {
+		for j, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream %t", persistence, stream), func(t *testing.T) {
+				id := 10 + 2*i + j
+				in := b.instance(t, id, persistence)
+				require.NoError(t, b.driver.Ensure(ctx, in))
+				require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "old", "x", 0).Err())
+				lctx, stop := context.WithCancel(ctx)
+				defer stop()
+				cancel.Store(&stop)
+				defer cancel.Store(nil)
+				if stream {
+					err = b.driver.LoadStream(lctx, in, bytes.NewReader(data))
+				} else {
+					err = b.driver.Load(lctx, in, []string{file})
+				}
+				t.Logf("the import: %v", err)
+
+				require.NoError(t, b.driver.Stop(ctx, id))
+				require.NoError(t, b.driver.Ensure(ctx, in))
+				c := client(t, in.Port, in.Password)
+				n := c.DBSize(ctx).Val()
+				if err != nil {
+					require.Equal(t, int64(1), n, "a failed import leaves the old data")
+					require.Equal(t, "x", c.Get(ctx, "old").Val())
+				} else {
+					require.Equal(t, int64(300), n, "a successful import's data")
+					requireKeys(t, c, "k", 300)
+				}
+				requireRunning(t, b.driver, in, true)
+				require.Equal(t, 1, dbServers(t, filepath.Join(b.dir, strconv.Itoa(id))))
+			})
+		}
 	}
 }
