@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -192,6 +193,12 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 	if werr := writeFile(filepath.Join(r.dir, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o600, false); werr != nil {
 		d.log.Warn("cannot write pid file", keyDatabase, id, keyPid, pid, "error", werr)
 	}
+	if err := limitLoader(pid, in.MaxMemoryBytes); err != nil {
+		if kerr := d.kill(context.WithoutCancel(ctx), id, pid); kerr != nil {
+			d.log.Warn("import: cannot kill the server that loaded the file", keyDatabase, id, keyPid, pid, "error", kerr)
+		}
+		return failed(fmt.Errorf("database %d: limit the memory of the server that loads the file: %w", id, err))
+	}
 	d.log.Info("import: a new server loads the file", keyDatabase, id, keyNode, r.idx, keyPid, pid)
 	var f *feeder
 	if src.r != nil {
@@ -213,6 +220,9 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		return failed(err)
 	}
 	defer c.Close()
+	if err := liftLoaderLimit(pid); err != nil {
+		return failed(fmt.Errorf("database %d: lift the memory limit of the server that loaded the file: %w", id, err))
+	}
 	if !linked || in.DataPersistence == "none" || persistences[in.DataPersistence].appendonly == "yes" {
 		// Loaded; only a hard link under snapshot persistence is still the data's file (a
 		// pipe's name is gone already).
@@ -415,6 +425,10 @@ func (d *Driver) watchLoad(ctx context.Context, in clouddb.Instance, n node, pid
 		closeClient()
 		ch.waitLog()
 		data, _ := os.ReadFile(filepath.Join(n.dir, logFile))
+		if oom := outOfMemory(string(data)); oom != "" {
+			// Past the address space of limitLoader: a value far larger than its file.
+			return nil, fmt.Errorf("%w: the data needs more memory than the limit of %d bytes allows (%s)", clouddb.ErrDataTooLarge, in.MaxMemoryBytes, oom)
+		}
 		if err := redisdata.LoadFailure(string(data)); err != nil {
 			return nil, fmt.Errorf("%w: %w", clouddb.ErrDataCorrupt, err)
 		}
@@ -501,4 +515,17 @@ func (d *Driver) bgsave(ctx context.Context, c *redis.Client) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// outOfMemory returns the line of a loading server's log that says an allocation failed
+// ("" if none): redis aborts so when a plain allocation fails. One that redis tries (the
+// string of an LZF-packed value) it reports as "Short read or OOM loading DB" (7.0),
+// which a file cut short gives too: a corrupt file then.
+func outOfMemory(log string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "failed allocating") || strings.Contains(line, "Out Of Memory allocating") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
 }
