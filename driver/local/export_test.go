@@ -10,3 +10,7 @@ func (d *Driver) NodePids(id int) (primary, replica int) {
 	p := d.primaryNode(id)
 	return d.livePid(p), d.livePid(d.other(p))
 }
+
+// LimitLoader caps the address space of process pid as that of a server loading an
+// import into a database limited to maxMemory bytes.
+func LimitLoader(pid int, maxMemory int64) error { return limitLoader(pid, maxMemory) }

@@ -529,3 +529,41 @@ func TestLoad_CompressedValueBounded(t *testing.T) {
 		require.Less(t, seen, int64(64*mb), "the server never held the whole value")
 	}
 }
+
+// addressSpaceLimit is the soft "Max address space" of process pid, "unlimited" or bytes.
+func addressSpaceLimit(t *testing.T, pid int) string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(l, "Max address space"); ok {
+			return strings.Fields(rest)[0]
+		}
+	}
+	t.Fatal("no address space line")
+	return ""
+}
+
+// TestEnsure_LiftsLoaderCap: a server left with the address space cap of an import's
+// loading server (clouddb died during the import; the server was then adopted as the
+// replica, or promoted by a failover) gets its address space back when Ensure adopts it:
+// capped, it would abort once the database's memory limit grew.
+func TestEnsure_LiftsLoaderCap(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/limits"); err != nil {
+		t.Skip("no /proc")
+	}
+	b := setup(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 1, "none")
+	in.MaxMemoryBytes = 16 * mb
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	p := pid(t, b.driver, 1)
+	before := addressSpaceLimit(t, p)
+	require.NoError(t, local.LimitLoader(p, in.MaxMemoryBytes))
+	require.NotEqual(t, before, addressSpaceLimit(t, p))
+	in.Password += "-new" // a change, so that Ensure adopts and reconfigures it
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.Equal(t, p, pid(t, b.driver, 1))
+	require.Equal(t, before, addressSpaceLimit(t, p))
+}

@@ -29,17 +29,22 @@ func limitLoader(pid int, maxMemory int64) error {
 	return unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: limit, Max: old.Max}, nil)
 }
 
-// liftLoaderLimit gives the server pid, which loaded its file under limitLoader's cap,
-// the address space it had before.
+// liftLoaderLimit gives the server pid, which may have loaded its file under
+// limitLoader's cap, the address space it had before: clouddb's own soft limit, which
+// it inherited. A server capped by a clouddb that crashed during the import is adopted
+// by Ensure, which lifts the cap too.
 func liftLoaderLimit(pid int) error {
-	var old unix.Rlimit
+	var own, old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_AS, &own); err != nil {
+		return err
+	}
 	if err := unix.Prlimit(pid, unix.RLIMIT_AS, nil, &old); err != nil {
 		return err
 	}
-	if old.Cur == old.Max {
+	if old.Cur == min(own.Cur, old.Max) {
 		return nil
 	}
-	return unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: old.Max, Max: old.Max}, nil)
+	return unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: min(own.Cur, old.Max), Max: old.Max}, nil)
 }
 
 // loaderSpare is the address space limitLoader allows beyond twice the memory limit: the
