@@ -567,3 +567,27 @@ func TestEnsure_LiftsLoaderCap(t *testing.T) {
 	require.Equal(t, p, pid(t, b.driver, 1))
 	require.Equal(t, before, addressSpaceLimit(t, p))
 }
+
+// TestLoad_EmptyOrCutRefused: an empty file or stream, or one cut after its header, is
+// refused as corrupt, and the database keeps its data.
+func TestLoad_EmptyOrCutRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	in := b.instance(t, 1, "snapshot-every-1-hour")
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	c := client(t, in.Port, in.Password)
+	require.NoError(t, c.Set(ctx, "keep", "me", 0).Err())
+	before := pid(t, b.driver, 1)
+	for _, content := range []string{"", "REDIS0009", "REDIS0009\xfe\x00"} {
+		file := filepath.Join(t.TempDir(), "cut.rdb")
+		require.NoError(t, os.WriteFile(file, []byte(content), 0o600))
+		err := b.driver.Load(ctx, in, []string{file})
+		require.ErrorIs(t, err, clouddb.ErrDataCorrupt, "file %q", content)
+		err = b.driver.LoadStream(ctx, in, strings.NewReader(content))
+		require.ErrorIs(t, err, clouddb.ErrDataCorrupt, "stream %q", content)
+		require.Equal(t, before, pid(t, b.driver, 1))
+		require.Equal(t, "me", c.Get(ctx, "keep").Val())
+		require.Equal(t, 1, dbServers(t, filepath.Join(b.dir, "1")))
+	}
+}
