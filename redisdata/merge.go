@@ -124,7 +124,7 @@ func checkPart(path string) (version int, size int64, err error) {
 		return 0, 0, fmt.Errorf("%w: %d bytes is too short for an RDB file", ErrCorrupt, size)
 	}
 	var head [rdbHeaderLen]byte
-	if _, err := io.ReadFull(f, head[:]); err != nil {
+	if _, err = io.ReadFull(f, head[:]); err != nil {
 		return 0, 0, err
 	}
 	if !bytes.HasPrefix(head[:], rdbMagic) {

@@ -185,10 +185,10 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 			}
 		}
 	}
-	pid, ch, err := d.spawn(id, r.dir, bin, "--sanitize-dump-payload", "yes",
+	pid, ch, serr := d.spawn(id, r.dir, bin, "--sanitize-dump-payload", "yes",
 		"--loading-process-events-interval-bytes", strconv.Itoa(loadEventsEvery))
-	if err != nil {
-		return failed(fmt.Errorf("database %d: %w", id, err))
+	if serr != nil {
+		return failed(fmt.Errorf("database %d: %w", id, serr))
 	}
 	if werr := writeFile(filepath.Join(r.dir, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o600, false); werr != nil {
 		d.log.Warn("cannot write pid file", keyDatabase, id, keyPid, pid, "error", werr)
@@ -205,7 +205,7 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		f = &feeder{path: dump, r: src.r, ch: ch, pid: pid}
 		go f.run(ctx)
 	}
-	c, err := d.watchLoad(ctx, in, r, pid, ch, conf.InternalSecret, ppid)
+	c, werr := d.watchLoad(ctx, in, r, pid, ch, conf.InternalSecret, ppid)
 	if ferr := f.failure(); ferr != nil {
 		// The stream failed (the server then saw it end early): that is the cause.
 		if c != nil {
@@ -216,8 +216,8 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		}
 		return failed(ferr)
 	}
-	if err != nil {
-		return failed(err)
+	if werr != nil {
+		return failed(werr)
 	}
 	defer c.Close()
 	if err := liftLoaderLimit(pid); err != nil {
