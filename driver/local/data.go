@@ -237,7 +237,7 @@ func (d *Driver) loadConfig(in clouddb.Instance) redisdata.LoadConfig {
 	if _, b, err := d.binary(in); err == nil {
 		bin = b
 	}
-	return redisdata.LoadConfig{Binary: bin, TempDir: d.dir}
+	return redisdata.LoadConfig{Binary: bin, TempDir: d.dir, MaxMemory: in.MaxMemoryBytes}
 }
 
 // replica is the replicator of one database and the sources and binary it was started

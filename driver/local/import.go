@@ -193,7 +193,7 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 	if werr := writeFile(filepath.Join(r.dir, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o600, false); werr != nil {
 		d.log.Warn("cannot write pid file", keyDatabase, id, keyPid, pid, "error", werr)
 	}
-	if err := limitLoader(pid, in.MaxMemoryBytes); err != nil {
+	if err := redisdata.CapAddressSpace(pid, in.MaxMemoryBytes); err != nil {
 		if kerr := d.kill(context.WithoutCancel(ctx), id, pid); kerr != nil {
 			d.log.Warn("import: cannot kill the server that loaded the file", keyDatabase, id, keyPid, pid, "error", kerr)
 		}
@@ -220,7 +220,7 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		return failed(werr)
 	}
 	defer c.Close()
-	if err := liftLoaderLimit(pid); err != nil {
+	if err := redisdata.LiftAddressSpace(pid); err != nil {
 		return failed(fmt.Errorf("database %d: lift the memory limit of the server that loaded the file: %w", id, err))
 	}
 	if !linked || in.DataPersistence == "none" || persistences[in.DataPersistence].appendonly == "yes" {
@@ -426,7 +426,7 @@ func (d *Driver) watchLoad(ctx context.Context, in clouddb.Instance, n node, pid
 		ch.waitLog()
 		data, _ := os.ReadFile(filepath.Join(n.dir, logFile))
 		if oom := outOfMemory(string(data)); oom != "" {
-			// Past the address space of limitLoader: a value far larger than its file.
+			// Past the address space of redisdata.CapAddressSpace: a value far larger than its file.
 			return nil, fmt.Errorf("%w: the data needs more memory than the limit of %d bytes allows (%s)", clouddb.ErrDataTooLarge, in.MaxMemoryBytes, oom)
 		}
 		if err := redisdata.LoadFailure(string(data)); err != nil {

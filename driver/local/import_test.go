@@ -591,3 +591,27 @@ func TestLoad_EmptyOrCutRefused(t *testing.T) {
 		require.Equal(t, 1, dbServers(t, filepath.Join(b.dir, "1")))
 	}
 }
+
+// TestLoad_CompressedValueBoundedCluster: the key-by-key path too (a cluster's, and that
+// of parts that do not merge) loads each file into a throwaway server whose memory is
+// bounded while it loads: one LZF-packed value does not take a gigabyte there.
+func TestLoad_CompressedValueBoundedCluster(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	file := filepath.Join(t.TempDir(), "zeros.rdb")
+	require.NoError(t, os.WriteFile(file, lzfZeros(1+264*4_000_000), 0o600)) // 1 GB in 12 MB
+	cl := b.instance(t, 1, "none")
+	cl.OSSCluster, cl.Shards = true, 2
+	cl.MaxMemoryBytes = 32 * mb
+	require.NoError(t, b.driver.Ensure(ctx, cl))
+	err := b.driver.Load(ctx, cl, []string{file})
+	t.Logf("the import: %v", err)
+	require.True(t, errors.Is(err, clouddb.ErrDataTooLarge) || errors.Is(err, clouddb.ErrDataCorrupt), "%v", err)
+	if i := strings.Index(err.Error(), "needs about "); i >= 0 {
+		var seen int64
+		_, serr := fmt.Sscanf(err.Error()[i+len("needs about "):], "%d", &seen)
+		require.NoError(t, serr)
+		require.Less(t, seen, int64(128*mb), "the throwaway server never held the whole value")
+	}
+}

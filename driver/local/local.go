@@ -682,7 +682,7 @@ func (d *Driver) adopt(ctx context.Context, in server, pid int, old serverConfig
 		}
 	}
 	defer c.Close()
-	if err := liftLoaderLimit(pid); err != nil {
+	if err := redisdata.LiftAddressSpace(pid); err != nil {
 		d.log.Warn("cannot lift the memory cap of an import's server", keyDatabase, id, keyPid, pid, "error", err)
 	}
 	d.finishUpgrade(in.node)
