@@ -615,3 +615,26 @@ func TestLoad_CompressedValueBoundedCluster(t *testing.T) {
 		require.Less(t, seen, int64(128*mb), "the throwaway server never held the whole value")
 	}
 }
+
+// TestLoad_SourceOfAnotherDatabase: a database that another of the installation's
+// databases replicates from (replicaOf) still feeds it after an import, which moves its
+// server to its other node: the imported data and later writes arrive.
+func TestLoad_SourceOfAnotherDatabase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	file := b.sourceFile(t, 1, "imp", 50, nil)
+	src := b.instance(t, 2, "none")
+	dst := b.instance(t, 3, "none")
+	require.NoError(t, b.driver.Ensure(ctx, src))
+	dst.ReplicaOf = []clouddb.RedisEndpoint{srcEndpoint(src.Port, src.Password)}
+	require.NoError(t, b.driver.Ensure(ctx, dst))
+	s, c := client(t, src.Port, src.Password), client(t, dst.Port, dst.Password)
+	require.NoError(t, s.Set(ctx, "before", "1", 0).Err())
+	eventuallyT(t, 5*time.Second, func() bool { return c.Get(ctx, "before").Val() == "1" })
+
+	require.NoError(t, b.driver.Load(ctx, src, []string{file}))
+	require.NoError(t, s.Set(ctx, "after", "1", 0).Err())
+	eventuallyT(t, 10*time.Second, func() bool { return c.Get(ctx, "after").Val() == "1" })
+	requireKeys(t, c, "imp", 50)
+}
