@@ -268,18 +268,26 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		}
 	}
 	d.log.Info("import: the server with the imported data took over", keyDatabase, id, keyNode, r.idx, keyPid, pid, keyPort, in.Port)
-	if err := d.removeNode(ctx, p); err != nil {
-		return err
-	}
-	if in.Replication {
-		if err := makeDir(p.dir); err != nil {
-			return fmt.Errorf("database %d: %w", id, err)
-		}
-		if err := d.ensureServer(ctx, d.replicaServer(in, p)); err != nil {
-			return err
-		}
+	if d.testHook != nil {
+		d.testHook(hookImportTookOver, id, pid)
 	}
 	d.syncSources(staged, bin)
+	// The import is done: the database serves the imported data. What is left, the old
+	// node's files and the new replica, the reconciler finishes if it fails here (ended
+	// by Stop or the caller, a replica slow to start); the import does not fail for it.
+	if err := d.removeNode(ctx, p); err != nil {
+		d.log.Warn("import: cannot remove the node of the old data; the reconciler will", keyDatabase, id, keyNode, p.idx, "error", err)
+		return nil
+	}
+	if in.Replication {
+		err := makeDir(p.dir)
+		if err == nil {
+			err = d.ensureServer(ctx, d.replicaServer(in, p))
+		}
+		if err != nil {
+			d.log.Warn("import: the replica did not start again; the reconciler will", keyDatabase, id, keyNode, p.idx, "error", err)
+		}
+	}
 	return nil
 }
 

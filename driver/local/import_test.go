@@ -638,3 +638,34 @@ func TestLoad_SourceOfAnotherDatabase(t *testing.T) {
 	eventuallyT(t, 10*time.Second, func() bool { return c.Get(ctx, "after").Val() == "1" })
 	requireKeys(t, c, "imp", 50)
 }
+
+// TestLoad_EndedAfterTakeover: an import ended (by its caller, or Stop) once its server
+// has taken over has replaced the data: it reports success, and the next Ensure brings
+// the replica it had no time to start.
+func TestLoad_EndedAfterTakeover(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var cancel atomic.Pointer[context.CancelFunc]
+	b.driver.SetTestHook(func(point string, id, pid int) {
+		if point == local.HookImportTookOver {
+			if f := cancel.Load(); f != nil {
+				(*f)()
+			}
+		}
+	})
+	ctx := ctxT(t)
+	file := b.sourceFile(t, 1, "k", 300, nil)
+	in := b.replicated(t, 2, "none")
+	c := client(t, in.Port, in.Password)
+	writeAcked(t, c, "old", 10)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	cancel.Store(&stop)
+	require.NoError(t, b.driver.Load(lctx, in, []string{file}), "the data was replaced")
+	cancel.Store(nil)
+	requireKeys(t, c, "k", 300)
+	require.Zero(t, c.Exists(ctx, "old0").Val())
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	requireRunning(t, b.driver, in, true)
+	writeAcked(t, c, "new", 1)
+}
