@@ -38,6 +38,11 @@ type LoadConfig struct {
 	// users, and a malformed compact encoding that passes the checksum can otherwise
 	// crash the server later, in the middle of a copy; it costs some loading speed.
 	NoSanitize bool
+	// MaxMemory, when set, is the memory limit of the database the file is for: the
+	// server's address space is capped accordingly (see CapAddressSpace), so that a file
+	// whose values unpack to far more than it is fails to load rather than take the
+	// machine's memory.
+	MaxMemory int64
 }
 
 func (c LoadConfig) binary() string {
@@ -219,6 +224,11 @@ func startTemp(ctx context.Context, cfg LoadConfig, rdb string) (*TempServer, er
 	logf.Close()
 	if err != nil {
 		return fail(fmt.Errorf("start %s: %w", cfg.binary(), err))
+	}
+	if err = CapAddressSpace(cmd.Process.Pid, cfg.MaxMemory); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fail(fmt.Errorf("cap the address space of %s: %w", cfg.binary(), err))
 	}
 	s := &TempServer{
 		addr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),

@@ -21,6 +21,8 @@ import (
 const (
 	rdbHeaderLen = len("REDIS") + 4
 	rdbEOF       = 0xFF
+	// rdbSelectDB is the SELECTDB opcode; a length (0: one byte, 0) follows.
+	rdbSelectDB = 0xFE
 	// rdbTrailerLen is the EOF opcode and the checksum.
 	rdbTrailerLen = 1 + 8
 	// rdbFirstChecksummed is the first version that ends with a checksum.
@@ -75,6 +77,13 @@ func MergeRDB(dst io.Writer, parts []string) error {
 		return err
 	}
 	for i, p := range parts {
+		if i > 0 {
+			// A part's keys before its first SELECTDB are database 0's, as when it
+			// loads alone: not those of the database the part before it ended in.
+			if _, err := cw.Write([]byte{rdbSelectDB, 0}); err != nil {
+				return err
+			}
+		}
 		f, err := os.Open(p)
 		if err != nil {
 			return err

@@ -3,6 +3,8 @@ package redisdata_test
 import (
 	"context"
 	"encoding/binary"
+	"hash/crc64"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"testing"
@@ -106,4 +108,42 @@ func TestMergeRDBRefuses(t *testing.T) {
 	_, err = redisdata.LoadRDB(context.WithoutCancel(ctx), redisdata.LoadConfig{TempDir: t.TempDir()}, merged)
 	require.ErrorIs(t, err, redisdata.ErrCorrupt)
 	require.ErrorContains(t, err, "Duplicated key")
+}
+
+// TestMergeRDBEachPartFromDB0: a part's keys before its first SELECTDB are in logical
+// database 0, as when the part loads alone; merged after a part that ended in another
+// database, they stay in 0.
+func TestMergeRDBEachPartFromDB0(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	a := startServer(t, "apw")
+	a.do(3, "set", "in3", "a")
+	pa, _ := rdbFile(t, a)
+
+	// A file as some tools write it: its keys with no SELECTDB before them.
+	body := []byte("REDIS0009")
+	body = append(body, 0x00, 4, 's', 'o', 'l', 'o', 1, 'v') // a string key "solo" = "v"
+	body = append(body, 0xff)
+	sum := ^crc64.Update(^uint64(0), crc64.MakeTable(bits.Reverse64(0xad93d23594c935a9)), body)
+	body = binary.LittleEndian.AppendUint64(body, sum)
+	pb := filepath.Join(t.TempDir(), "noselect.rdb")
+	require.NoError(t, os.WriteFile(pb, body, 0o600))
+	alone, err := redisdata.LoadRDB(ctx, redisdata.LoadConfig{TempDir: t.TempDir()}, pb)
+	require.NoError(t, err, "redis loads the part alone")
+	alone.Close()
+
+	merged, err := mergeFiles(t, pa, pb)
+	require.NoError(t, err)
+	ts, err := redisdata.LoadRDB(ctx, redisdata.LoadConfig{TempDir: t.TempDir()}, merged)
+	require.NoError(t, err)
+	defer ts.Close()
+	got := startServer(t, "gotpw")
+	_, err = redisdata.CopyKeys(ctx, ts.Endpoint(), got.endpoint(), redisdata.CopyOptions{})
+	require.NoError(t, err)
+	c0 := got.client(0)
+	defer c0.Close()
+	require.Equal(t, "v", c0.Get(ctx, "solo").Val(), "the second part's key is in database 0")
+	c3 := got.client(3)
+	defer c3.Close()
+	require.Equal(t, "a", c3.Get(ctx, "in3").Val())
+	require.Zero(t, c3.Exists(ctx, "solo").Val())
 }

@@ -202,30 +202,39 @@ func (d *Driver) ownEndpoint(e clouddb.RedisEndpoint) (redisdata.Endpoint, bool)
 			Addr:     d.internalAddr(d.primaryNode(id), port),
 			Username: internalUser,
 			Password: c.InternalSecret,
-			Dial:     d.ownDial(net.JoinHostPort(d.connectHost, portText)),
+			Dial:     d.ownDial(id, net.JoinHostPort(d.connectHost, portText)),
 		}, true
 	}
 	return redisdata.Endpoint{}, false
 }
 
-// ownDial is the Dial of an own database reached as a source at tcpAddr: the address
-// guard decides as it would for the tenant's user, on that TCP address, even when the
-// connection itself goes through the server's unix socket.
-func (d *Driver) ownDial(tcpAddr string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	if d.dialSource == nil {
-		return nil
-	}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if network != "unix" {
-			return d.dialSource(ctx, network, addr)
+// ownDial is the Dial of database id, one of this Driver's own, reached as a source at
+// tcpAddr: the address guard decides as it would for the tenant's user, on that TCP
+// address, even when the connection itself goes through the server's unix socket. The
+// socket is that of the node serving as the primary when the connection is made, not
+// when the source was named: a failover, or an import's swap of servers, moves the
+// database to its other node, and a replicator that kept dialing the first node's socket
+// would never reach the source again.
+func (d *Driver) ownDial(id int, tcpAddr string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, _, _ string) (net.Conn, error) {
+		sock := d.sockPath(d.primaryNode(id))
+		if !isSocket(sock) {
+			// A server from before the unix sockets: its port.
+			if d.dialSource != nil {
+				return d.dialSource(ctx, "tcp", tcpAddr)
+			}
+			var nd net.Dialer
+			return nd.DialContext(ctx, "tcp", tcpAddr)
 		}
-		probe, err := d.dialSource(ctx, "tcp", tcpAddr)
-		if err != nil {
-			return nil, err
+		if d.dialSource != nil {
+			probe, err := d.dialSource(ctx, "tcp", tcpAddr)
+			if err != nil {
+				return nil, err
+			}
+			probe.Close()
 		}
-		probe.Close()
 		var nd net.Dialer
-		return nd.DialContext(ctx, "unix", addr)
+		return nd.DialContext(ctx, "unix", sock)
 	}
 }
 
@@ -237,7 +246,7 @@ func (d *Driver) loadConfig(in clouddb.Instance) redisdata.LoadConfig {
 	if _, b, err := d.binary(in); err == nil {
 		bin = b
 	}
-	return redisdata.LoadConfig{Binary: bin, TempDir: d.dir}
+	return redisdata.LoadConfig{Binary: bin, TempDir: d.dir, MaxMemory: in.MaxMemoryBytes}
 }
 
 // replica is the replicator of one database and the sources and binary it was started

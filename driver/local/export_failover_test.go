@@ -2,8 +2,10 @@ package local
 
 // The points where Ensure calls a hook set by SetTestHook.
 const (
-	HookBeforePrimary = hookBeforePrimary
-	HookAdopting      = hookAdopting
+	HookBeforePrimary  = hookBeforePrimary
+	HookAdopting       = hookAdopting
+	HookImportLoaded   = hookImportLoaded
+	HookImportTookOver = hookImportTookOver
 )
 
 // SetTestHook makes Ensure call f at the hook points, with the database's id and the pid

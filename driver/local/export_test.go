@@ -1,5 +1,7 @@
 package local
 
+import "clouddb/redisdata"
+
 // SetLogRate sets how many bytes a second the servers started from now on may have
 // clouddb read of their log output, and returns the rate it replaces.
 func SetLogRate(bytesPerSecond int64) int64 { return logRate.Swap(bytesPerSecond) }
@@ -10,3 +12,7 @@ func (d *Driver) NodePids(id int) (primary, replica int) {
 	p := d.primaryNode(id)
 	return d.livePid(p), d.livePid(d.other(p))
 }
+
+// LimitLoader caps the address space of process pid as that of a server loading an
+// import into a database limited to maxMemory bytes.
+func LimitLoader(pid int, maxMemory int64) error { return redisdata.CapAddressSpace(pid, maxMemory) }

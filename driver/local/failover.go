@@ -90,6 +90,12 @@ var errPrimaryExited = fmt.Errorf("the primary's server exited while Ensure ran:
 const (
 	hookBeforePrimary = "before-primary"
 	hookAdopting      = "adopting"
+	// hookImportLoaded: an import's new server has loaded its file (see loadSwap), before
+	// the takeover.
+	hookImportLoaded = "import-loaded"
+	// hookImportTookOver: the server with the imported data serves the port, before the
+	// old node goes and the replica starts.
+	hookImportTookOver = "import-took-over"
 )
 
 // maxFailoverRounds bounds Ensure's rounds of failover: each round after the first needs

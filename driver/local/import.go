@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -184,13 +185,19 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 			}
 		}
 	}
-	pid, ch, err := d.spawn(id, r.dir, bin, "--sanitize-dump-payload", "yes",
+	pid, ch, serr := d.spawn(id, r.dir, bin, "--sanitize-dump-payload", "yes",
 		"--loading-process-events-interval-bytes", strconv.Itoa(loadEventsEvery))
-	if err != nil {
-		return failed(fmt.Errorf("database %d: %w", id, err))
+	if serr != nil {
+		return failed(fmt.Errorf("database %d: %w", id, serr))
 	}
 	if werr := writeFile(filepath.Join(r.dir, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o600, false); werr != nil {
 		d.log.Warn("cannot write pid file", keyDatabase, id, keyPid, pid, "error", werr)
+	}
+	if err := redisdata.CapAddressSpace(pid, in.MaxMemoryBytes); err != nil {
+		if kerr := d.kill(context.WithoutCancel(ctx), id, pid); kerr != nil {
+			d.log.Warn("import: cannot kill the server that loaded the file", keyDatabase, id, keyPid, pid, "error", kerr)
+		}
+		return failed(fmt.Errorf("database %d: limit the memory of the server that loads the file: %w", id, err))
 	}
 	d.log.Info("import: a new server loads the file", keyDatabase, id, keyNode, r.idx, keyPid, pid)
 	var f *feeder
@@ -198,7 +205,7 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		f = &feeder{path: dump, r: src.r, ch: ch, pid: pid}
 		go f.run(ctx)
 	}
-	c, err := d.watchLoad(ctx, in, r, pid, ch, conf.InternalSecret, ppid)
+	c, werr := d.watchLoad(ctx, in, r, pid, ch, conf.InternalSecret, ppid)
 	if ferr := f.failure(); ferr != nil {
 		// The stream failed (the server then saw it end early): that is the cause.
 		if c != nil {
@@ -209,10 +216,13 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		}
 		return failed(ferr)
 	}
-	if err != nil {
-		return failed(err)
+	if werr != nil {
+		return failed(werr)
 	}
 	defer c.Close()
+	if err := redisdata.LiftAddressSpace(pid); err != nil {
+		return failed(fmt.Errorf("database %d: lift the memory limit of the server that loaded the file: %w", id, err))
+	}
 	if !linked || in.DataPersistence == "none" || persistences[in.DataPersistence].appendonly == "yes" {
 		// Loaded; only a hard link under snapshot persistence is still the data's file (a
 		// pipe's name is gone already).
@@ -224,41 +234,60 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 	if err := recordVersion(r.dir, version); err != nil {
 		return failed(fmt.Errorf("database %d: %w", id, err))
 	}
+	if d.testHook != nil {
+		d.testHook(hookImportLoaded, id, pid)
+	}
+	if ctx.Err() != nil {
+		// Ended (Stop, Remove, the caller) before the takeover: the old data stays.
+		return failed(context.Cause(ctx))
+	}
 
 	// The takeover. From the primary's stop on, the new server holds the database's
 	// only data: nothing below removes it. Whatever fails is finished by Ensure: the
 	// topology (or, before it is written, failover, which takes a node serving as a
-	// primary) makes it the primary.
-	if err := d.shutdownNoSave(ctx, p, ppid); err != nil {
+	// primary) makes it the primary. Once begun, the takeover is not ended halfway by
+	// Stop or the caller (they wait for the lock): a new server left on the socket with
+	// no persistence, its predecessor killed, would lose both the old data and the new
+	// at the stop that follows.
+	tctx := context.WithoutCancel(ctx)
+	if err := d.shutdownNoSave(tctx, p, ppid); err != nil {
 		return failed(fmt.Errorf("database %d: stop the server of the old data: %w", id, err))
 	}
 	if err := d.writeTopology(id, topology{Primary: r.idx}); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
-	if err := d.promote(ctx, c, in); err != nil {
+	if err := d.promote(tctx, c, in); err != nil {
 		return fmt.Errorf("database %d: the server with the imported data takes over the port: %w", id, err)
 	}
-	if err := d.reconfigure(ctx, c, staged); err != nil {
+	if err := d.reconfigure(tctx, c, staged); err != nil {
 		return err
 	}
 	if !linked && persistences[in.DataPersistence].save != "" {
-		if err := d.bgsave(ctx, c); err != nil {
+		if err := d.bgsave(tctx, c); err != nil {
 			return fmt.Errorf("database %d: %w", id, err)
 		}
 	}
 	d.log.Info("import: the server with the imported data took over", keyDatabase, id, keyNode, r.idx, keyPid, pid, keyPort, in.Port)
-	if err := d.removeNode(ctx, p); err != nil {
-		return err
-	}
-	if in.Replication {
-		if err := makeDir(p.dir); err != nil {
-			return fmt.Errorf("database %d: %w", id, err)
-		}
-		if err := d.ensureServer(ctx, d.replicaServer(in, p)); err != nil {
-			return err
-		}
+	if d.testHook != nil {
+		d.testHook(hookImportTookOver, id, pid)
 	}
 	d.syncSources(staged, bin)
+	// The import is done: the database serves the imported data. What is left, the old
+	// node's files and the new replica, the reconciler finishes if it fails here (ended
+	// by Stop or the caller, a replica slow to start); the import does not fail for it.
+	if err := d.removeNode(ctx, p); err != nil {
+		d.log.Warn("import: cannot remove the node of the old data; the reconciler will", keyDatabase, id, keyNode, p.idx, "error", err)
+		return nil
+	}
+	if in.Replication {
+		err := makeDir(p.dir)
+		if err == nil {
+			err = d.ensureServer(ctx, d.replicaServer(in, p))
+		}
+		if err != nil {
+			d.log.Warn("import: the replica did not start again; the reconciler will", keyDatabase, id, keyNode, p.idx, "error", err)
+		}
+	}
 	return nil
 }
 
@@ -404,6 +433,10 @@ func (d *Driver) watchLoad(ctx context.Context, in clouddb.Instance, n node, pid
 		closeClient()
 		ch.waitLog()
 		data, _ := os.ReadFile(filepath.Join(n.dir, logFile))
+		if oom := outOfMemory(string(data)); oom != "" {
+			// Past the address space of redisdata.CapAddressSpace: a value far larger than its file.
+			return nil, fmt.Errorf("%w: the data needs more memory than the limit of %d bytes allows (%s)", clouddb.ErrDataTooLarge, in.MaxMemoryBytes, oom)
+		}
 		if err := redisdata.LoadFailure(string(data)); err != nil {
 			return nil, fmt.Errorf("%w: %w", clouddb.ErrDataCorrupt, err)
 		}
@@ -490,4 +523,17 @@ func (d *Driver) bgsave(ctx context.Context, c *redis.Client) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// outOfMemory returns the line of a loading server's log that says an allocation failed
+// ("" if none): redis aborts so when a plain allocation fails. One that redis tries (the
+// string of an LZF-packed value) it reports as "Short read or OOM loading DB" (7.0),
+// which a file cut short gives too: a corrupt file then.
+func outOfMemory(log string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "failed allocating") || strings.Contains(line, "Out Of Memory allocating") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
 }

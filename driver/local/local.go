@@ -682,6 +682,9 @@ func (d *Driver) adopt(ctx context.Context, in server, pid int, old serverConfig
 		}
 	}
 	defer c.Close()
+	if err := redisdata.LiftAddressSpace(pid); err != nil {
+		d.log.Warn("cannot lift the memory cap of an import's server", keyDatabase, id, keyPid, pid, "error", err)
+	}
 	d.finishUpgrade(in.node)
 	if port != in.Port {
 		d.log.Info("port changes; restarting redis-server", keyDatabase, id, keyPid, pid, "old_port", port, keyPort, in.Port)
