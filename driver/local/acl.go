@@ -392,7 +392,7 @@ func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
 	if err := validateUsers(in); err != nil {
 		return err
 	}
-	unlock, err := d.lock(ctx, id)
+	unlock, err := d.lockUnlessImporting(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,42 @@ var (
 	errImportRemoved = errors.New("the database was deleted during the import")
 )
 
+// errImporting: an import holds the database's servers (see loadSwap). It is a wait to
+// the reconciler (ErrServerStarting): the import answers for the servers until it ends,
+// and abandons itself if the primary dies, so that the reconciler brings it back.
+var errImporting = fmt.Errorf("an import is under way (%w)", clouddb.ErrServerStarting)
+
+// importing reports whether an import into database id is under way.
+func (d *Driver) importing(id int) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.imports[id] != nil
+}
+
+// lockUnlessImporting is lock for the reconciler's calls, which must not wait for an
+// import: one that trickles in from a slow source holds the database for as long as
+// --data-timeout, and each waiting call holds one of the reconciler's slots, which a few
+// dozen such imports would exhaust for every tenant. While an import is under way it
+// returns errImporting at once.
+func (d *Driver) lockUnlessImporting(ctx context.Context, id int) (func(), error) {
+	for {
+		if d.importing(id) {
+			return nil, errImporting
+		}
+		// A short wait at a time, so that an import that takes the lock meanwhile is
+		// noticed.
+		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		unlock, err := d.lock(wctx, id)
+		cancel()
+		if err == nil {
+			return unlock, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // endImport ends the import under way into database id, if any, with cause.
 func (d *Driver) endImport(id int, cause error) {
 	d.mu.Lock()
@@ -92,13 +128,10 @@ func (d *Driver) loadFast(ctx context.Context, in clouddb.Instance, files []stri
 // the data it had, untouched.
 func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSource) error {
 	id := in.DatabaseID
-	unlock, err := d.lock(ctx, id)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	// The lock is held while the file loads, which a slow source makes long: Stop and
-	// Remove end the import rather than wait (see endImport).
+	// Remove end the import rather than wait (see endImport), and the reconciler's
+	// calls do not wait for it (see lockUnlessImporting). Registered before the lock is
+	// taken, so that both hold from then on.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	d.mu.Lock()
@@ -109,6 +142,11 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 		delete(d.imports, id)
 		d.mu.Unlock()
 	}()
+	unlock, err := d.lock(ctx, id)
+	if err != nil {
+		return context.Cause(ctx)
+	}
+	defer unlock()
 	topo, err := d.readTopology(id)
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
@@ -668,4 +669,42 @@ func TestLoad_EndedAfterTakeover(t *testing.T) {
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	requireRunning(t, b.driver, in, true)
 	writeAcked(t, c, "new", 1)
+}
+
+// TestLoadStream_ReconcilerDoesNotWait: while an import from a stalled source holds the
+// database, the reconciler's calls return at once: Running says the servers run (the
+// import answers for them) and Ensure and SetUsers say to try again later; once the
+// import ends they work as before.
+func TestLoadStream_ReconcilerDoesNotWait(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	file := b.sourceFile(t, 1, "k", 5000, nil)
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	in := b.instance(t, 2, "none")
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	src := &stalled{data: data, release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- b.driver.LoadStream(ctx, in, src) }()
+	require.Eventually(t, func() bool { return dbServers(t, filepath.Join(b.dir, "2")) == 2 }, 10*time.Second, 5*time.Millisecond)
+
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		up, err := b.driver.Running(ctx, in)
+		assert.NoError(t, err)
+		assert.True(t, up)
+		assert.ErrorIs(t, b.driver.Ensure(ctx, in), clouddb.ErrServerStarting)
+		assert.ErrorIs(t, b.driver.SetUsers(ctx, in), clouddb.ErrServerStarting)
+	}()
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reconciler's calls wait for the import")
+	}
+	close(src.release)
+	require.ErrorContains(t, <-done, "the source went away")
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	requireRunning(t, b.driver, in, true)
 }

@@ -438,7 +438,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	}
 	in.Shards = max(in.Shards, 1) // 0: an instance of before shards
 	id := in.DatabaseID
-	unlock, err := d.lock(ctx, id)
+	unlock, err := d.lockUnlessImporting(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -939,7 +939,10 @@ const deepCheckEvery = 10 * time.Second
 // replica may be left.
 func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error) {
 	in.Shards = max(in.Shards, 1)
-	unlock, err := d.lock(ctx, in.DatabaseID)
+	unlock, err := d.lockUnlessImporting(ctx, in.DatabaseID)
+	if errors.Is(err, errImporting) {
+		return true, nil // the import answers for the servers (see errImporting)
+	}
 	if err != nil {
 		return false, err
 	}
