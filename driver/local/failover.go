@@ -40,6 +40,15 @@ func (d *Driver) failover(ctx context.Context, in clouddb.Instance, p, r node) (
 		// Not a replica clouddb can reach: Ensure deals with it as a server.
 		return p, r, false, nil
 	}
+	if conf.Primary == "" {
+		// Its config file makes it a primary: it is no replica cut short in its promotion
+		// (a promotion does not rewrite the file) but an import's loading server whose
+		// import never took over (clouddb stopped in the middle, see loadSwap). Its data
+		// is not the database's: the primary starts on its own files, and Ensure makes
+		// this server its replica, or removes it.
+		d.log.Warn("the primary is gone and the other node's server is an import that never took over; the primary starts on its own data", keyDatabase, in.DatabaseID, keyNode, r.idx, keyPid, rpid)
+		return p, r, false, nil
+	}
 	c, err := d.probe(ctx, r, 0, cred{internalUser, conf.InternalSecret}, rpid)
 	if err != nil {
 		// Busy (a slow command, a disk stall) or hung: it may hold the only copy of the

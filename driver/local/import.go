@@ -288,11 +288,15 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 	// no persistence, its predecessor killed, would lose both the old data and the new
 	// at the stop that follows.
 	tctx := context.WithoutCancel(ctx)
-	if err := d.shutdownNoSave(tctx, p, ppid); err != nil {
-		return failed(fmt.Errorf("database %d: stop the server of the old data: %w", id, err))
-	}
+	// The topology first: a crash from here on finds the new server the primary, which
+	// Ensure adopts (removing or demoting the old one, which frees the port); before
+	// it, failover never takes the new server for a replica cut short in its promotion
+	// (see failover), so the old data stays.
 	if err := d.writeTopology(id, topology{Primary: r.idx}); err != nil {
-		return fmt.Errorf("database %d: %w", id, err)
+		return failed(fmt.Errorf("database %d: %w", id, err))
+	}
+	if err := d.shutdownNoSave(tctx, p, ppid); err != nil {
+		return fmt.Errorf("database %d: stop the server of the old data: %w", id, err)
 	}
 	if err := d.promote(tctx, c, in); err != nil {
 		return fmt.Errorf("database %d: the server with the imported data takes over the port: %w", id, err)

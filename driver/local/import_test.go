@@ -708,3 +708,46 @@ func TestLoadStream_ReconcilerDoesNotWait(t *testing.T) {
 	require.NoError(t, b.driver.Ensure(ctx, in))
 	requireRunning(t, b.driver, in, true)
 }
+
+// TestLoad_UnfinishedImportNeverTakesOver: a clouddb that stops in the middle of an
+// import, after the file has loaded and before the takeover, leaves a loading server
+// that serves as a primary on the other node. If the database's primary then dies too,
+// the next clouddb does not take that server for a replica cut short in its promotion:
+// the import never took effect, so the primary comes back with its own data.
+func TestLoad_UnfinishedImportNeverTakesOver(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	file := b.sourceFile(t, 1, "k", 200, nil)
+	in := b.instance(t, 2, "snapshot-every-1-hour")
+	require.NoError(t, b.driver.Ensure(ctx, in))
+	require.NoError(t, client(t, in.Port, in.Password).Set(ctx, "old", "kept", 0).Err())
+	require.NoError(t, b.driver.Stop(ctx, 2)) // saves the old data
+	require.NoError(t, b.driver.Ensure(ctx, in))
+
+	// This clouddb stalls for good once the file has loaded.
+	frozen := make(chan struct{})
+	t.Cleanup(func() { close(frozen) })
+	loaded := make(chan struct{})
+	b.driver.SetTestHook(func(point string, id, pid int) {
+		if point == local.HookImportLoaded {
+			close(loaded)
+			<-frozen
+		}
+	})
+	go func() { _ = b.driver.Load(context.WithoutCancel(ctx), in, []string{file}) }()
+	select {
+	case <-loaded:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the import did not load its file")
+	}
+	killAndWait(t, pid(t, b.driver, 2))
+
+	// The next clouddb.
+	next := mustDriver(t, b.dir)
+	require.NoError(t, next.Ensure(ctx, in))
+	c := client(t, in.Port, in.Password)
+	require.Equal(t, "kept", c.Get(ctx, "old").Val())
+	require.Equal(t, int64(1), c.DBSize(ctx).Val())
+	require.Equal(t, 1, dbServers(t, filepath.Join(b.dir, "2")), "the loading server is gone")
+}
