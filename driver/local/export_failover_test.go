@@ -4,6 +4,7 @@ package local
 const (
 	HookBeforePrimary = hookBeforePrimary
 	HookAdopting      = hookAdopting
+	HookLivePid       = hookLivePid
 )
 
 // SetTestHook makes Ensure call f at the hook points, with the database's id and the pid

@@ -90,6 +90,8 @@ var errPrimaryExited = fmt.Errorf("the primary's server exited while Ensure ran:
 const (
 	hookBeforePrimary = "before-primary"
 	hookAdopting      = "adopting"
+	// hookLivePid: a look at a node's pid file (and maybe /proc) for its server.
+	hookLivePid = "live-pid"
 )
 
 // maxFailoverRounds bounds Ensure's rounds of failover: each round after the first needs

@@ -121,8 +121,9 @@ type Driver struct {
 
 	// Adopted servers whose exit is watched (see watchExit): by pidfd; the epoll
 	// instance, 0 until the first, -1 when there can be none.
-	watched map[int]watchedPid
-	epoll   int
+	watched  map[int]watchedPid
+	watching map[int]int // the pids of watched, to their pidfds
+	epoll    int
 
 	topos map[int]topology // by database id, as read from its topology file
 	// clusters: by database id, when an OSS Cluster database last looked whole.
@@ -211,6 +212,7 @@ func New(cfg Config) (*Driver, error) {
 		replicas:     make(map[int]*replica),
 		ruleCheck:    make(chan struct{}, 1),
 		watched:      make(map[int]watchedPid),
+		watching:     make(map[int]int),
 		topos:        make(map[int]topology),
 		topoGen:      make(map[int]uint64),
 		clusters:     make(map[int]time.Time),
@@ -269,6 +271,9 @@ func (d *Driver) pidOf(n node) (int, error) {
 // naming a dead process, or one that is not this node's server, is removed.
 func (d *Driver) livePid(n node) int {
 	id, dir := n.db, n.dir
+	if d.testHook != nil {
+		d.testHook(hookLivePid, id, 0)
+	}
 	pid, err := d.pidOf(n)
 	if err != nil {
 		if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
@@ -696,7 +701,7 @@ func (d *Driver) adopt(ctx context.Context, in server, pid int, old serverConfig
 		}
 		return true, err
 	}
-	d.watchExit(id, pid)
+	d.watchExit(in.node, pid)
 	d.log.Debug("adopted running redis-server", keyDatabase, id, keyPid, pid, keyPort, port)
 	return true, nil
 }
@@ -977,13 +982,25 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 // serverRunning is Running for one node's server.
 func (d *Driver) serverRunning(ctx context.Context, in server) (bool, error) {
 	id := in.DatabaseID
+	key := checkKey{0, in.Port, in.Password, usersKey(in.Instance), tlsKey(in.Instance)}
+	d.mu.Lock()
+	last, ok := d.checked[in.node]
+	watched := ok && d.exitWatched(last.key.pid, in.dir)
+	d.mu.Unlock()
+	key.pid = last.key.pid
+	if watched && last.key == key && time.Since(last.at) < deepCheckEvery {
+		// Its exit would be known (and reported) by now: no need to look at its pid
+		// file and /proc, which at a thousand servers every second was most of the
+		// idle CPU.
+		return true, nil
+	}
 	pid := d.livePid(in.node)
 	if pid == 0 {
 		return false, nil
 	}
-	key := checkKey{pid, in.Port, in.Password, usersKey(in.Instance), tlsKey(in.Instance)}
+	key.pid = pid
 	d.mu.Lock()
-	last, ok := d.checked[in.node]
+	last, ok = d.checked[in.node]
 	known := d.rules[in.node]
 	knownUsers := d.users[in.node]
 	d.mu.Unlock()
@@ -1028,6 +1045,21 @@ func (d *Driver) serverRunning(ctx context.Context, in server) (bool, error) {
 	d.checked[in.node] = deepCheck{key, time.Now()}
 	d.mu.Unlock()
 	return true, nil
+}
+
+// exitWatched reports whether the exit of process pid, the server of the node in dir,
+// would have been reported (Config.Exited): it is that node's child not yet reaped, or
+// its adopted server watched (see watchExit). Either is forgotten before its exit is
+// reported. d.mu must be held.
+func (d *Driver) exitWatched(pid int, dir string) bool {
+	if pid <= 0 || d.exited == nil {
+		return false
+	}
+	if c := d.children[pid]; c != nil {
+		return c.dir == dir
+	}
+	fd, ok := d.watching[pid]
+	return ok && d.watched[fd].dir == dir
 }
 
 // knownRules are the default user's rules in its server's normal form (see getUser).

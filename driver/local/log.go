@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/time/rate"
 )
@@ -50,12 +51,20 @@ func keepLog(path string, r io.ReadCloser) {
 	w := openCappedLog(path, logCap)
 	defer w.Close()
 	lim := rate.NewLimiter(rate.Limit(logRate.Load()), logBurst)
+	copyChunk := func(p []byte) {
+		_, _ = w.Write(p)                           // a line that cannot be written is dropped
+		_ = lim.WaitN(context.Background(), len(p)) // len(p) ≤ logChunk < logBurst: it cannot fail
+	}
+	if sc, ok := r.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil && keepLogRaw(rc, copyChunk) {
+			return
+		}
+	}
 	buf := make([]byte, logChunk)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			_, _ = w.Write(buf[:n])                // a line that cannot be written is dropped
-			_ = lim.WaitN(context.Background(), n) // n ≤ logChunk < logBurst: it cannot fail
+			copyChunk(buf[:n])
 		}
 		if err != nil {
 			return

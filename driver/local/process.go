@@ -17,6 +17,7 @@ import (
 
 // child is a server this Driver started; a goroutine reaps it.
 type child struct {
+	dir     string        // its node's directory
 	done    chan struct{} // closed once the process is reaped
 	err     error         // Wait's result, set before done is closed
 	logDone chan struct{} // closed once all the server's output is in its log (see keepLog)
@@ -71,7 +72,7 @@ func (d *Driver) spawn(id int, dir, bin string) (int, *child, error) {
 	// An older clouddb kept the server's stdout and stderr apart, uncapped.
 	_ = os.Remove(filepath.Join(dir, oldOutFile))
 	pid := cmd.Process.Pid
-	c := &child{done: make(chan struct{}), logDone: make(chan struct{})}
+	c := &child{dir: dir, done: make(chan struct{}), logDone: make(chan struct{})}
 	go func() {
 		defer close(c.logDone)
 		keepLog(filepath.Join(dir, logFile), pr)
@@ -79,7 +80,7 @@ func (d *Driver) spawn(id int, dir, bin string) (int, *child, error) {
 	d.mu.Lock()
 	d.children[pid] = c
 	d.mu.Unlock()
-	go func() {
+	reap := func() {
 		c.err = cmd.Wait()
 		d.mu.Lock()
 		delete(d.children, pid)
@@ -89,7 +90,12 @@ func (d *Driver) spawn(id int, dir, bin string) (int, *child, error) {
 		if d.exited != nil {
 			d.exited(id)
 		}
-	}()
+	}
+	// Reaped once it has exited (its pidfd says so), not by a wait that blocks a thread
+	// for its whole life; the pid cannot be reused before, as the process is unreaped.
+	if !d.watchPid(id, pid, dir, reap) {
+		go reap()
+	}
 	return pid, c, nil
 }
 
