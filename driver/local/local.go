@@ -830,15 +830,42 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 	}
 	defer c.Close()
 	// Only now that the server answers: until then the version that served the data is
-	// the one before (an upgrade whose new binary does not start rolls back to it).
-	if err = recordVersion(dir, version); err != nil {
-		return fmt.Errorf("database %d: %w", id, err)
+	// the one before (an upgrade whose new binary does not start rolls back to it). It is
+	// written (and synced) while the server is configured, which waits on the server.
+	recorded := make(chan error, 1)
+	go func() { recorded <- recordVersion(dir, version) }()
+	if same := !haveOld || old.Persistence == "" || old.Persistence == want.Persistence; !same || !d.startedAsWanted(ctx, c, in, want) {
+		err = d.reconfigure(ctx, c, in)
+	}
+	if rerr := <-recorded; rerr != nil {
+		return fmt.Errorf("database %d: %w", id, rerr)
 	}
 	d.upgraded(in.node, version)
-	if err = d.reconfigure(ctx, c, in); err != nil {
+	if err != nil {
 		return answeredError{err}
 	}
 	return nil
+}
+
+// startedAsWanted records what reconfigure would of a server just started from want's
+// config file, when one look (a round trip) finds it as want says, and reports whether
+// it did: then nothing is left to apply. The full reconfigure, some ten round trips that
+// a create and every server of a restart waited for, compares and sets each part anew.
+func (d *Driver) startedAsWanted(ctx context.Context, c *redis.Client, in server, want serverConfig) bool {
+	diff, rules, live, err := inspect(ctx, c, want, nil, nil)
+	if err != nil || len(diff) > 0 {
+		return false
+	}
+	users := make(map[string]knownUser, len(want.Users))
+	for _, u := range want.Users {
+		users[u.Name] = knownUser{sig: userSig(u, want.ReadOnly), line: live[u.Name]}
+	}
+	d.mu.Lock()
+	d.rules[in.node] = knownRules{want.ReadOnly, want.DefaultOff, rules}
+	d.users[in.node] = users
+	d.mu.Unlock()
+	d.pruneTLS(in.DatabaseID, want)
+	return true
 }
 
 // answeredError is a failure of a started server after it answered: it runs with the
@@ -847,6 +874,10 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 type answeredError struct{ error }
 
 func (e answeredError) Unwrap() error { return e.error }
+
+// fastPoll is how long after its start waitReady polls a server every millisecond: longer
+// than a server takes to start on a machine that is not overloaded.
+const fastPoll = 50 * time.Millisecond
 
 // waitReady polls until the started server answers a PING authenticated as cr as process pid,
 // up to StartTimeout. If the process exits first (a port in use, a bad config), the error
@@ -875,9 +906,11 @@ func (d *Driver) waitReady(ctx context.Context, in server, pid int, ch *child, c
 		err error
 	}
 	var last error
-	// A new server answers within a few milliseconds: poll fast first (a refused
-	// connect costs microseconds), then back off gently.
+	// A new server answers within a few milliseconds: poll every millisecond then (a
+	// refused connect costs microseconds; a coarser step added its half on average to
+	// every create), then back off gently.
 	wait := time.Millisecond
+	fastUntil := time.Now().Add(fastPoll)
 	for {
 		// A probe of a port that a stranger holds may hang until its read timeout; the
 		// exit of our process must not wait for it.
@@ -916,7 +949,9 @@ func (d *Driver) waitReady(ctx context.Context, in server, pid int, ch *child, c
 			return nil, fmt.Errorf("database %d: redis-server pid %d did not answer PING on %s within %s (%w): %w; %s",
 				id, pid, addr, d.startTimeout, clouddb.ErrServerStarting, last, logTail(dir))
 		case <-time.After(wait):
-			wait = min(wait*3/2, 20*time.Millisecond)
+			if time.Now().After(fastUntil) {
+				wait = min(wait*3/2, 20*time.Millisecond)
+			}
 		}
 	}
 }
