@@ -783,7 +783,19 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 	if haveOld && old.Persistence != "" {
 		first.Persistence = old.Persistence
 	}
-	if err := d.writeConfig(in.node, first); err != nil {
+	// A new node (no config yet: no server ever ran on it, it has no data) has its
+	// config synced, and its version recorded, while its server starts, not before: the
+	// syncs were a few ms of each create. Until they are done Ensure does not return, and
+	// a crash before leaves a node that never answered, whose config, if the crash
+	// emptied it, is as good as none.
+	fresh := !haveOld
+	var err error
+	if fresh {
+		err = d.writeConfigUnsynced(in.node, first)
+	} else {
+		err = d.writeConfig(in.node, first)
+	}
+	if err != nil {
 		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
 	}
 	if haveOld && first.Persistence == "none" {
@@ -804,6 +816,25 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
+	// The node's files are written on the side while the server starts or is configured
+	// (see fresh, and below); every return waits for that: nothing writes in the node's
+	// directory once Ensure returned.
+	recorded, pending := make(chan error, 1), false
+	record := func(write func() error) {
+		pending = true
+		go func() { recorded <- write() }()
+	}
+	joinRecorded := func() error {
+		if !pending {
+			return nil
+		}
+		pending = false
+		return <-recorded
+	}
+	defer func() { _ = joinRecorded() }()
+	if fresh {
+		record(func() error { return syncNewNode(dir, version) })
+	}
 	// redis writes its pid file too, but only once it has read its config. Not synced: a
 	// pid file is worth nothing after the machine went down (its process went too), and
 	// one that is lost is made up for by findByCwd.
@@ -822,6 +853,7 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 		}
 		if errors.Is(err, errLoading) {
 			// It answered, loading the data: this version serves it now.
+			_ = joinRecorded() // which wrote the same, or failed and is written again here
 			if rerr := recordVersion(dir, version); rerr != nil {
 				return fmt.Errorf("%w; database %d: %w", err, id, rerr)
 			}
@@ -832,12 +864,13 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 	// Only now that the server answers: until then the version that served the data is
 	// the one before (an upgrade whose new binary does not start rolls back to it). It is
 	// written (and synced) while the server is configured, which waits on the server.
-	recorded := make(chan error, 1)
-	go func() { recorded <- recordVersion(dir, version) }()
+	if !fresh {
+		record(func() error { return recordVersion(dir, version) })
+	}
 	if same := !haveOld || old.Persistence == "" || old.Persistence == want.Persistence; !same || !d.startedAsWanted(ctx, c, in, want) {
 		err = d.reconfigure(ctx, c, in)
 	}
-	if rerr := <-recorded; rerr != nil {
+	if rerr := joinRecorded(); rerr != nil {
 		return fmt.Errorf("database %d: %w", id, rerr)
 	}
 	d.upgraded(in.node, version)
