@@ -807,7 +807,7 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 			stale = []string{aofDir}
 		}
 		for _, name := range stale {
-			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			if err = os.RemoveAll(filepath.Join(dir, name)); err != nil {
 				return fmt.Errorf("database %d: %w", id, err)
 			}
 		}
