@@ -908,10 +908,6 @@ type answeredError struct{ error }
 
 func (e answeredError) Unwrap() error { return e.error }
 
-// fastPoll is how long after its start waitReady polls a server every millisecond: longer
-// than a server takes to start on a machine that is not overloaded.
-const fastPoll = 50 * time.Millisecond
-
 // waitReady polls until the started server answers a PING authenticated as cr as process pid,
 // up to StartTimeout. If the process exits first (a port in use, a bad config), the error
 // says so and carries the tail of its log. A server still starting at the deadline is
@@ -939,11 +935,13 @@ func (d *Driver) waitReady(ctx context.Context, in server, pid int, ch *child, c
 		err error
 	}
 	var last error
-	// A new server answers within a few milliseconds: poll every millisecond then (a
-	// refused connect costs microseconds; a coarser step added its half on average to
-	// every create), then back off gently.
+	// A new server answers within a few milliseconds: poll fast first (a refused
+	// connect costs microseconds), then back off gently. The server's log line saying
+	// it accepts connections wakes the wait at once: a step of the backoff added its
+	// half on average to every start, and polling every millisecond took the CPU from
+	// the servers starting at a restart of hundreds.
 	wait := time.Millisecond
-	fastUntil := time.Now().Add(fastPoll)
+	ready := ch.ready
 	for {
 		// A probe of a port that a stranger holds may hang until its read timeout; the
 		// exit of our process must not wait for it.
@@ -981,10 +979,10 @@ func (d *Driver) waitReady(ctx context.Context, in server, pid int, ch *child, c
 		case <-ctx.Done():
 			return nil, fmt.Errorf("database %d: redis-server pid %d did not answer PING on %s within %s (%w): %w; %s",
 				id, pid, addr, d.startTimeout, clouddb.ErrServerStarting, last, logTail(dir))
+		case <-ready:
+			ready = nil // once
 		case <-time.After(wait):
-			if time.Now().After(fastUntil) {
-				wait = min(wait*3/2, 20*time.Millisecond)
-			}
+			wait = min(wait*3/2, 20*time.Millisecond)
 		}
 	}
 }

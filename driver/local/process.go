@@ -21,6 +21,7 @@ type child struct {
 	done    chan struct{} // closed once the process is reaped
 	err     error         // Wait's result, set before done is closed
 	logDone chan struct{} // closed once all the server's output is in its log (see keepLog)
+	ready   chan struct{} // closed once the server logged that it accepts connections
 }
 
 // logWait bounds how long waitLog waits for the last lines of a server that exited: a
@@ -72,10 +73,10 @@ func (d *Driver) spawn(id int, dir, bin string) (int, *child, error) {
 	// An older clouddb kept the server's stdout and stderr apart, uncapped.
 	_ = os.Remove(filepath.Join(dir, oldOutFile))
 	pid := cmd.Process.Pid
-	c := &child{dir: dir, done: make(chan struct{}), logDone: make(chan struct{})}
+	c := &child{dir: dir, done: make(chan struct{}), logDone: make(chan struct{}), ready: make(chan struct{})}
 	go func() {
 		defer close(c.logDone)
-		keepLog(filepath.Join(dir, logFile), pr)
+		keepLogReady(filepath.Join(dir, logFile), pr, func() { close(c.ready) })
 	}()
 	d.mu.Lock()
 	d.children[pid] = c
