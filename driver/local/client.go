@@ -48,7 +48,16 @@ func (d *Driver) newClient(n node, port int, c cred) *redis.Client {
 		DialTimeout:              time.Second,
 		// One dial per probe: go-redis would otherwise retry a refused dial five times,
 		// 100ms apart, which the start-up wait below does better with its own backoff.
-		DialerRetries:         1,
+		DialerRetries: 1,
+		// Its pipelines on its one connection: the dedicated pipeline pool dialled a
+		// second connection, with 128 KiB buffers, for each conversation that
+		// pipelines (a probe, a deep check). And small buffers: every reply clouddb
+		// reads here is a few KiB at most (a longer one is read in steps), and at a
+		// thousand servers checked every few seconds the default 32 KiB each were
+		// most of what the collector had to sweep.
+		PipelinePoolSize:      -1,
+		ReadBufferSize:        4 << 10,
+		WriteBufferSize:       4 << 10,
 		ReadTimeout:           3 * time.Second,
 		WriteTimeout:          3 * time.Second,
 		ContextTimeoutEnabled: true,

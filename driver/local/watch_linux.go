@@ -29,8 +29,9 @@ func (d *Driver) watchExit(n node, pid int) {
 	})
 }
 
-// watchPid has gone called (on a goroutine of its own) once process pid has exited; it
-// reports false when it cannot watch (no pidfds), and the caller waits otherwise.
+// watchPid has gone called once process pid has exited, on the watching goroutine (as
+// exited is for an adopted server: it must not block); it reports false when it cannot
+// watch (no pidfds), and the caller waits otherwise.
 //
 // A pidfd becomes readable when its process exits; one goroutine waits on all of them
 // (epoll). A thread blocked in wait(2) per server, as os/exec's Wait is, cost a thread
@@ -38,7 +39,7 @@ func (d *Driver) watchExit(n node, pid int) {
 func (d *Driver) watchPid(id, pid int, dir string, gone func()) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.watchLocked(id, pid, dir, func() { go gone() })
+	return d.watchLocked(id, pid, dir, gone)
 }
 
 // watchLocked is watchPid with d.mu held; onExit runs on the watching goroutine.

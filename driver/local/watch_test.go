@@ -3,6 +3,7 @@ package local_test
 import (
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
@@ -24,7 +26,7 @@ func watchedDriver(t *testing.T, dir string, id int) (*local.Driver, chan int, *
 	d, err := local.New(local.Config{
 		Dir:    dir,
 		Host:   "127.0.0.1",
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Logger: slog.New(slog.NewTextHandler(newTestWriter(t), nil)),
 		Exited: func(id int) { exited <- id },
 	})
 	require.NoError(t, err)
@@ -156,4 +158,35 @@ func TestSpawn_NoThreadPerServer(t *testing.T) {
 		require.NoError(t, syscall.Kill(pid(t, d, in.DatabaseID), syscall.SIGKILL))
 		requireExit(t, exited, in.DatabaseID)
 	}
+}
+
+// connectionsReceived is the server's count of the connections it accepted.
+func connectionsReceived(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(ctxT(t), "stats").Result()
+	require.NoError(t, err)
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_connections_received:"); ok {
+			n, err := strconv.Atoi(v)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatal("no total_connections_received in INFO stats")
+	return 0
+}
+
+// A deep check of a server, which pipelines its questions, holds one conversation on one
+// connection (a second one, with large buffers, was dialled for the pipelines).
+func TestRunning_DeepCheckOnOneConnection(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const id = 1
+	in := b.instance(t, id, "none")
+	require.NoError(t, b.driver.Ensure(ctxT(t), in))
+	adm := admin(t, filepath.Join(b.dir, strconv.Itoa(id)), in.Port)
+	before := connectionsReceived(t, adm)
+	fresh := mustDriver(t, b.dir) // knows nothing yet: its check is a deep one
+	requireRunning(t, fresh, in, true)
+	require.Equal(t, 1, connectionsReceived(t, adm)-before)
 }
