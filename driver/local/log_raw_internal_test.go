@@ -60,3 +60,24 @@ func TestKeepLog_QuietPipesHoldNoBuffer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, append([]byte("Ready to accept connections\n"), big...), data)
 }
+
+// The log's copy says once when the server logged that it accepts connections, and not
+// before.
+func TestKeepLogReady(t *testing.T) {
+	t.Parallel()
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	ready := make(chan struct{}, 2)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		keepLogReady(filepath.Join(t.TempDir(), logFile), pr, func() { ready <- struct{}{} })
+	}()
+	_, err = pw.Write([]byte("1:M * Server initialized\n"))
+	require.NoError(t, err)
+	_, err = pw.Write([]byte("1:M * Ready to accept connections\n1:M * Ready to accept connections tcp\n"))
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	<-done
+	require.Len(t, ready, 1)
+}

@@ -190,3 +190,23 @@ func TestRunning_DeepCheckOnOneConnection(t *testing.T) {
 	requireRunning(t, fresh, in, true)
 	require.Equal(t, 1, connectionsReceived(t, adm)-before)
 }
+
+// A server just started from the config file clouddb wrote is found as wanted and left
+// as it is: no user is defined again (ACL SETUSER) and no setting set (CONFIG SET), which
+// a full reconfiguration does, some ten round trips that every create waited for.
+func TestEnsure_StartedServerIsNotReconfigured(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const id = 1
+	in := b.instance(t, id, "none")
+	in.Users = []clouddb.DatabaseUser{{Name: "app", Password: "App.passw0rd", Rule: "+@read ~*"}}
+	require.NoError(t, b.driver.Ensure(ctxT(t), in))
+	stats, err := admin(t, filepath.Join(b.dir, strconv.Itoa(id)), in.Port).Info(ctxT(t), "commandstats").Result()
+	require.NoError(t, err)
+	require.NotContains(t, stats, "cmdstat_acl|setuser:")
+	require.NotContains(t, stats, "cmdstat_config|set:")
+	requireRunning(t, b.driver, in, true)
+	app := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(in.Port), Username: "app", Password: "App.passw0rd", Protocol: 2, DisableIdentity: true})
+	defer app.Close()
+	require.ErrorIs(t, app.Get(ctxT(t), "k").Err(), redis.Nil, "the named user logs in and reads")
+}
