@@ -68,6 +68,9 @@ type Config struct {
 	// MetricsInterval is how often the databases' figures are read for /metrics; 0 means
 	// defaultMetricsInterval.
 	MetricsInterval time.Duration
+	// DebugListen, when set, is the loopback address that serves Go's profiles
+	// (/debug/pprof/); empty turns them off.
+	DebugListen string
 }
 
 // Defaults of `clouddb serve`.
@@ -154,6 +157,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.Var((*redisServersFlag)(&c.RedisServers), "redis-server", "a redis-server binary, path or name in PATH (repeat it, one binary per Redis major.minor version; the first is the default version; default redis-server in PATH)")
 	fs.StringVar(&c.MetricsToken, "metrics-token", c.MetricsToken, "bearer token that lets clients beyond loopback read /metrics (prefer CLOUDDB_METRICS_TOKEN: a flag shows in the process list); empty: loopback only")
 	fs.DurationVar(&c.MetricsInterval, "metrics-interval", c.MetricsInterval, "how often each database's figures (memory, keys, ops/s, clients) are read for /metrics (default 10s)")
+	fs.StringVar(&c.DebugListen, "debug-listen", c.DebugListen, "loopback address that serves Go's profiles under /debug/pprof/ (CPU, heap, goroutines; no authentication); empty turns them off")
 	fs.StringVar(&c.Store, "store", c.Store, "sqlite (a file in the data dir) or a postgres:// URL that several replicas may share (they need the same "+envKey+")")
 	if err := envFlags(fs, args); err != nil {
 		return err
@@ -188,6 +192,9 @@ func (c *Config) Validate() error {
 		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			return fmt.Errorf("--browser-listen %q: the browser API has no authentication and listens on loopback only", c.BrowserListen)
 		}
+	}
+	if err := validateDebugListen(c.DebugListen); err != nil {
+		return err
 	}
 	if net.ParseIP(c.AdvertiseHost) == nil {
 		return fmt.Errorf("--advertise-host %q: want an IP address the databases can bind", c.AdvertiseHost)
@@ -351,7 +358,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	srv := newHTTPServer(m.apiListenerHandler(api.Handler()), m.timeouts)
 	servers := []*http.Server{srv}
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	if c.BrowserListen != "" {
 		b, openErr := browser.Open(browser.Config{Path: filepath.Join(c.DataDir, "browser.db"), Cipher: cipher, Logger: m.logger})
 		if openErr != nil {
@@ -368,6 +375,19 @@ func (m *Main) Run(ctx context.Context) error {
 		bsrv := newHTTPServer(b.Handler(), m.timeouts)
 		servers = append(servers, bsrv)
 		go func() { serveErr <- bsrv.Serve(bln) }()
+	}
+
+	if c.DebugListen != "" {
+		dln, listenErr := net.Listen("tcp", c.DebugListen)
+		if listenErr != nil {
+			_ = ln.Close()
+			return fmt.Errorf("--debug-listen: %w", listenErr)
+		}
+		// No write timeout: a CPU profile or a trace takes as long as it was asked to.
+		dsrv := &http.Server{Handler: debugHandler(), ReadHeaderTimeout: m.timeouts.ReadHeader, IdleTimeout: m.timeouts.Idle}
+		servers = append(servers, dsrv)
+		m.logger.Info("serving Go's profiles", "addr", dln.Addr().String())
+		go func() { serveErr <- dsrv.Serve(dln) }()
 	}
 
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))

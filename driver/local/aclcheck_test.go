@@ -65,7 +65,7 @@ func checkDriver(t *testing.T, bins map[string]string, def string) *local.Driver
 		Host:         "127.0.0.1",
 		StartTimeout: 20 * time.Second,
 		RedisServers: servers,
-		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Logger:       slog.New(slog.NewTextHandler(newTestWriter(t), nil)),
 	})
 	require.NoError(t, err)
 	return d
@@ -253,7 +253,7 @@ func TestCheckServerDiesWithClouddb(t *testing.T) {
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCheckServerDiesWithClouddb$")
 	cmd.Env = append(os.Environ(), checkHelperEnv+"="+bin)
-	cmd.Stdout, cmd.Stderr = testWriter{t}, testWriter{t}
+	cmd.Stdout, cmd.Stderr = newTestWriter(t), newTestWriter(t)
 	require.NoError(t, cmd.Start())
 	var server int
 	eventuallyT(t, 20*time.Second, func() bool {

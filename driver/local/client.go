@@ -48,7 +48,16 @@ func (d *Driver) newClient(n node, port int, c cred) *redis.Client {
 		DialTimeout:              time.Second,
 		// One dial per probe: go-redis would otherwise retry a refused dial five times,
 		// 100ms apart, which the start-up wait below does better with its own backoff.
-		DialerRetries:         1,
+		DialerRetries: 1,
+		// Its pipelines on its one connection: the dedicated pipeline pool dialled a
+		// second connection, with 128 KiB buffers, for each conversation that
+		// pipelines (a probe, a deep check). And small buffers: every reply clouddb
+		// reads here is a few KiB at most (a longer one is read in steps), and at a
+		// thousand servers checked every few seconds the default 32 KiB each were
+		// most of what the collector had to sweep.
+		PipelinePoolSize:      -1,
+		ReadBufferSize:        4 << 10,
+		WriteBufferSize:       4 << 10,
 		ReadTimeout:           3 * time.Second,
 		WriteTimeout:          3 * time.Second,
 		ContextTimeoutEnabled: true,
@@ -98,10 +107,16 @@ func (d *Driver) probe(ctx context.Context, n node, port int, cr cred, pid int) 
 		c.Close()
 		return nil, err
 	}
-	if err := c.Ping(ctx).Err(); err != nil {
+	// One round trip: a start waits for it, and a deep check of each server every few
+	// seconds adds up at a thousand.
+	pipe := c.Pipeline()
+	ping := pipe.Ping(ctx)
+	infoCmd := pipe.Info(ctx, "server")
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	if err := ping.Err(); err != nil {
 		return fail(classify(err))
 	}
-	info, err := c.Info(ctx, "server").Result()
+	info, err := infoCmd.Result()
 	if err != nil {
 		return fail(classify(err))
 	}
@@ -602,6 +617,14 @@ func listUsers(ctx context.Context, c *redis.Client) (map[string]string, error) 
 // no replica, and that its EVAL scripts hold no more than scriptMemoryLimit. It returns
 // the names of what differs. One round trip, and one more when a scratch user is there.
 func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules string, known map[string]knownUser) ([]string, error) {
+	diff, _, _, err := inspect(ctx, c, want, &rules, known)
+	return diff, err
+}
+
+// inspect is drifted that also returns the default user's rules and the users (ACL
+// LIST, by name) as the server describes them; with rules nil, the default user's
+// rules are not compared (they are learnt).
+func inspect(ctx context.Context, c *redis.Client, want serverConfig, rules *string, known map[string]knownUser) ([]string, string, map[string]string, error) {
 	pipe := c.Pipeline()
 	cfg := configGet(ctx)
 	_ = pipe.Process(ctx, cfg)
@@ -612,7 +635,7 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 	mem := pipe.Info(ctx, "memory")
 	_, _ = pipe.Exec(ctx) // each command keeps its own error
 	if err := cfg.Err(); err != nil {
-		return nil, fmt.Errorf("CONFIG GET: %w", classify(err))
+		return nil, "", nil, fmt.Errorf("CONFIG GET: %w", classify(err))
 	}
 	got := cfg.Val()
 	wantSet := settings(want)
@@ -624,16 +647,16 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 	}
 	u, err := parseUser(def.Result())
 	if err != nil {
-		return nil, fmt.Errorf("ACL GETUSER default: %w", classify(err))
+		return nil, "", nil, fmt.Errorf("ACL GETUSER default: %w", classify(err))
 	}
 	if !slices.Equal(u.passwords, []string{passwordHash(want.Password)}) {
 		diff = append(diff, changedPassword)
 	}
-	if u.rules != rules {
+	if rules != nil && u.rules != *rules {
 		diff = append(diff, changedRules)
 	}
 	if err = list.Err(); err != nil {
-		return nil, fmt.Errorf("ACL LIST: %w", classify(err))
+		return nil, "", nil, fmt.Errorf("ACL LIST: %w", classify(err))
 	}
 	live := aclList(list.Val())
 	if usersDrift(live, want.Users, want.ReadOnly, known) {
@@ -647,7 +670,7 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 		if name == scratchUser {
 			s, serr := getUser(ctx, c, name)
 			if serr != nil {
-				return nil, fmt.Errorf("ACL GETUSER %s: %w", name, classify(serr))
+				return nil, "", nil, fmt.Errorf("ACL GETUSER %s: %w", name, classify(serr))
 			}
 			if !s.canLogIn() {
 				continue // left over by clouddb itself: see scratchUser
@@ -658,18 +681,18 @@ func drifted(ctx context.Context, c *redis.Client, want serverConfig, rules stri
 	}
 	primary, err := primaryOf(role)
 	if err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
 	if primary != want.Primary && want.ClusterBus == 0 {
 		diff = append(diff, changedReplication)
 	}
 	if err = mem.Err(); err != nil {
-		return nil, fmt.Errorf("INFO memory: %w", classify(err))
+		return nil, "", nil, fmt.Errorf("INFO memory: %w", classify(err))
 	}
 	if scriptMemory(mem.Val()) > scriptMemoryLimit(want.MaxMemory) {
 		diff = append(diff, changedScripts)
 	}
-	return diff, nil
+	return diff, u.rules, live, nil
 }
 
 // waitAOFRewrite waits, up to StartTimeout, until no AOF rewrite is running or scheduled.

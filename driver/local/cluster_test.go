@@ -319,7 +319,7 @@ func TestCluster_NodePortsAvoidTheDatabasesRange(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	d, err := local.New(local.Config{Dir: dir, Host: "127.0.0.1", StartTimeout: 10 * time.Second,
-		Logger:     slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Logger:     slog.New(slog.NewTextHandler(newTestWriter(t), nil)),
 		AvoidPorts: func(p int) bool { return p%2 == 0 }})
 	require.NoError(t, err)
 	b := &testBundle{dir: dir, driver: d}

@@ -6,6 +6,7 @@ const (
 	HookAdopting       = hookAdopting
 	HookImportLoaded   = hookImportLoaded
 	HookImportTookOver = hookImportTookOver
+	HookLivePid        = hookLivePid
 )
 
 // SetTestHook makes Ensure call f at the hook points, with the database's id and the pid

@@ -105,6 +105,8 @@ const (
 	// hookImportTookOver: the server with the imported data serves the port, before the
 	// old node goes and the replica starts.
 	hookImportTookOver = "import-took-over"
+	// hookLivePid: a look at a node's pid file (and maybe /proc) for its server.
+	hookLivePid = "live-pid"
 )
 
 // maxFailoverRounds bounds Ensure's rounds of failover: each round after the first needs

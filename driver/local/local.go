@@ -124,8 +124,9 @@ type Driver struct {
 
 	// Adopted servers whose exit is watched (see watchExit): by pidfd; the epoll
 	// instance, 0 until the first, -1 when there can be none.
-	watched map[int]watchedPid
-	epoll   int
+	watched  map[int]watchedPid
+	watching map[int]int // the pids of watched, to their pidfds
+	epoll    int
 
 	topos map[int]topology // by database id, as read from its topology file
 	// clusters: by database id, when an OSS Cluster database last looked whole.
@@ -215,6 +216,7 @@ func New(cfg Config) (*Driver, error) {
 		replicas:     make(map[int]*replica),
 		ruleCheck:    make(chan struct{}, 1),
 		watched:      make(map[int]watchedPid),
+		watching:     make(map[int]int),
 		topos:        make(map[int]topology),
 		topoGen:      make(map[int]uint64),
 		clusters:     make(map[int]time.Time),
@@ -273,6 +275,9 @@ func (d *Driver) pidOf(n node) (int, error) {
 // naming a dead process, or one that is not this node's server, is removed.
 func (d *Driver) livePid(n node) int {
 	id, dir := n.db, n.dir
+	if d.testHook != nil {
+		d.testHook(hookLivePid, id, 0)
+	}
 	pid, err := d.pidOf(n)
 	if err != nil {
 		if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
@@ -703,7 +708,7 @@ func (d *Driver) adopt(ctx context.Context, in server, pid int, old serverConfig
 		}
 		return true, err
 	}
-	d.watchExit(id, pid)
+	d.watchExit(in.node, pid)
 	d.log.Debug("adopted running redis-server", keyDatabase, id, keyPid, pid, keyPort, port)
 	return true, nil
 }
@@ -785,7 +790,19 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 	if haveOld && old.Persistence != "" {
 		first.Persistence = old.Persistence
 	}
-	if err := d.writeConfig(in.node, first); err != nil {
+	// A new node (no config yet: no server ever ran on it, it has no data) has its
+	// config synced, and its version recorded, while its server starts, not before: the
+	// syncs were a few ms of each create. Until they are done Ensure does not return, and
+	// a crash before leaves a node that never answered, whose config, if the crash
+	// emptied it, is as good as none.
+	fresh := !haveOld
+	var err error
+	if fresh {
+		err = d.writeConfigUnsynced(in.node, first)
+	} else {
+		err = d.writeConfig(in.node, first)
+	}
+	if err != nil {
 		return fmt.Errorf("database %d: write %s: %w", id, confFile, err)
 	}
 	if haveOld && first.Persistence == "none" {
@@ -797,7 +814,7 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 			stale = []string{aofDir}
 		}
 		for _, name := range stale {
-			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			if err = os.RemoveAll(filepath.Join(dir, name)); err != nil {
 				return fmt.Errorf("database %d: %w", id, err)
 			}
 		}
@@ -805,6 +822,25 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 	pid, ch, err := d.spawn(id, dir, bin)
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
+	}
+	// The node's files are written on the side while the server starts or is configured
+	// (see fresh, and below); every return waits for that: nothing writes in the node's
+	// directory once Ensure returned.
+	recorded, pending := make(chan error, 1), false
+	record := func(write func() error) {
+		pending = true
+		go func() { recorded <- write() }()
+	}
+	joinRecorded := func() error {
+		if !pending {
+			return nil
+		}
+		pending = false
+		return <-recorded
+	}
+	defer func() { _ = joinRecorded() }()
+	if fresh {
+		record(func() error { return syncNewNode(dir, version) })
 	}
 	// redis writes its pid file too, but only once it has read its config. Not synced: a
 	// pid file is worth nothing after the machine went down (its process went too), and
@@ -824,6 +860,7 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 		}
 		if errors.Is(err, errLoading) {
 			// It answered, loading the data: this version serves it now.
+			_ = joinRecorded() // which wrote the same, or failed and is written again here
 			if rerr := recordVersion(dir, version); rerr != nil {
 				return fmt.Errorf("%w; database %d: %w", err, id, rerr)
 			}
@@ -832,15 +869,43 @@ func (d *Driver) start(ctx context.Context, in server, want, old serverConfig, h
 	}
 	defer c.Close()
 	// Only now that the server answers: until then the version that served the data is
-	// the one before (an upgrade whose new binary does not start rolls back to it).
-	if err = recordVersion(dir, version); err != nil {
-		return fmt.Errorf("database %d: %w", id, err)
+	// the one before (an upgrade whose new binary does not start rolls back to it). It is
+	// written (and synced) while the server is configured, which waits on the server.
+	if !fresh {
+		record(func() error { return recordVersion(dir, version) })
+	}
+	if same := !haveOld || old.Persistence == "" || old.Persistence == want.Persistence; !same || !d.startedAsWanted(ctx, c, in, want) {
+		err = d.reconfigure(ctx, c, in)
+	}
+	if rerr := joinRecorded(); rerr != nil {
+		return fmt.Errorf("database %d: %w", id, rerr)
 	}
 	d.upgraded(in.node, version)
-	if err = d.reconfigure(ctx, c, in); err != nil {
+	if err != nil {
 		return answeredError{err}
 	}
 	return nil
+}
+
+// startedAsWanted records what reconfigure would of a server just started from want's
+// config file, when one look (a round trip) finds it as want says, and reports whether
+// it did: then nothing is left to apply. The full reconfigure, some ten round trips that
+// a create and every server of a restart waited for, compares and sets each part anew.
+func (d *Driver) startedAsWanted(ctx context.Context, c *redis.Client, in server, want serverConfig) bool {
+	diff, rules, live, err := inspect(ctx, c, want, nil, nil)
+	if err != nil || len(diff) > 0 {
+		return false
+	}
+	users := make(map[string]knownUser, len(want.Users))
+	for _, u := range want.Users {
+		users[u.Name] = knownUser{sig: userSig(u, want.ReadOnly), line: live[u.Name]}
+	}
+	d.mu.Lock()
+	d.rules[in.node] = knownRules{want.ReadOnly, want.DefaultOff, rules}
+	d.users[in.node] = users
+	d.mu.Unlock()
+	d.pruneTLS(in.DatabaseID, want)
+	return true
 }
 
 // answeredError is a failure of a started server after it answered: it runs with the
@@ -878,8 +943,12 @@ func (d *Driver) waitReady(ctx context.Context, in server, pid int, ch *child, c
 	}
 	var last error
 	// A new server answers within a few milliseconds: poll fast first (a refused
-	// connect costs microseconds), then back off gently.
+	// connect costs microseconds), then back off gently. The server's log line saying
+	// it accepts connections wakes the wait at once: a step of the backoff added its
+	// half on average to every start, and polling every millisecond took the CPU from
+	// the servers starting at a restart of hundreds.
 	wait := time.Millisecond
+	ready := ch.ready
 	for {
 		// A probe of a port that a stranger holds may hang until its read timeout; the
 		// exit of our process must not wait for it.
@@ -917,6 +986,8 @@ func (d *Driver) waitReady(ctx context.Context, in server, pid int, ch *child, c
 		case <-ctx.Done():
 			return nil, fmt.Errorf("database %d: redis-server pid %d did not answer PING on %s within %s (%w): %w; %s",
 				id, pid, addr, d.startTimeout, clouddb.ErrServerStarting, last, logTail(dir))
+		case <-ready:
+			ready = nil // once
 		case <-time.After(wait):
 			wait = min(wait*3/2, 20*time.Millisecond)
 		}
@@ -987,13 +1058,25 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 // serverRunning is Running for one node's server.
 func (d *Driver) serverRunning(ctx context.Context, in server) (bool, error) {
 	id := in.DatabaseID
+	key := checkKey{0, in.Port, in.Password, usersKey(in.Instance), tlsKey(in.Instance)}
+	d.mu.Lock()
+	last, ok := d.checked[in.node]
+	watched := ok && d.exitWatched(last.key.pid, in.dir)
+	d.mu.Unlock()
+	key.pid = last.key.pid
+	if watched && last.key == key && time.Since(last.at) < deepCheckEvery {
+		// Its exit would be known (and reported) by now: no need to look at its pid
+		// file and /proc, which at a thousand servers every second was most of the
+		// idle CPU.
+		return true, nil
+	}
 	pid := d.livePid(in.node)
 	if pid == 0 {
 		return false, nil
 	}
-	key := checkKey{pid, in.Port, in.Password, usersKey(in.Instance), tlsKey(in.Instance)}
+	key.pid = pid
 	d.mu.Lock()
-	last, ok := d.checked[in.node]
+	last, ok = d.checked[in.node]
 	known := d.rules[in.node]
 	knownUsers := d.users[in.node]
 	d.mu.Unlock()
@@ -1038,6 +1121,21 @@ func (d *Driver) serverRunning(ctx context.Context, in server) (bool, error) {
 	d.checked[in.node] = deepCheck{key, time.Now()}
 	d.mu.Unlock()
 	return true, nil
+}
+
+// exitWatched reports whether the exit of process pid, the server of the node in dir,
+// would have been reported (Config.Exited): it is that node's child not yet reaped, or
+// its adopted server watched (see watchExit). Either is forgotten before its exit is
+// reported. d.mu must be held.
+func (d *Driver) exitWatched(pid int, dir string) bool {
+	if pid <= 0 || d.exited == nil {
+		return false
+	}
+	if c := d.children[pid]; c != nil {
+		return c.dir == dir
+	}
+	fd, ok := d.watching[pid]
+	return ok && d.watched[fd].dir == dir
 }
 
 // knownRules are the default user's rules in its server's normal form (see getUser).

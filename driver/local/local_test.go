@@ -90,17 +90,40 @@ func mustDriver(t *testing.T, dir string) *local.Driver {
 		Dir:          dir,
 		Host:         "127.0.0.1",
 		StartTimeout: 10 * time.Second,
-		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:       slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	require.NoError(t, err)
 	return d
 }
 
-// testWriter sends log lines to t.Log.
-type testWriter struct{ t *testing.T }
+// testWriter sends log lines to t.Log until the test ends, and drops them after: a
+// driver's goroutines may log a server's exit after the test (a server another driver
+// removed is reaped, and its exit logged, by the driver that started it), and t.Log
+// then is a race.
+type testWriter struct{ w *logSink }
+
+type logSink struct {
+	mu    sync.Mutex
+	t     *testing.T
+	ended bool
+}
+
+func newTestWriter(t *testing.T) testWriter {
+	s := &logSink{t: t}
+	t.Cleanup(func() {
+		s.mu.Lock()
+		s.ended = true
+		s.mu.Unlock()
+	})
+	return testWriter{s}
+}
 
 func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
+	w.w.mu.Lock()
+	defer w.w.mu.Unlock()
+	if !w.w.ended {
+		w.w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
 	return len(p), nil
 }
 
@@ -648,7 +671,7 @@ func startedByCrashedClouddb(t *testing.T, b *testBundle, in clouddb.Instance) i
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = testWriter{t}
+	cmd.Stderr = newTestWriter(t)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

@@ -1,11 +1,13 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/time/rate"
 )
@@ -45,17 +47,38 @@ const logChunk = 32 << 10
 // logRate bytes a second past logBurst, until r ends (the server and every process it
 // forked have exited). Whatever goes wrong with the file, it keeps draining r, so the
 // server never blocks for good on a log clouddb cannot write.
-func keepLog(path string, r io.ReadCloser) {
+func keepLog(path string, r io.ReadCloser) { keepLogReady(path, r, nil) }
+
+// readyLine is what redis logs once it accepts connections ("Ready to accept connections
+// tcp" since 7.2).
+var readyLine = []byte("Ready to accept connections")
+
+// keepLogReady is keepLog that also calls ready, if not nil, when the server logs that it
+// accepts connections, so that its start need not poll finely for it. Nobody but the
+// server writes there before: its clients cannot connect yet.
+func keepLogReady(path string, r io.ReadCloser, ready func()) {
 	defer r.Close()
 	w := openCappedLog(path, logCap)
 	defer w.Close()
 	lim := rate.NewLimiter(rate.Limit(logRate.Load()), logBurst)
+	copyChunk := func(p []byte) {
+		if ready != nil && bytes.Contains(p, readyLine) {
+			ready()
+			ready = nil
+		}
+		_, _ = w.Write(p)                           // a line that cannot be written is dropped
+		_ = lim.WaitN(context.Background(), len(p)) // len(p) ≤ logChunk < logBurst: it cannot fail
+	}
+	if sc, ok := r.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil && keepLogRaw(rc, copyChunk) {
+			return
+		}
+	}
 	buf := make([]byte, logChunk)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			_, _ = w.Write(buf[:n])                // a line that cannot be written is dropped
-			_ = lim.WaitN(context.Background(), n) // n ≤ logChunk < logBurst: it cannot fail
+			copyChunk(buf[:n])
 		}
 		if err != nil {
 			return

@@ -17,9 +17,11 @@ import (
 
 // child is a server this Driver started; a goroutine reaps it.
 type child struct {
+	dir     string        // its node's directory
 	done    chan struct{} // closed once the process is reaped
 	err     error         // Wait's result, set before done is closed
 	logDone chan struct{} // closed once all the server's output is in its log (see keepLog)
+	ready   chan struct{} // closed once the server logged that it accepts connections
 }
 
 // logWait bounds how long waitLog waits for the last lines of a server that exited: a
@@ -72,15 +74,15 @@ func (d *Driver) spawn(id int, dir, bin string, args ...string) (int, *child, er
 	// An older clouddb kept the server's stdout and stderr apart, uncapped.
 	_ = os.Remove(filepath.Join(dir, oldOutFile))
 	pid := cmd.Process.Pid
-	c := &child{done: make(chan struct{}), logDone: make(chan struct{})}
+	c := &child{dir: dir, done: make(chan struct{}), logDone: make(chan struct{}), ready: make(chan struct{})}
 	go func() {
 		defer close(c.logDone)
-		keepLog(filepath.Join(dir, logFile), pr)
+		keepLogReady(filepath.Join(dir, logFile), pr, func() { close(c.ready) })
 	}()
 	d.mu.Lock()
 	d.children[pid] = c
 	d.mu.Unlock()
-	go func() {
+	reap := func() {
 		c.err = cmd.Wait()
 		d.mu.Lock()
 		delete(d.children, pid)
@@ -90,7 +92,12 @@ func (d *Driver) spawn(id int, dir, bin string, args ...string) (int, *child, er
 		if d.exited != nil {
 			d.exited(id)
 		}
-	}()
+	}
+	// Reaped once it has exited (its pidfd says so), not by a wait that blocks a thread
+	// for its whole life; the pid cannot be reused before, as the process is unreaped.
+	if !d.watchPid(id, pid, dir, reap) {
+		go reap()
+	}
 	return pid, c, nil
 }
 

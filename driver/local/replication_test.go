@@ -210,7 +210,7 @@ func TestReplication_AdoptedAfterClouddbRestart(t *testing.T) {
 	d2, err := local.New(local.Config{
 		Dir:    b.dir,
 		Host:   "127.0.0.1",
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Logger: slog.New(slog.NewTextHandler(newTestWriter(t), nil)),
 		Exited: func(id int) { exited <- id },
 	})
 	require.NoError(t, err)

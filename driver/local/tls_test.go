@@ -33,7 +33,7 @@ import (
 func tlsDriver(t *testing.T, dir string, ca clouddb.CertificateAuthority) *local.Driver {
 	t.Helper()
 	d, err := local.New(local.Config{Dir: dir, Host: "127.0.0.1", StartTimeout: 10 * time.Second, CA: ca,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		Logger: slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	return d
 }

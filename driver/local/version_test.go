@@ -57,7 +57,7 @@ func versionedDriver(t *testing.T, dir string, paths ...string) *local.Driver {
 		Host:         "127.0.0.1",
 		StartTimeout: 10 * time.Second,
 		RedisServers: probed(t, paths...),
-		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:       slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	require.NoError(t, err)
 	return d
