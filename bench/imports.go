@@ -380,7 +380,7 @@ type importSeen struct {
 // watchImport polls the database's endpoint every 2ms (is the sentinel key gone, how
 // many keys does it hold), connecting again when the server it reached goes (the
 // loader takes over the endpoint), and looks for the redis-server other than serving
-// that clouddb starts under its data directory to load the file, sampling its CPU time
+// that clouddb starts under the database's directory to load the file, sampling its CPU time
 // every 10ms.
 func watchImport(ctx context.Context, t importTarget, keys int64, serving int) (*importWatch, error) {
 	c, err := dialRedis(t.ep.addr, t.ep.password, 5*time.Second)
@@ -437,7 +437,9 @@ func watchImport(ctx context.Context, t importTarget, keys int64, serving int) (
 		for {
 			wait := 5 * time.Millisecond
 			if loader == 0 {
-				loader = findRedisUnder(t.in.dataDir, serving)
+				// Under the database's own directory: the cluster database's servers
+				// run under the same data directory.
+				loader = findRedisUnder(filepath.Join(t.in.dataDir, "databases", strconv.Itoa(t.dbID)), serving)
 			}
 			if loader != 0 {
 				wait = 10 * time.Millisecond
