@@ -428,20 +428,27 @@ func TestLoadStream_Preempted(t *testing.T) {
 	}
 }
 
+// cancelAt makes the bundle's driver call the function stored in the pointer it returns,
+// if any, at the hook point.
+func cancelAt(b *testBundle, at string) *atomic.Pointer[context.CancelFunc] {
+	var cancel atomic.Pointer[context.CancelFunc]
+	b.driver.SetTestHook(func(point string, id, pid int) {
+		if point == at {
+			if f := cancel.Load(); f != nil {
+				(*f)()
+			}
+		}
+	})
+	return &cancel
+}
+
 // TestLoad_CancelledAtTakeover: an import whose caller gives up (or that Stop ends) once
 // its file has loaded either takes over whole or leaves the old data: the database keeps
 // one of them, which survives a stop and a start under its persistence.
 func TestLoad_CancelledAtTakeover(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var cancel atomic.Pointer[context.CancelFunc]
-	b.driver.SetTestHook(func(point string, id, pid int) {
-		if point == local.HookImportLoaded {
-			if f := cancel.Load(); f != nil {
-				(*f)()
-			}
-		}
-	})
+	cancel := cancelAt(b, local.HookImportLoaded)
 	ctx := ctxT(t)
 	file := b.sourceFile(t, 1, "k", 300, nil)
 	data, err := os.ReadFile(file)
@@ -646,14 +653,7 @@ func TestLoad_SourceOfAnotherDatabase(t *testing.T) {
 func TestLoad_EndedAfterTakeover(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var cancel atomic.Pointer[context.CancelFunc]
-	b.driver.SetTestHook(func(point string, id, pid int) {
-		if point == local.HookImportTookOver {
-			if f := cancel.Load(); f != nil {
-				(*f)()
-			}
-		}
-	})
+	cancel := cancelAt(b, local.HookImportTookOver)
 	ctx := ctxT(t)
 	file := b.sourceFile(t, 1, "k", 300, nil)
 	in := b.replicated(t, 2, "none")
