@@ -82,7 +82,7 @@ func TestQuick(t *testing.T) {
 			"RSS": float64(s.RSS), "PSS": float64(s.PSS), "GET /subscriptions p50": float64(s.SubsListP50),
 			"database page p50": float64(s.DBPageP50), "all databases": float64(s.DBAll),
 			"SIGTERM stop": float64(s.TermStop), "SIGTERM restart API": float64(s.TermAPI), "SIGTERM restart all": float64(s.TermAll),
-			"SIGKILL restart API": float64(s.KillAPI), "SIGKILL restart all": float64(s.KillAll),
+			"SIGKILL restart API": float64(s.KillAPI), "SIGKILL restart all": float64(s.KillAll), "PING of all": float64(s.PingAll),
 		} {
 			positive(t, "scale: "+name, v)
 		}

@@ -196,15 +196,16 @@ func (r *report) markdown() string {
 			"`clouddb serve` until the API answers an authenticated GET, and until every database answers an " +
 			"authenticated PING; after SIGTERM clouddb has stopped every server and must start them again, after " +
 			"SIGKILL the servers keep running and must be adopted (checked with `pgrep -x redis-server`: the " +
-			"same pids before and after, none started twice).")
+			"same pids before and after, none started twice). The harness PINGs every database 32 at once; its baseline, " +
+			"the same PINGs while clouddb runs undisturbed just before the kill, is beside the SIGKILL figures.")
 		p("")
-		p("| databases | subscriptions | clouddb RSS | clouddb idle CPU | redis-server PSS (per database) | GET /v1/subscriptions p50 / p99 | GET …/databases?limit=100 p50 | list every database | SIGTERM: stop, then restart to API / all PING | SIGKILL: restart to API / all PING | SIGKILL: new / lost pids |")
+		p("| databases | subscriptions | clouddb RSS | clouddb idle CPU | redis-server PSS (per database) | GET /v1/subscriptions p50 / p99 | GET …/databases?limit=100 p50 | list every database | SIGTERM: stop, then restart to API / all PING | SIGKILL: restart to API / all PING (PING of all, undisturbed) | SIGKILL: new / lost pids |")
 		p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, s := range r.Scale {
-			p("| %d | %d | %s | %.1f%% | %s (%s) | %s / %s | %s | %s | %s, then %s / **%s** | %s / **%s** | %d / %d |",
+			p("| %d | %d | %s | %.1f%% | %s (%s) | %s / %s | %s | %s | %s, then %s / **%s** | %s / **%s** (%s) | %d / %d |",
 				s.N, s.Subscriptions, mib(s.RSS), 100*s.IdleCPU, mib(s.PSS), mib(s.PSS/int64(s.N)), fmtDur(s.SubsListP50), fmtDur(s.SubsListP99),
 				fmtDur(s.DBPageP50), fmtDur(s.DBAll), fmtDur(s.TermStop), fmtDur(s.TermAPI), fmtDur(s.TermAll),
-				fmtDur(s.KillAPI), fmtDur(s.KillAll), s.KillNewPids, s.KillLostPids)
+				fmtDur(s.KillAPI), fmtDur(s.KillAll), fmtDur(s.PingAll), s.KillNewPids, s.KillLostPids)
 		}
 		p("")
 		if len(r.Scale) > 1 {
