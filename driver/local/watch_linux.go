@@ -25,13 +25,13 @@ func (d *Driver) watchExit(n node, pid int) {
 	}
 	d.watchLocked(id, pid, n.dir, func() {
 		d.log.Info("adopted redis-server exited", keyDatabase, id, keyPid, pid)
-		d.exited(id)
+		d.tellExited(id)
 	})
 }
 
-// watchPid has gone called once process pid has exited, on the watching goroutine (as
-// exited is for an adopted server: it must not block); it reports false when it cannot
-// watch (no pidfds), and the caller waits otherwise.
+// watchPid has gone called once process pid has exited, on the watching goroutine (it
+// must not block: Config.Exited is called on a goroutine of its own, see tellExited); it
+// reports false when it cannot watch (no pidfds), and the caller waits otherwise.
 //
 // A pidfd becomes readable when its process exits; one goroutine waits on all of them
 // (epoll). A thread blocked in wait(2) per server, as os/exec's Wait is, cost a thread
