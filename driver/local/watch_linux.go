@@ -23,7 +23,7 @@ func (d *Driver) watchExit(n node, pid int) {
 	if _, ok := d.watching[pid]; ok {
 		return
 	}
-	d.watchLocked(id, pid, n.dir, func() {
+	d.watchLocked(id, pid, n.dir, true, func() {
 		d.log.Info("adopted redis-server exited", keyDatabase, id, keyPid, pid)
 		d.tellExited(id)
 	})
@@ -39,11 +39,15 @@ func (d *Driver) watchExit(n node, pid int) {
 func (d *Driver) watchPid(id, pid int, dir string, gone func()) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.watchLocked(id, pid, dir, gone)
+	return d.watchLocked(id, pid, dir, false, gone)
 }
 
-// watchLocked is watchPid with d.mu held; onExit runs on the watching goroutine.
-func (d *Driver) watchLocked(id, pid int, dir string, onExit func()) bool {
+// watchLocked is watchPid with d.mu held; onExit runs on the watching goroutine. A
+// process that is not this Driver's child (adopted) is watched only if, once its pidfd
+// is open (which pins the process), it is still the server of the node in dir: its pid
+// was checked before, and a server that died since may have left it to another process,
+// which Running would then trust as the node's server.
+func (d *Driver) watchLocked(id, pid int, dir string, adopted bool, onExit func()) bool {
 	if d.epoll == 0 {
 		ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 		if err != nil {
@@ -58,6 +62,10 @@ func (d *Driver) watchLocked(id, pid int, dir string, onExit func()) bool {
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
+		return false
+	}
+	if adopted && !ours(pid, dir) {
+		unix.Close(fd)
 		return false
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(fd)}
