@@ -33,3 +33,33 @@ func TestDebugListen(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, string(body), "goroutine profile")
 }
+
+// TestDebugHandler_RefusesWebPages: a web page the operator opens on the machine reaches
+// a loopback listener too: by DNS rebinding (a Host that is not a loopback name) it could
+// read the profiles and the command line, and across sites start a CPU profile or a trace.
+// The browser API refuses those requests; so do the profiles.
+func TestDebugHandler_RefusesWebPages(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(debugHandler())
+	defer srv.Close()
+	get := func(header map[string]string, host string) int {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/debug/pprof/cmdline", nil)
+		require.NoError(t, err)
+		if host != "" {
+			req.Host = host
+		}
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, get(nil, ""))
+	require.Equal(t, http.StatusOK, get(nil, "localhost:6060"))
+	require.Equal(t, http.StatusForbidden, get(nil, "attacker.example:6060"), "DNS rebinding")
+	require.Equal(t, http.StatusForbidden, get(map[string]string{"Origin": "http://attacker.example"}, ""), "cross-site")
+	require.Equal(t, http.StatusForbidden, get(map[string]string{"Sec-Fetch-Site": "cross-site"}, ""), "cross-site")
+}

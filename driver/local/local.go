@@ -66,8 +66,9 @@ type Config struct {
 	StartTimeout time.Duration
 	// Logger receives the driver's logs; it never receives a password.
 	Logger *slog.Logger
-	// Exited, if set, is called when a server this Driver started exits, so that a
-	// supervisor can restart it at once instead of at its next check.
+	// Exited, if set, is called when a server this Driver started or adopted exits, so
+	// that a supervisor can restart it at once instead of at its next check. It is called
+	// on a goroutine of its own, and may be called concurrently.
 	Exited func(databaseID int)
 	// DialSource, if set, opens the connections to import and replication sources: the
 	// place for the address guard, since users choose those addresses.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"clouddb"
 )
 
 // child is a server this Driver started; a goroutine reaps it.
@@ -89,9 +91,7 @@ func (d *Driver) spawn(id int, dir, bin string, args ...string) (int, *child, er
 		d.mu.Unlock()
 		d.log.Info("redis-server exited", keyDatabase, id, keyPid, pid, keyExit, exitText(c.err))
 		close(c.done)
-		if d.exited != nil {
-			d.exited(id)
-		}
+		d.tellExited(id)
 	}
 	// Reaped once it has exited (its pidfd says so), not by a wait that blocks a thread
 	// for its whole life; the pid cannot be reused before, as the process is unreaped.
@@ -99,6 +99,25 @@ func (d *Driver) spawn(id int, dir, bin string, args ...string) (int, *child, er
 		go reap()
 	}
 	return pid, c, nil
+}
+
+// tellExited calls Config.Exited, if set, on a goroutine of its own: the exits of every
+// server, children and adopted alike, are reaped and reported by the one goroutine that
+// watches them all (see watchPid), which a supervisor slow to take one report must not
+// hold up (the later exits unreaped, unreported, their servers trusted by Running until
+// their next deep check). A panic there is logged, not the end of clouddb.
+func (d *Driver) tellExited(id int) {
+	if d.exited == nil {
+		return
+	}
+	go func() {
+		defer func() {
+			if p := clouddb.Recovered(recover()); p != nil {
+				d.log.Error("the report of a server's exit panicked", keyDatabase, id, "panic", p.Value, "stack", string(p.Stack))
+			}
+		}()
+		d.exited(id)
+	}()
 }
 
 func exitText(err error) string {

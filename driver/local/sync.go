@@ -29,6 +29,9 @@ func syncNewNode(dir, version string) error {
 	if err != nil {
 		return err
 	}
-	// recordVersion syncs the directory, and with it the config's rename.
-	return recordVersion(dir, version)
+	// The version file's write syncs the directory, and with it the config's rename: it
+	// is written even if it already says the same (recordVersion would skip it then, and
+	// the directory's sync with it), as a node whose removal a crash cut short may have
+	// left one behind its config.
+	return writeFileAtomic(filepath.Join(dir, versionFile), []byte(version+"\n"), 0o600)
 }

@@ -23,15 +23,15 @@ func (d *Driver) watchExit(n node, pid int) {
 	if _, ok := d.watching[pid]; ok {
 		return
 	}
-	d.watchLocked(id, pid, n.dir, func() {
+	d.watchLocked(id, pid, n.dir, true, func() {
 		d.log.Info("adopted redis-server exited", keyDatabase, id, keyPid, pid)
-		d.exited(id)
+		d.tellExited(id)
 	})
 }
 
-// watchPid has gone called once process pid has exited, on the watching goroutine (as
-// exited is for an adopted server: it must not block); it reports false when it cannot
-// watch (no pidfds), and the caller waits otherwise.
+// watchPid has gone called once process pid has exited, on the watching goroutine (it
+// must not block: Config.Exited is called on a goroutine of its own, see tellExited); it
+// reports false when it cannot watch (no pidfds), and the caller waits otherwise.
 //
 // A pidfd becomes readable when its process exits; one goroutine waits on all of them
 // (epoll). A thread blocked in wait(2) per server, as os/exec's Wait is, cost a thread
@@ -39,11 +39,15 @@ func (d *Driver) watchExit(n node, pid int) {
 func (d *Driver) watchPid(id, pid int, dir string, gone func()) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.watchLocked(id, pid, dir, gone)
+	return d.watchLocked(id, pid, dir, false, gone)
 }
 
-// watchLocked is watchPid with d.mu held; onExit runs on the watching goroutine.
-func (d *Driver) watchLocked(id, pid int, dir string, onExit func()) bool {
+// watchLocked is watchPid with d.mu held; onExit runs on the watching goroutine. A
+// process that is not this Driver's child (adopted) is watched only if, once its pidfd
+// is open (which pins the process), it is still the server of the node in dir: its pid
+// was checked before, and a server that died since may have left it to another process,
+// which Running would then trust as the node's server.
+func (d *Driver) watchLocked(id, pid int, dir string, adopted bool, onExit func()) bool {
 	if d.epoll == 0 {
 		ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 		if err != nil {
@@ -58,6 +62,10 @@ func (d *Driver) watchLocked(id, pid int, dir string, onExit func()) bool {
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
+		return false
+	}
+	if adopted && !ours(pid, dir) {
+		unix.Close(fd)
 		return false
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(fd)}

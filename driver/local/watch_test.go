@@ -210,3 +210,43 @@ func TestEnsure_StartedServerIsNotReconfigured(t *testing.T) {
 	defer app.Close()
 	require.ErrorIs(t, app.Get(ctxT(t), "k").Err(), redis.Nil, "the named user logs in and reads")
 }
+
+// A supervisor slow to take an exit report (its Exited blocks, say on a full channel)
+// does not hold up the reaping and reports of the other servers: one goroutine watches
+// every server's exit, and a callback that blocked it left every later exit unreaped,
+// unreported, and its server trusted as running until its next deep check.
+func TestExited_SlowSupervisorHoldsUpNoOtherExit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in1 := b.instance(t, 1, "none")
+	in2 := b.instance(t, 2, "none")
+	release := make(chan struct{})
+	defer close(release)
+	entered := make(chan struct{})
+	exited := make(chan int, 16)
+	d, err := local.New(local.Config{
+		Dir:    b.dir,
+		Host:   "127.0.0.1",
+		Logger: slog.New(slog.NewTextHandler(newTestWriter(t), nil)),
+		Exited: func(id int) {
+			if id == 1 {
+				close(entered)
+				<-release // a supervisor that takes its time
+			}
+			exited <- id
+		},
+	})
+	require.NoError(t, err)
+	require.NoError(t, d.Ensure(ctxT(t), in1))
+	require.NoError(t, d.Ensure(ctxT(t), in2))
+	requireRunning(t, d, in2, true)
+	require.NoError(t, syscall.Kill(pid(t, d, 1), syscall.SIGKILL))
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first server's exit was not reported")
+	}
+	require.NoError(t, syscall.Kill(pid(t, d, 2), syscall.SIGKILL))
+	requireExit(t, exited, 2)
+	requireRunning(t, d, in2, false, "a killed server is noticed though another's report is still being taken")
+}
