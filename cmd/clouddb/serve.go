@@ -379,6 +379,11 @@ func (m *Main) Run(ctx context.Context) error {
 
 	if c.DebugListen != "" {
 		dln, listenErr := net.Listen("tcp", c.DebugListen)
+		if listenErr == nil {
+			if listenErr = boundToLoopback(dln.Addr()); listenErr != nil {
+				_ = dln.Close()
+			}
+		}
 		if listenErr != nil {
 			_ = ln.Close()
 			return fmt.Errorf("--debug-listen: %w", listenErr)

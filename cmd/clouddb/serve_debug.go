@@ -26,6 +26,15 @@ func validateDebugListen(addr string) error {
 	return nil
 }
 
+// boundToLoopback refuses a listener bound beyond loopback: a name such as localhost
+// that resolves elsewhere on some host passes validateDebugListen.
+func boundToLoopback(a net.Addr) error {
+	if tcp, ok := a.(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+		return fmt.Errorf("bound to %s, not a loopback address: the profiles are served on loopback only", a)
+	}
+	return nil
+}
+
 // debugHandler serves Go's profiles under /debug/pprof/ (go tool pprof reads them).
 // A loopback listener is reachable by the web pages open on the machine too: a request
 // whose Host is not a loopback name (DNS rebinding, which would let a page read the

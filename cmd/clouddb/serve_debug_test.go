@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -62,4 +63,13 @@ func TestDebugHandler_RefusesWebPages(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, get(nil, "attacker.example:6060"), "DNS rebinding")
 	require.Equal(t, http.StatusForbidden, get(map[string]string{"Origin": "http://attacker.example"}, ""), "cross-site")
 	require.Equal(t, http.StatusForbidden, get(map[string]string{"Sec-Fetch-Site": "cross-site"}, ""), "cross-site")
+}
+
+// TestBoundToLoopback: the profiles' listener must be bound to a loopback address,
+// whatever name it was given.
+func TestBoundToLoopback(t *testing.T) {
+	require.NoError(t, boundToLoopback(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 6060}))
+	require.NoError(t, boundToLoopback(&net.TCPAddr{IP: net.IPv6loopback, Port: 6060}))
+	require.ErrorContains(t, boundToLoopback(&net.TCPAddr{IP: net.IPv4(192, 168, 1, 5), Port: 6060}), "not a loopback address")
+	require.Error(t, boundToLoopback(&net.UnixAddr{Name: "/tmp/x", Net: "unix"}))
 }
