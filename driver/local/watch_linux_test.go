@@ -29,7 +29,7 @@ func TestRunning_ExitWatchEndedTrustsNoServer(t *testing.T) {
 	requireRunning(t, d, in2, true)
 
 	d.StopWatchingExits()
-	require.NoError(t, syscall.Kill(pid(t, d, 2), syscall.SIGKILL))
+	killAndWait(t, pid(t, d, 2)) // gone (a zombie at most) before Running looks
 	requireRunning(t, d, in2, false, "a dead adopted server is not trusted once its watch ended")
 
 	requireRunning(t, d, in1, true)
