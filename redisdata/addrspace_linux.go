@@ -1,6 +1,8 @@
 package redisdata
 
 import (
+	"errors"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -20,14 +22,20 @@ func CapAddressSpace(pid int, maxMemory int64) error {
 		return nil
 	}
 	var old unix.Rlimit
-	if err := unix.Prlimit(pid, unix.RLIMIT_AS, nil, &old); err != nil {
-		return err
+	err := unix.Prlimit(pid, unix.RLIMIT_AS, nil, &old)
+	if err == nil {
+		limit := AddressSpaceFor(maxMemory)
+		if limit >= old.Max {
+			return nil
+		}
+		err = unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: limit, Max: old.Max}, nil)
 	}
-	limit := AddressSpaceFor(maxMemory)
-	if limit >= old.Max {
+	if errors.Is(err, unix.ESRCH) {
+		// Gone already (a file it refused at once): nothing to cap, and the caller
+		// learns from its exit why it went.
 		return nil
 	}
-	return unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: limit, Max: old.Max}, nil)
+	return err
 }
 
 // LiftAddressSpace gives the server pid, which may have been capped by CapAddressSpace,
