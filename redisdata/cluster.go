@@ -54,7 +54,7 @@ func CopyKeysToCluster(ctx context.Context, src Endpoint, shards []Shard, opts C
 	for i := range queues {
 		queues[i] = make(chan []entry, 2)
 	}
-	g.Go(func() error {
+	g.Go(guarded(func() error {
 		defer func() {
 			for _, q := range queues {
 				close(q)
@@ -89,10 +89,10 @@ func CopyKeysToCluster(ctx context.Context, src Endpoint, shards []Shard, opts C
 			}
 			return nil
 		})
-	})
+	}))
 	counts := make([]int, len(shards))
 	for i := range shards {
-		g.Go(func() error {
+		g.Go(guarded(func() error {
 			for es := range queues[i] {
 				n, err := writeBatch(gctx, dcs[i], es)
 				counts[i] += n
@@ -101,7 +101,7 @@ func CopyKeysToCluster(ctx context.Context, src Endpoint, shards []Shard, opts C
 				}
 			}
 			return nil
-		})
+		}))
 	}
 	err := g.Wait()
 	copied := 0

@@ -8,6 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
+
+	"clouddb"
 )
 
 // CopyOptions tunes CopyKeys.
@@ -79,7 +81,7 @@ func copyDB(ctx context.Context, src, dst Endpoint, db, batch int) (int, error) 
 	defer dc.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	batches := make(chan []entry, 2)
-	g.Go(func() error {
+	g.Go(guarded(func() error {
 		defer close(batches)
 		return scanBatches(gctx, sc, src, batch, func(es []entry) error {
 			select {
@@ -89,9 +91,9 @@ func copyDB(ctx context.Context, src, dst Endpoint, db, batch int) (int, error) 
 				return gctx.Err()
 			}
 		})
-	})
+	}))
 	copied := 0
-	g.Go(func() error {
+	g.Go(guarded(func() error {
 		for es := range batches {
 			n, err := writeBatch(gctx, dc, es)
 			copied += n
@@ -100,12 +102,26 @@ func copyDB(ctx context.Context, src, dst Endpoint, db, batch int) (int, error) 
 			}
 		}
 		return nil
-	})
+	}))
 	err := g.Wait()
 	if err != nil {
 		err = fmt.Errorf("db %d: %w", db, err)
 	}
 	return copied, err
+}
+
+// guarded makes a panic in f (a bug met on one tenant's data) f's error, as it would be
+// in the caller's goroutine, where the task's recovery catches it, rather than the end of
+// the process.
+func guarded(f func() error) func() error {
+	return func() (err error) {
+		defer func() {
+			if p := clouddb.Recovered(recover()); p != nil {
+				err = p
+			}
+		}()
+		return f()
+	}
 }
 
 // entry is one key as src serializes it.

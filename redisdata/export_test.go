@@ -6,3 +6,6 @@ func SetSessionHook(f func(Endpoint)) func() {
 	testSessionHook = f
 	return func() { testSessionHook = nil }
 }
+
+// Guarded is guarded, for tests.
+var Guarded = guarded

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"clouddb"
 	"clouddb/internal/syncbuf"
 	"clouddb/redisdata"
 )
@@ -58,4 +59,15 @@ func TestReplicatorSurvivesPanics(t *testing.T) {
 	require.Contains(t, logs.String(), "work=\"replication session\"")
 	require.Contains(t, logs.String(), "work=\"replication event\"")
 	require.Contains(t, logs.String(), "panic_test.go", "the stack is logged")
+}
+
+// TestGuardedPanicIsAnError: a panic in one of the copy's goroutines is that goroutine's
+// error (with its stack), as in the caller's own goroutine, not the end of the process.
+func TestGuardedPanicIsAnError(t *testing.T) {
+	err := redisdata.Guarded(func() error { panic("bad payload") })()
+	var p *clouddb.PanicError
+	require.ErrorAs(t, err, &p)
+	require.Equal(t, "bad payload", p.Value)
+	require.NotEmpty(t, p.Stack)
+	require.NoError(t, redisdata.Guarded(func() error { return nil })())
 }

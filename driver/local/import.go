@@ -363,6 +363,13 @@ type feeder struct {
 // stream's failure is recorded before the pipe closes, so that a server that then exits
 // for the early end of its file is seen after it.
 func (f *feeder) run(ctx context.Context) {
+	defer func() {
+		// A bug met on one tenant's stream fails that import, not the process.
+		if p := clouddb.Recovered(recover()); p != nil {
+			f.fail(p)
+			_ = syscall.Kill(f.pid, syscall.SIGKILL)
+		}
+	}()
 	var w *os.File
 	for w == nil {
 		var err error
