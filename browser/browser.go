@@ -175,7 +175,7 @@ func (s *Server) Close() error { return s.store.close() }
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := checkLocal(r); err != nil {
+	if err := CheckLocal(r); err != nil {
 		writeError(w, r, s.logger, err)
 		return
 	}
@@ -238,12 +238,13 @@ func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 	writeError(w, r, s.logger, clouddb.NotFound(clouddb.ErrTypeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 }
 
-// checkLocal refuses requests that a web page could have sent: a Host that is not a
+// CheckLocal refuses requests that a web page could have sent: a Host that is not a
 // loopback name (DNS rebinding), an Origin whose host is not loopback (cross-site), and a
 // request a browser marks as coming from another site (Sec-Fetch-Site), which covers the
 // GETs a page makes without an Origin (an image, a link, a script), some of which act
-// (a connection test, a key read).
-func checkLocal(r *http.Request) error {
+// (a connection test, a key read). Every unauthenticated loopback listener of clouddb
+// guards itself with it.
+func CheckLocal(r *http.Request) error {
 	if !loopbackHost(r.Host) {
 		return clouddb.Forbidden(errHostNotAllowed, "host %q is not a loopback name: the browser API answers only to localhost, 127.0.0.1 or [::1]", r.Host)
 	}

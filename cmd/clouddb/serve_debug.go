@@ -5,8 +5,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/url"
-	"strings"
+
+	"clouddb/browser"
 )
 
 // validateDebugListen checks --debug-listen: the profiles show what the process does and
@@ -48,44 +48,10 @@ func debugHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !debugLocal(r) {
+		if err := browser.CheckLocal(r); err != nil {
 			http.Error(w, "the profiles answer only to requests for a loopback host, not sent by a web page of another site", http.StatusForbidden)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
-}
-
-// debugLocal reports whether r names a loopback host and was not sent by another site's
-// page (its Origin, or its Sec-Fetch-Site, which covers the GETs a page makes without one).
-func debugLocal(r *http.Request) bool {
-	if !debugLoopbackHost(r.Host) {
-		return false
-	}
-	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
-		return false
-	}
-	if origin := r.Header.Get("Origin"); origin != "" {
-		u, err := url.Parse(origin)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !debugLoopbackHost(u.Host) {
-			return false
-		}
-	}
-	return true
-}
-
-// debugLoopbackHost reports whether hostport names the local machine: localhost, a name
-// under .localhost, or a loopback IP address, with or without a port.
-func debugLoopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
