@@ -53,8 +53,12 @@ func (d *Driver) lockUnlessImporting(ctx context.Context, id int) (func(), error
 		if d.importing(id) {
 			return nil, errImporting
 		}
-		// A short wait at a time, so that an import that takes the lock meanwhile is
-		// noticed.
+		// Free, as it nearly always is when the reconciler asks each second: no timer.
+		if unlock, ok := d.tryLock(id); ok {
+			return unlock, nil
+		}
+		// Else a short wait at a time, so that an import that takes the lock meanwhile
+		// is noticed.
 		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		unlock, err := d.lock(wctx, id)
 		cancel()
@@ -160,11 +164,12 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 	if ppid == 0 {
 		return fmt.Errorf("database %d: its server is not running", id)
 	}
-	version, bin, err := d.binary(in)
+	served, known := servedOnDisk(p.dir)
+	version, bin, err := d.versionFor(in, served, known)
 	if err != nil {
 		return err
 	}
-	if served, known := servedOnDisk(p.dir); known && served != version && d.bins[served] != "" {
+	if known && served != version && d.bins[served] != "" {
 		// The import does not upgrade: Ensure does, with its checks.
 		version, bin = served, d.bins[served]
 	}

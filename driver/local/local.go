@@ -232,18 +232,35 @@ func (d *Driver) dbDir(id int) string { return filepath.Join(d.dir, strconv.Itoa
 
 // lock serialises calls for one database id; calls for other ids run in parallel.
 func (d *Driver) lock(ctx context.Context, id int) (func(), error) {
-	d.mu.Lock()
-	l, ok := d.locks[id]
-	if !ok {
-		l = make(chan struct{}, 1)
-		d.locks[id] = l
-	}
-	d.mu.Unlock()
+	l := d.semaphore(id)
 	select {
 	case l <- struct{}{}:
 		return func() { <-l }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// semaphore is the one-slot semaphore of database id that lock and tryLock take.
+func (d *Driver) semaphore(id int) chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, ok := d.locks[id]
+	if !ok {
+		l = make(chan struct{}, 1)
+		d.locks[id] = l
+	}
+	return l
+}
+
+// tryLock is lock without a wait: it reports false when another call holds id.
+func (d *Driver) tryLock(id int) (func(), bool) {
+	l := d.semaphore(id)
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, true
+	default:
+		return nil, false
 	}
 }
 
