@@ -239,7 +239,7 @@ func (e *Engine) loadURIs(ctx context.Context, in clouddb.Instance, uris []strin
 			return err
 		}
 		defer rc.Close()
-		return sl.LoadStream(ctx, in, &sizeLimit{r: rc, left: limit, limit: limit})
+		return sl.LoadStream(ctx, in, newSizeLimit(rc, limit, 0))
 	}
 	dir, err := os.MkdirTemp(e.TempDir, "import-")
 	if err != nil {
@@ -258,7 +258,7 @@ func (e *Engine) loadURIs(ctx context.Context, in clouddb.Instance, uris []strin
 			rc.Close()
 			return err
 		}
-		n, err := io.Copy(f, io.LimitReader(rc, limit+1))
+		_, err = io.Copy(f, newSizeLimit(rc, limit, i))
 		rc.Close()
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -266,23 +266,26 @@ func (e *Engine) loadURIs(ctx context.Context, in clouddb.Instance, uris []strin
 		if err != nil {
 			return err
 		}
-		if n > limit {
-			return fmt.Errorf("%w: importFromUri[%d] is larger than %d bytes", clouddb.ErrDataTooLarge, i, limit)
-		}
 		files = append(files, path)
 	}
 	return e.Driver.Load(ctx, in, files)
 }
 
-// sizeLimit reads r until more than limit bytes came, then fails with ErrDataTooLarge.
+// sizeLimit reads part number part of an import until more than limit bytes came, then
+// fails with ErrDataTooLarge.
 type sizeLimit struct {
 	r           io.Reader
 	left, limit int64
+	part        int
+}
+
+func newSizeLimit(r io.Reader, limit int64, part int) *sizeLimit {
+	return &sizeLimit{r: r, left: limit, limit: limit, part: part}
 }
 
 func (s *sizeLimit) Read(p []byte) (int, error) {
 	if s.left < 0 {
-		return 0, fmt.Errorf("%w: importFromUri[0] is larger than %d bytes", clouddb.ErrDataTooLarge, s.limit)
+		return 0, s.tooLarge()
 	}
 	if int64(len(p)) > s.left+1 {
 		p = p[:s.left+1]
@@ -290,9 +293,13 @@ func (s *sizeLimit) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	s.left -= int64(n)
 	if s.left < 0 {
-		return n, fmt.Errorf("%w: importFromUri[0] is larger than %d bytes", clouddb.ErrDataTooLarge, s.limit)
+		return n, s.tooLarge()
 	}
 	return n, err
+}
+
+func (s *sizeLimit) tooLarge() error {
+	return fmt.Errorf("%w: importFromUri[%d] is larger than %d bytes", clouddb.ErrDataTooLarge, s.part, s.limit)
 }
 
 // failureReason names why a backup or an import failed, as the status resources report
