@@ -9,3 +9,6 @@ func SetSessionHook(f func(Endpoint)) func() {
 
 // Guarded is guarded, for tests.
 var Guarded = guarded
+
+// RDBCRC is rdbCRC, for tests.
+var RDBCRC = rdbCRC
