@@ -33,7 +33,7 @@ type importResult struct {
 	// with loading:0, with the default sanitize-dump-payload no and with yes.
 	Server, Wall, Bare, BareSanitize []time.Duration
 	// Cluster is the server-side time of the same import into an OSS Cluster database
-	// of ClusterShards shards, which takes the key-by-key copy, per repetition.
+	// of ClusterShards shards, which splits it by slot and reloads each shard, per repetition.
 	Cluster       []time.Duration
 	ClusterShards int
 	// Phases of each import, as seen from outside clouddb.

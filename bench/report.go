@@ -414,8 +414,9 @@ func (r *report) importSection(p func(string, ...any), im *importResult) {
 		"downloads the file, starts the database's next `redis-server` on it beside the one serving (sanitize-dump-payload "+
 		"yes, its memory watched as it loads), and once it has loaded the file within the memory limit, stops the old "+
 		"server and has the new one take over the endpoint's port. The same file is also imported, alternating with "+
-		"the others, into an OSS Cluster database of two shards in the same subscription, which gets it key by key: a "+
-		"throwaway server loads and checks it, then every key is copied (DUMP, RESTORE) into the shard of its slot.",
+		"the others, into an OSS Cluster database of two shards in the same subscription: clouddb splits the file by hash "+
+		"slot as it downloads, a throwaway server loads and checks each shard's part, then each shard's primary reloads "+
+		"its part in place (DEBUG RELOAD).",
 		mb, im.Keys, mib(im.UsedMemory), im.MemoryLimitGB, len(im.Server), bareLoadPoll)
 	p("")
 	p("| figure | throughput ratio (bare load time / import time; goal ≥ %.1f) | clouddb import | bare redis-server load |", goalImport)
@@ -429,7 +430,7 @@ func (r *report) importSection(p func(string, ...any), im *importResult) {
 		1/ratio(im.Server, im.BareSanitize), im.mbps(srv), fmtDur(srv), im.mbps(san), fmtDur(san))
 	if len(im.Cluster) > 0 {
 		cl := medianDur(im.Cluster)
-		p("| into an OSS Cluster database of %d shards (the key-by-key copy), server-side | %.2f | %.1f MB/s (%s) | %.1f MB/s (%s) |",
+		p("| into an OSS Cluster database of %d shards (split by slot, each shard reloaded), server-side | %.2f | %.1f MB/s (%s) | %.1f MB/s (%s) |",
 			im.ClusterShards, 1/ratio(im.Cluster, im.Bare), im.mbps(cl), fmtDur(cl), im.mbps(bare), fmtDur(bare))
 	}
 	p("")

@@ -12,7 +12,7 @@ import (
 // SplitRDB reads RDB files, the parts of one data set, and writes to outs[i] an RDB file
 // holding the keys that shard i of a Redis Cluster serves (shardOf names the shard of a
 // hash slot), each key's bytes as they came, with its expiry and its LRU/LFU hints.
-// Functions go to every shard (each node of a cluster keeps its own). A cluster has one
+// Functions go to every shard (each node of a cluster keeps its own), each library once. A cluster has one
 // logical database: a key of another one is an error.
 //
 // It reads each part once, as it arrives, and checks its CRC-64 at its end: the outputs
@@ -26,7 +26,7 @@ import (
 // RDB versions, or a key longer than maxSplitKey return an error wrapping ErrNotSplittable:
 // such data takes the key-by-key path. Errors about the data's form wrap ErrCorrupt.
 func SplitRDB(outs []io.Writer, shardOf func(slot int) int, parts []io.Reader) error {
-	sp := &splitter{shardOf: shardOf, outs: make([]*splitOut, len(outs))}
+	sp := &splitter{shardOf: shardOf, outs: make([]*splitOut, len(outs)), funcs: map[string]bool{}}
 	for i, w := range outs {
 		bw := bufio.NewWriterSize(w, 64<<10)
 		sp.outs[i] = &splitOut{bw: bw, cw: &crcWriter{w: bw}}
@@ -116,7 +116,8 @@ type splitter struct {
 	pre []byte
 	// buffering: the bytes read go to pre, not dst.
 	buffering bool
-	werr      error // the first write to an output that failed
+	werr      error           // the first write to an output that failed
+	funcs     map[string]bool // the libraries of functions written, as read
 	one       [1]byte
 }
 
@@ -186,10 +187,16 @@ func (sp *splitter) part(r io.Reader, first bool) error {
 			}
 			continue
 		case opFunction2:
-			// A library of functions: each shard loads it.
+			// A library of functions: each shard loads it, once (every node of a
+			// cluster has it, so each part of its backup does; redis refuses a file
+			// that defines a library twice).
 			if err := sp.skipString(); err != nil {
 				return err
 			}
+			if sp.funcs[string(sp.pre)] {
+				continue
+			}
+			sp.funcs[string(sp.pre)] = true
 			for _, o := range sp.outs {
 				if _, err := o.cw.Write(sp.pre); err != nil {
 					return err

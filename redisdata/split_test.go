@@ -117,10 +117,14 @@ func TestSplitRDB(t *testing.T) {
 }
 
 // TestSplitRDBParts: the parts of one data set (a backup of several shards) split
-// together: each shard's file has its keys of every part.
+// together: each shard's file has its keys of every part, and the functions that every
+// part has, once.
 func TestSplitRDBParts(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	a, b := startServer(t, ""), startServer(t, "")
+	for _, s := range []*server{a, b} { // as every node of a cluster has them
+		s.do(0, "function", "load", "#!lua name=splitlib\nredis.register_function('hello', function() return 'hi' end)")
+	}
 	for i := range 500 {
 		a.do(0, "set", fmt.Sprintf("a:%d", i), i)
 		b.do(0, "rpush", fmt.Sprintf("b:%d", i), "x", i)

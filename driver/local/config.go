@@ -173,6 +173,11 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 		// says (see clusterNodeTimeout).
 		line("cluster-allow-replica-migration", "no")
 		line("cluster-replica-no-failover", "yes")
+		// An import reloads each shard from its checked file (DEBUG RELOAD, see
+		// loadCluster) as clouddb's internal user, through the unix socket. "local" also
+		// admits loopback TCP, where tenants connect: their users never get DEBUG (it is
+		// @admin, see tenantRules), which is what keeps it from them.
+		line("enable-debug-command", "local")
 		// A node that becomes a replica logs in to its primary as clouddb.
 		line("masteruser", internalUser)
 		line("masterauth", c.InternalSecret)

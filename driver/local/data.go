@@ -68,7 +68,8 @@ func (d *Driver) Snapshot(ctx context.Context, in clouddb.Instance, shard int, w
 }
 
 // Load replaces the data with that of the RDB files. A database that is not a cluster
-// takes a swap of servers (see loadSwap). Otherwise, or when the files cannot take it,
+// takes a swap of servers (see loadSwap), a cluster a reload of each shard (see
+// loadCluster). When the files cannot take either,
 // each file is loaded into a throwaway server first; only when every one loaded and
 // together they fit the memory limit is the database emptied and filled, key by key.
 // Either way a file that does not load or does not fit leaves the data as it was.
@@ -76,6 +77,12 @@ func (d *Driver) Load(ctx context.Context, in clouddb.Instance, files []string) 
 	if err := d.loadFast(ctx, in, files); !errors.Is(err, errSlowLoad) {
 		return err
 	}
+	return d.loadKeys(ctx, in, files)
+}
+
+// loadKeys is Load by a copy of every key (DUMP, RESTORE) out of throwaway servers that
+// loaded the files.
+func (d *Driver) loadKeys(ctx context.Context, in clouddb.Instance, files []string) error {
 	var temps []*redisdata.TempServer
 	defer func() {
 		for _, t := range temps {

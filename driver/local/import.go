@@ -22,8 +22,8 @@ import (
 // An import into a database that is not a cluster takes the swap (see loadSwap): the
 // database's next server loads the file itself, once, at the speed of redis' own loader.
 // The other way, a throwaway server that loads the file to check it and a copy of every
-// key from there (DUMP, RESTORE), took five times as long as the load alone. Clusters
-// keep that way: each shard gets the keys of its slots.
+// key from there (DUMP, RESTORE), took five times as long as the load alone. A cluster
+// reloads each shard from its part of the data, split by slot (see loadCluster).
 
 // The causes with which Stop and Remove end an import under way.
 var (
@@ -85,12 +85,24 @@ func (d *Driver) endImport(id int, cause error) {
 var errSlowLoad = errors.New("the files take the key-by-key copy")
 
 // loadFast imports files by a swap, merging several parts into one file first (see
-// redisdata.MergeRDB). Parts that cannot be merged, or whose merged file the server
+// redisdata.MergeRDB), or into a cluster by a reload of each shard (see loadCluster). Parts that cannot be merged, or whose merged file the server
 // refuses (a key in two parts, a part that does not load), return errSlowLoad: loaded
 // one by one, later parts overwrite earlier ones' keys, and a bad part is named.
 func (d *Driver) loadFast(ctx context.Context, in clouddb.Instance, files []string) error {
-	if in.OSSCluster || len(files) == 0 {
+	if len(files) == 0 {
 		return errSlowLoad
+	}
+	if in.OSSCluster {
+		parts := make([]io.Reader, len(files))
+		for i, name := range files {
+			f, err := os.Open(name)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			parts[i] = f
+		}
+		return d.loadCluster(ctx, in, parts)
 	}
 	file := files[0]
 	if len(files) > 1 {
@@ -134,23 +146,12 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 	id := in.DatabaseID
 	// The lock is held while the file loads, which a slow source makes long: Stop and
 	// Remove end the import rather than wait (see endImport), and the reconciler's
-	// calls do not wait for it (see lockUnlessImporting). Registered before the lock is
-	// taken, so that both hold from then on.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	d.mu.Lock()
-	d.imports[id] = cancel
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.imports, id)
-		d.mu.Unlock()
-	}()
-	unlock, err := d.lock(ctx, id)
+	// calls do not wait for it (see lockUnlessImporting).
+	ctx, done, err := d.beginImport(ctx, id)
 	if err != nil {
-		return context.Cause(ctx)
+		return err
 	}
-	defer unlock()
+	defer done()
 	topo, err := d.readTopology(id)
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
@@ -442,7 +443,8 @@ func (f *feeder) failure() error {
 
 // LoadStream replaces the data with that of the RDB file read from r: a database that is
 // not a cluster loads it as it arrives, by a swap (see loadSwap) whose server reads it
-// through a named pipe; a cluster gets it written to a file first, then Load.
+// through a named pipe; a cluster splits it as it arrives (see loadCluster), keeping a
+// copy in case the data must be copied key by key after all.
 func (d *Driver) LoadStream(ctx context.Context, in clouddb.Instance, r io.Reader) error {
 	if !in.OSSCluster {
 		if err := d.loadSwap(ctx, in, loadSource{r: r}); !errors.Is(err, errSlowLoad) {
@@ -454,6 +456,13 @@ func (d *Driver) LoadStream(ctx context.Context, in clouddb.Instance, r io.Reade
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if in.OSSCluster {
+		if err := d.loadCluster(ctx, in, []io.Reader{io.TeeReader(r, tmp)}); !errors.Is(err, errSlowLoad) {
+			return err
+		}
+	}
+	// The rest of the stream (all of it, or what the split did not read).
 	_, err = io.CopyBuffer(tmp, r, make([]byte, 1<<20))
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
@@ -461,7 +470,7 @@ func (d *Driver) LoadStream(ctx context.Context, in clouddb.Instance, r io.Reade
 	if err != nil {
 		return err
 	}
-	return d.Load(ctx, in, []string{tmp.Name()})
+	return d.loadKeys(ctx, in, []string{tmp.Name()})
 }
 
 // watchLoad waits until the server pid on node n has loaded its file and answers, and
