@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -159,15 +160,29 @@ func LoadRDB(ctx context.Context, cfg LoadConfig, path string) (*TempServer, err
 var errPortTaken = errors.New("port taken")
 
 func startTemp(ctx context.Context, cfg LoadConfig, rdb string) (*TempServer, error) {
-	dir, err := os.MkdirTemp(cfg.TempDir, "redisdata-")
+	s, logPath, err := spawnTemp(cfg, func(dump string) error { return os.Symlink(rdb, dump) })
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*TempServer, error) {
-		os.RemoveAll(dir)
+	if err := s.waitLoaded(ctx, logPath); err != nil {
+		s.Close()
 		return nil, err
 	}
-	if err = os.Symlink(rdb, filepath.Join(dir, "dump.rdb")); err != nil {
+	return s, nil
+}
+
+// spawnTemp starts a throwaway server in a directory of its own, whose dump.rdb
+// (the path given to source) source makes, and returns it with its log's path.
+func spawnTemp(cfg LoadConfig, source func(dump string) error) (*TempServer, string, error) {
+	dir, err := os.MkdirTemp(cfg.TempDir, "redisdata-")
+	if err != nil {
+		return nil, "", err
+	}
+	fail := func(err error) (*TempServer, string, error) {
+		os.RemoveAll(dir)
+		return nil, "", err
+	}
+	if err = source(filepath.Join(dir, "dump.rdb")); err != nil {
 		return fail(err)
 	}
 	port, err := freePort()
@@ -242,11 +257,89 @@ func startTemp(ctx context.Context, cfg LoadConfig, rdb string) (*TempServer, er
 		close(s.done)
 	}()
 	s.client = client(s.Endpoint(), 0, 2)
-	if err := s.waitLoaded(ctx, logPath); err != nil {
-		s.Close()
+	return s, logPath, nil
+}
+
+// Loader is a throwaway server, as LoadRDB starts, that loads the RDB file written to it
+// as it is written (it reads it through a named pipe), so that a file is checked while it
+// is made or downloaded rather than after.
+type Loader struct {
+	s       *TempServer
+	logPath string
+	w       *os.File // the pipe's end the file is written to
+}
+
+// StartLoad starts a Loader and returns it once its server reads the pipe.
+func StartLoad(ctx context.Context, cfg LoadConfig) (*Loader, error) {
+	for attempt := 0; ; attempt++ {
+		l, err := startLoad(ctx, cfg)
+		if errors.Is(err, errPortTaken) && attempt < 5 {
+			continue
+		}
+		return l, err
+	}
+}
+
+func startLoad(ctx context.Context, cfg LoadConfig) (*Loader, error) {
+	var pipe string
+	s, logPath, err := spawnTemp(cfg, func(dump string) error {
+		pipe = dump
+		return syscall.Mkfifo(dump, 0o600)
+	})
+	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	// The server opens the pipe once it has started; until then a writer's open fails
+	// (ENXIO), and one that exits first says why.
+	for {
+		w, err := os.OpenFile(pipe, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			GrowPipe(w)
+			// Its name goes at once: a server that fails to load its file opens it again
+			// to check it (redis-check-rdb), and would wait there for a writer for ever.
+			if err := os.Remove(pipe); err != nil {
+				w.Close()
+				s.Close()
+				return nil, err
+			}
+			return &Loader{s: s, logPath: logPath, w: w}, nil
+		}
+		if !errors.Is(err, syscall.ENXIO) {
+			s.Close()
+			return nil, fmt.Errorf("open the pipe to the loading server: %w", err)
+		}
+		select {
+		case <-s.done:
+			err := exitError(logPath, s.cmd.ProcessState)
+			s.Close()
+			return nil, err
+		case <-ctx.Done():
+			s.Close()
+			return nil, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// Write writes the next bytes of the file. It fails once the server stopped reading: it
+// refused the file (Finish says why) or was killed.
+func (l *Loader) Write(p []byte) (int, error) { return l.w.Write(p) }
+
+// Finish ends the file and returns the server once it has loaded it; a file it refused
+// gives an error wrapping ErrCorrupt with the server's reason, as LoadRDB's.
+func (l *Loader) Finish(ctx context.Context) (*TempServer, error) {
+	l.w.Close()
+	if err := l.s.waitLoaded(ctx, l.logPath); err != nil {
+		l.s.Close()
+		return nil, err
+	}
+	return l.s, nil
+}
+
+// Abort stops the server, whatever it read.
+func (l *Loader) Abort() {
+	l.w.Close()
+	l.s.Close()
 }
 
 // waitLoaded polls PING until the server answers PONG: it answers -LOADING while it reads

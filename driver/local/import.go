@@ -398,7 +398,7 @@ func (f *feeder) run(ctx context.Context) {
 		}
 	}
 	defer w.Close()
-	growPipe(w)
+	redisdata.GrowPipe(w)
 	// The server has the pipe open: its name goes, so that nothing can open it again. A
 	// server that fails to load its file opens it again to check it (redis-check-rdb)
 	// and would wait there for a writer for ever.

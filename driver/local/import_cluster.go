@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,8 +19,9 @@ import (
 
 // loadCluster imports into an OSS Cluster by a reload of each shard. The parts are split
 // by hash slot, as they are read, into one file per shard (redisdata.SplitRDB). Each
-// file is loaded by a throwaway server of the database's version that checks every value
-// (sanitize-dump-payload) and is measured against the shard's share of the memory limit.
+// file is loaded as it is written by a throwaway server of the database's version that
+// checks every value (sanitize-dump-payload) and is measured against the shard's share of
+// the memory limit.
 // Only when every shard's file passed does each shard's primary replace its data with
 // its file (DEBUG RELOAD NOSAVE): the node keeps its identity, its slots and its port,
 // and its replica then resyncs in full. A restart on the file instead would load it as
@@ -60,16 +61,33 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 		targets = append(targets, t)
 	}
 
-	files := make([]string, n)
+	// Each shard's part goes to a file, which its primary reloads at the end, and to a
+	// throwaway server that checks it as it is split.
+	limit := in.MaxMemoryBytes / int64(n)
+	cfg := d.loadConfig(in)
+	cfg.MaxMemory = limit
+	files := make([]*os.File, n)
+	loaders := make([]*redisdata.Loader, n)
 	outs := make([]io.Writer, n)
+	defer func() {
+		for s := range n {
+			if files[s] != nil {
+				files[s].Close()
+				os.Remove(files[s].Name())
+			}
+			if loaders[s] != nil {
+				loaders[s].Abort()
+			}
+		}
+	}()
 	for s := range n {
-		f, err := os.CreateTemp(d.dir, ".import-*.rdb")
-		if err != nil {
+		if files[s], err = os.CreateTemp(d.dir, ".import-*.rdb"); err != nil {
 			return err
 		}
-		defer os.Remove(f.Name())
-		defer f.Close()
-		files[s], outs[s] = f.Name(), f
+		if loaders[s], err = redisdata.StartLoad(ctx, cfg); err != nil {
+			return fmt.Errorf("database %d: start the server that checks shard %d's part: %w", id, s, err)
+		}
+		outs[s] = io.MultiWriter(files[s], loaders[s])
 	}
 	owner := slotOwners(n)
 	readers := make([]io.Reader, len(parts))
@@ -77,8 +95,8 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 		readers[i] = ctxReader{ctx, p}
 	}
 	err = redisdata.SplitRDB(outs, func(slot int) int { return int(owner[slot]) }, readers)
-	for _, w := range outs {
-		if cerr := w.(*os.File).Close(); err == nil {
+	for _, f := range files {
+		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 	}
@@ -90,14 +108,18 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 		return errSlowLoad
 	case errors.Is(err, redisdata.ErrCorrupt):
 		return fmt.Errorf("%w: %v", clouddb.ErrDataCorrupt, err)
-	case err != nil:
+	case err != nil && !errors.Is(err, syscall.EPIPE):
 		return err
 	}
-	if err := d.checkShardFiles(ctx, in, files); err != nil {
-		if len(parts) > 1 && errors.Is(err, clouddb.ErrDataCorrupt) {
-			d.log.Info("import: the parts did not load together; loading them one by one", keyDatabase, id, "why", err)
+	// Split (or a checking server stopped reading: its verdict says why).
+	if verr := d.checkShardParts(ctx, in, loaders); verr != nil {
+		if len(parts) > 1 && errors.Is(verr, clouddb.ErrDataCorrupt) {
+			d.log.Info("import: the parts did not load together; loading them one by one", keyDatabase, id, "why", verr)
 			return errSlowLoad
 		}
+		return verr
+	}
+	if err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
@@ -111,7 +133,7 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 	start := time.Now()
 	var g errgroup.Group
 	for s, t := range targets {
-		g.Go(func() error { return d.reloadShard(tctx, in, topo, t, files[s]) })
+		g.Go(func() error { return d.reloadShard(tctx, in, topo, t, files[s].Name()) })
 	}
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("database %d: the import reached some shards only, which may hold the data of before: %w", id, err)
@@ -197,18 +219,16 @@ func slotOwners(n int) *[clusterSlots]uint16 {
 	return &owner
 }
 
-// checkShardFiles loads each shard's file into a throwaway server (a few at a time: each
-// takes a core) and refuses one that does not load (ErrDataCorrupt) or needs more
-// memory than its shard's share of the limit (ErrDataTooLarge).
-func (d *Driver) checkShardFiles(ctx context.Context, in clouddb.Instance, files []string) error {
-	limit := in.MaxMemoryBytes / int64(len(files))
-	cfg := d.loadConfig(in)
-	cfg.MaxMemory = limit
+// checkShardParts waits for each shard's checking server to load its part and refuses
+// one that did not load (ErrDataCorrupt) or needs more memory than its shard's share of
+// the limit (ErrDataTooLarge). The servers are stopped.
+func (d *Driver) checkShardParts(ctx context.Context, in clouddb.Instance, loaders []*redisdata.Loader) error {
+	limit := in.MaxMemoryBytes / int64(len(loaders))
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(1, runtime.NumCPU()))
-	for s, f := range files {
+	for s, l := range loaders {
+		loaders[s] = nil // Finish stops it, or hands it over
 		g.Go(func() error {
-			t, err := redisdata.LoadRDB(gctx, cfg, f)
+			t, err := l.Finish(gctx)
 			if err != nil {
 				if errors.Is(err, redisdata.ErrCorrupt) {
 					return fmt.Errorf("%w: shard %d's part: %v", clouddb.ErrDataCorrupt, s, err)
@@ -221,7 +241,7 @@ func (d *Driver) checkShardFiles(ctx context.Context, in clouddb.Instance, files
 				return err
 			}
 			if limit > 0 && used > limit {
-				lo, hi := slotRange(s, len(files))
+				lo, hi := slotRange(s, len(loaders))
 				return fmt.Errorf("%w: shard %d (slots %d-%d) would need about %d bytes, its share of the limit is %d",
 					clouddb.ErrDataTooLarge, s, lo, hi, used, limit)
 			}
@@ -234,8 +254,9 @@ func (d *Driver) checkShardFiles(ctx context.Context, in clouddb.Instance, files
 // reloadShard replaces the data of a shard's primary with that of file, checked. The file
 // becomes the node's RDB file and the node loads it in place of its data; with
 // replication its replica then resyncs in full (a new replication ID refuses it the
-// partial resync that would keep its old data); the node's persistence then holds the
-// new data (a rewritten AOF, or the file itself as the snapshot).
+// partial resync that would keep its old data). It returns once the node's persistence
+// holds the new data: the file itself is the snapshot; an AOF is written anew from it
+// (until then the AOF on disk holds the data of before, which a restart would load).
 func (d *Driver) reloadShard(ctx context.Context, in clouddb.Instance, topo topology, t reloadTarget, file string) error {
 	id := in.DatabaseID
 	// DEBUG RELOAD answers once the data is loaded, which takes as long as the file.
@@ -243,25 +264,22 @@ func (d *Driver) reloadShard(ctx context.Context, in clouddb.Instance, topo topo
 	fail := func(what string, err error) error {
 		return fmt.Errorf("shard of node %d: %s: %w", t.n.idx, what, classify(err))
 	}
+	aof := persistences[in.DataPersistence].appendonly == "yes"
+	if aof {
+		// The AOF stops following the data (a rewrite under way, of the data of before,
+		// ends too) until it is written anew from the new data, below.
+		if err := c.ConfigSet(ctx, "appendonly", "no").Err(); err != nil {
+			return fail("CONFIG SET appendonly no", err)
+		}
+	}
 	// A background save under way or starting would rename an older snapshot over the
 	// file between its move and the reload: snapshots stop until the node is
 	// reconfigured below.
 	if err := c.ConfigSet(ctx, "save", "").Err(); err != nil {
 		return fail("CONFIG SET save", err)
 	}
-	deadline := time.Now().Add(d.stopTimeout)
-	for {
-		info, err := c.Info(ctx, "persistence").Result()
-		if err != nil {
-			return fail("INFO persistence", err)
-		}
-		if infoField(info, "rdb_bgsave_in_progress") == "0" {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("shard of node %d: a background save did not end within %s", t.n.idx, d.stopTimeout)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := waitNoBGSave(ctx, c, d.stopTimeout); err != nil {
+		return fail("the background save under way", err)
 	}
 	dump := filepath.Join(t.n.dir, rdbFile)
 	if err := os.Rename(file, dump); err != nil {
@@ -278,21 +296,39 @@ func (d *Driver) reloadShard(ctx context.Context, in clouddb.Instance, topo topo
 			return fail("CLIENT KILL TYPE replica", err)
 		}
 	}
+	// The node's settings again: snapshots, and the AOF, which starts with a rewrite
+	// that reconfigure waits for (see applyLive).
 	if err := d.reconfigure(ctx, t.c, d.clusterServer(in, t.n.idx, topo.Ports[t.n.idx])); err != nil {
 		return err
 	}
-	p := persistences[in.DataPersistence]
-	switch {
-	case p.appendonly == "yes":
-		if err := c.Do(ctx, "bgrewriteaof").Err(); err != nil {
-			return fail("BGREWRITEAOF", err)
-		}
-	case p.save == "":
+	if p := persistences[in.DataPersistence]; !aof && p.save == "" {
 		if err := os.Remove(dump); err != nil && !errors.Is(err, os.ErrNotExist) {
 			d.log.Warn("import: cannot remove the file a shard loaded", keyDatabase, id, keyNode, t.n.idx, "error", err)
 		}
 	}
 	return nil
+}
+
+// waitNoBGSave polls INFO persistence until no background save runs, up to within.
+func waitNoBGSave(ctx context.Context, c *redis.Client, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			return err
+		}
+		if infoField(info, "rdb_bgsave_in_progress") == "0" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not done within %s", within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // ctxReader ends a read once ctx is done: Stop or Remove end an import that is being

@@ -81,6 +81,10 @@ func TestLoadCluster_ReloadsEachShard(t *testing.T) {
 			src := b.clustered(t, 1, 3, false, "none")
 			sc := clusterClient(t, src)
 			clusterWrite(t, sc, "new:", 300)
+			big := strings.Repeat("b", 256<<10)
+			for i := range 40 { // 10 MB: an AOF takes a while to write
+				require.NoError(t, sc.Set(ctx, fmt.Sprintf("big:%d", i), big, 0).Err())
+			}
 			require.NoError(t, sc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 				return m.FunctionLoad(ctx, splitLib).Err()
 			}))
@@ -92,13 +96,26 @@ func TestLoadCluster_ReloadsEachShard(t *testing.T) {
 			requireReplicasAcked(t, dc)
 			primaries := []string{b.dir + "/2", b.dir + "/2/node2"}
 			pids := []int{nodePid(t, primaries[0]), nodePid(t, primaries[1])}
+			for _, dir := range primaries {
+				// Each key takes 5 ms to write out (about a second a shard), so that
+				// an import that returned before its AOF was written is caught below.
+				require.NoError(t, internalClient(t, dir).ConfigSet(ctx, "rdb-key-save-delay", "5000").Err())
+			}
 
 			require.NoError(t, b.driver.Load(ctx, dst, parts))
 			for i, dir := range primaries {
 				require.Equal(t, pids[i], nodePid(t, dir), "shard %d's primary loaded the data in place", i)
 			}
+			// Done means persisted: every node killed at once the moment the import
+			// returns comes back with the new data (an AOF still being rewritten would
+			// bring back the old).
+			for _, dir := range []string{b.dir + "/2", b.dir + "/2/node1", b.dir + "/2/node2", b.dir + "/2/node3"} {
+				killAndWait(t, nodePid(t, dir))
+			}
+			require.NoError(t, b.driver.Ensure(ctx, dst))
+			dc = clusterClient(t, dst)
 			clusterRead(t, dc, "new:", 300)
-			require.EqualValues(t, 300, clusterKeys(t, dc, false), "the old keys are gone")
+			require.EqualValues(t, 340, clusterKeys(t, dc, false), "the old keys are gone")
 			require.NoError(t, dc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 				v, err := m.FCall(ctx, "hello", nil).Text()
 				if err == nil && v != "hi" {
@@ -106,7 +123,7 @@ func TestLoadCluster_ReloadsEachShard(t *testing.T) {
 				}
 				return err
 			}), "every shard has the functions")
-			require.Eventually(t, func() bool { return clusterKeys(t, dc, true) == 300 }, 20*time.Second, 20*time.Millisecond,
+			require.Eventually(t, func() bool { return clusterKeys(t, dc, true) == 340 }, 20*time.Second, 20*time.Millisecond,
 				"the replicas resync to the new data")
 			requireReplicasAcked(t, dc)
 
@@ -129,7 +146,7 @@ func TestLoadCluster_ReloadsEachShard(t *testing.T) {
 			require.NoError(t, b.driver.Ensure(ctx, dst))
 			dc2 := clusterClient(t, dst)
 			clusterRead(t, dc2, "new:", 300)
-			require.EqualValues(t, 300, clusterKeys(t, dc2, false), "after a restart too")
+			require.EqualValues(t, 340, clusterKeys(t, dc2, false), "after a restart too")
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package local
+package redisdata
 
 import (
 	"os"
@@ -12,8 +12,8 @@ import (
 // ask (/proc/sys/fs/pipe-max-size).
 const pipeSize = 1 << 20
 
-// growPipe asks for a larger capacity of the pipe behind f; a refusal leaves it as it is.
-func growPipe(f *os.File) {
+// GrowPipe asks for a larger capacity of the pipe behind f; a refusal leaves it as it is.
+func GrowPipe(f *os.File) {
 	if sc, err := f.SyscallConn(); err == nil {
 		_ = sc.Control(func(fd uintptr) {
 			_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize)
