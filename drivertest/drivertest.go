@@ -176,7 +176,8 @@ func (e *env) addr(t *testing.T, in clouddb.Instance) string {
 }
 
 // options are a client's of in, logged in as user (the default user when "") with
-// password: no retries, so that a refusal is seen as it is.
+// password: no retries, of commands or of dials, so that a refusal is seen as it is, at
+// once.
 func (e *env) options(t *testing.T, in clouddb.Instance, user, password string) *redis.Options {
 	t.Helper()
 	return &redis.Options{
@@ -187,6 +188,7 @@ func (e *env) options(t *testing.T, in clouddb.Instance, user, password string) 
 		DisableIdentity: true,
 		MaxRetries:      -1,
 		DialTimeout:     5 * time.Second,
+		DialerRetries:   1,
 	}
 }
 
