@@ -37,6 +37,9 @@ type Harness struct {
 	// once that server is gone, before anything has started it again. Required with
 	// Replication.
 	Kill func(t *testing.T, d clouddb.Driver, in clouddb.Instance, addr string)
+	// Reopen returns a new driver over what d holds, as clouddb makes after a restart,
+	// while d's servers run on. Optional: without it the case of adoption is skipped.
+	Reopen func(t *testing.T, d clouddb.Driver) clouddb.Driver
 	// CA is the PEM certificate of the CertificateAuthority whose server certificates the
 	// drivers' TLS databases serve. Required with TLS.
 	CA []byte
@@ -81,6 +84,7 @@ func Run(t *testing.T, h Harness) {
 		{"EnsureThenPing", testEnsureThenPing},
 		{"EnsureIdempotent", testEnsureIdempotent},
 		{"EnsureLiveChange", testEnsureLiveChange},
+		{"AdoptAfterRestart", testAdoptAfterRestart},
 		{"TenantRestrictions", testTenantRestrictions},
 		{"StopWithoutPersistence", testStopWithoutPersistence},
 		{"StopKeepsPersistedData", testStopKeepsPersistedData},
@@ -95,8 +99,13 @@ func Run(t *testing.T, h Harness) {
 		{"Users", testUsers},
 		{"DefaultUserOff", testDefaultUserOff},
 		{"SetUsers", testSetUsers},
+		{"CheckACLRules", testCheckACLRules},
 		{"Replication", testReplication},
+		{"ReplicationToggle", testReplicationToggle},
+		{"LoadReplicated", testLoadReplicated},
 		{"Cluster", testCluster},
+		{"ClusterUsers", testClusterUsers},
+		{"ClusterStopKeepsData", testClusterStopKeepsData},
 		{"ClusterFailover", testClusterFailover},
 		{"TLS", testTLS},
 	} {

@@ -90,6 +90,38 @@ func testEnsureLiveChange(t *testing.T, h Harness) {
 	requireRefused(t, e.client(t, in).Ping(e.ctx).Err(), "the old password")
 }
 
+// testAdoptAfterRestart: a new driver, as after a restart of clouddb, sees the database
+// run, lists it, and adopts its server, data and all, changes applied live included.
+func testAdoptAfterRestart(t *testing.T, h Harness) {
+	if h.Reopen == nil {
+		t.Skip("Harness.Reopen is nil: adoption by a new driver is not tested")
+	}
+	e := setup(t, h)
+	in := e.instance(t, 351)
+	e.ensure(t, in)
+	c := e.client(t, in)
+	setKeys(t, e.ctx, c, "k", 100)
+	run := runID(t, e.ctx, c)
+
+	d2 := h.Reopen(t, e.d)
+	running, err := d2.Running(e.ctx, in)
+	require.NoError(t, err)
+	require.True(t, running, "the new driver sees the server run")
+	ids, err := d2.Instances(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{in.DatabaseID}, ids)
+	require.NoError(t, d2.Ensure(e.ctx, in))
+	require.Equal(t, run, runID(t, e.ctx, c), "adopted, not restarted")
+
+	in.Password = "changed-" + in.Password
+	in.MaxMemoryBytes *= 2
+	require.NoError(t, d2.Ensure(e.ctx, in))
+	c = e.client(t, in)
+	require.Equal(t, run, runID(t, e.ctx, c), "changed live by the new driver")
+	require.Equal(t, strconv.FormatInt(in.MaxMemoryBytes, 10), info(t, e.ctx, c, "memory", "maxmemory"))
+	requireKeys(t, e.ctx, c, "k", 100)
+}
+
 // testTenantRestrictions: the tenant's password opens the data plane, not the server's
 // administration; what it was refused left the server as it was.
 func testTenantRestrictions(t *testing.T, h Harness) {

@@ -55,8 +55,9 @@ func clientCert(t *testing.T, name string) (certPEM string, pair tls.Certificate
 }
 
 // testTLS: a TLS database serves TLS only, with a certificate of the installation's CA;
-// with client certificates it lets in only a client that presents one of them; turned
-// off, it serves plain TCP again; the data is kept throughout.
+// with client certificates it lets in only a client that presents one of them, and the
+// driver still snapshots, copies from and loads into it; turned off, it serves plain TCP
+// again with its data.
 func testTLS(t *testing.T, h Harness) {
 	need(t, "TLS", h.TLS)
 	e := setup(t, h)
@@ -67,9 +68,9 @@ func testTLS(t *testing.T, h Harness) {
 	require.Error(t, e.client(t, in).Ping(e.ctx).Err(), "plain TCP is refused")
 	c := e.tlsClient(t, in, h.CA)
 	require.NoError(t, c.Set(e.ctx, "k", "v", 0).Err())
-	other, err := pki.New("another CA")
+	otherCA, err := pki.New("another CA")
 	require.NoError(t, err)
-	require.Error(t, e.tlsClient(t, in, other.CertificatePEM()).Ping(e.ctx).Err(),
+	require.Error(t, e.tlsClient(t, in, otherCA.CertificatePEM()).Ping(e.ctx).Err(),
 		"the server's certificate is not another CA's")
 	n, err := e.d.Snapshot(e.ctx, in, 0, io.Discard)
 	require.NoError(t, err, "the driver reaches its TLS database")
@@ -84,10 +85,22 @@ func testTLS(t *testing.T, h Harness) {
 	require.Error(t, e.tlsClient(t, in, h.CA).Ping(e.ctx).Err(), "a client without a certificate")
 	require.Error(t, e.tlsClient(t, in, h.CA, stranger).Ping(e.ctx).Err(), "a certificate not the instance's")
 
+	// The driver's own data paths reach a database that asks for a client certificate:
+	// a copy from it (a source that says TLS) and a load into it.
+	other := filledSource(t, e, 2102, 50, 10)
+	file := snapshotFile(t, e, other, 0)
+	require.NoError(t, e.d.CopyFrom(e.ctx, other, clouddb.RedisEndpoint{Addr: e.addr(t, in), Password: in.Password, TLS: true}))
+	oc := e.client(t, other)
+	require.Equal(t, "v", oc.Get(e.ctx, "k").Val())
+	require.EqualValues(t, 1, oc.DBSize(e.ctx).Val(), "the copy replaced the data")
+	require.NoError(t, e.d.Load(e.ctx, in, []string{file}))
+	e.requireRunning(t, in, true)
+	requireFilled(t, e, e.tlsClient(t, in, h.CA, pair), 50, 10)
+
 	in.TLS = nil
 	e.ensure(t, in)
 	e.requireRunning(t, in, true)
-	require.Equal(t, "v", e.client(t, in).Get(e.ctx, "k").Val(), "plain TCP again")
+	requireFilled(t, e, e.client(t, in), 50, 10)
 	// A plain server waits for the end of a line that a TLS handshake never sends: the
 	// handshake fails on the dial's timeout, which a plain client just met is well within.
 	o := e.tlsOptions(t, in, h.CA, pair)

@@ -130,3 +130,19 @@ func testSetUsers(t *testing.T, h Harness) {
 	require.NoError(t, us.SetUsers(e.ctx, never), "nothing runs: no error")
 	e.requireRunning(t, never, false)
 }
+
+// testCheckACLRules: an ACLChecker accepts rules every version it offers knows, and
+// refuses a batch by its first rule a version refuses, as the API reports it.
+func testCheckACLRules(t *testing.T, h Harness) {
+	e := setup(t, h)
+	ac, ok := e.d.(clouddb.ACLChecker)
+	if !ok {
+		t.Skip("the driver is not a clouddb.ACLChecker")
+	}
+	good := []string{fullAccess, readWrite, readOnly, "+get ~a:*", "+@hash ~h:* resetchannels &news"}
+	require.NoError(t, ac.CheckACLRules(e.ctx, good))
+	rule, reason, ok := clouddb.ACLRuleRefusal(ac.CheckACLRules(e.ctx, append(good, "+nosuchcommand ~*", "-@nonsense")))
+	require.True(t, ok, "a refusal made by clouddb.ACLRuleRefused")
+	require.Equal(t, "+nosuchcommand ~*", rule, "the first rule refused")
+	require.Contains(t, reason, "nosuchcommand")
+}

@@ -56,6 +56,11 @@ func TestConformance(t *testing.T) {
 			require.True(t, ok, "a driver of this harness")
 			killAndWait(t, servingPid(t, dir.(string), in, addr))
 		},
+		Reopen: func(t *testing.T, d clouddb.Driver) clouddb.Driver {
+			dir, ok := dirs.Load(d)
+			require.True(t, ok, "a driver of this harness")
+			return tlsDriver(t, dir.(string), ca)
+		},
 		CA:          ca.CertificatePEM(),
 		Parallel:    true,
 		Persistence: true,
