@@ -129,7 +129,7 @@ func testSnapshotThenLoad(t *testing.T, h Harness) {
 	e := setup(t, h)
 	src := filledSource(t, e, 901, 200, 100)
 	dst := e.instance(t, 902)
-	dc := withKeep(t, e, dst)
+	withKeep(t, e, dst)
 
 	file := snapshotFile(t, e, src, 0)
 	_, err := e.d.Snapshot(e.ctx, src, 1, io.Discard)
@@ -137,7 +137,7 @@ func testSnapshotThenLoad(t *testing.T, h Harness) {
 
 	require.NoError(t, e.d.Load(e.ctx, dst, []string{file}))
 	e.requireRunning(t, dst, true)
-	dc = e.client(t, dst)
+	dc := e.client(t, dst)
 	require.Zero(t, dc.Exists(e.ctx, "keep").Val(), "a load replaces the data")
 	requireFilled(t, e, dc, 200, 100)
 

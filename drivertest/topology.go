@@ -69,9 +69,10 @@ func testReplication(t *testing.T, h Harness) {
 			"round %d: the new primary has the named users", round)
 		if round == 0 {
 			// A password changed between failovers is the next primary's too.
-			in.Password = "changed-" + in.Password
+			old := in.Password
+			in.Password = "changed-" + old
 			e.ensure(t, in)
-			c = e.client(t, in)
+			requireRefused(t, e.clientAs(t, in, "", old).Ping(e.ctx).Err(), "the old password")
 		}
 	}
 
