@@ -231,7 +231,8 @@ type errReader struct{ err error }
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // testCopyFrom: CopyFrom replaces the data with every key of a live server, reached as a
-// client would; a source that refuses the password is an error.
+// client would; a source that refuses the password, or does not run, is an error that
+// leaves the data as it was.
 func testCopyFrom(t *testing.T, h Harness) {
 	e := setup(t, h)
 	src := filledSource(t, e, 1301, 50, 10)
@@ -242,6 +243,7 @@ func testCopyFrom(t *testing.T, h Harness) {
 	wrong := ep
 	wrong.Password = "not-" + src.Password
 	require.Error(t, e.d.CopyFrom(e.ctx, dst, wrong), "a wrong password")
+	requireKept(t, e, dst, "a copy refused by its source")
 
 	require.NoError(t, e.d.CopyFrom(e.ctx, dst, ep))
 	e.requireRunning(t, dst, true)
@@ -249,6 +251,11 @@ func testCopyFrom(t *testing.T, h Harness) {
 	require.Zero(t, dc.Exists(e.ctx, "keep").Val(), "a copy replaces the data")
 	requireFilled(t, e, dc, 50, 10)
 	requireFilled(t, e, e.client(t, src), 50, 10)
+
+	// A source that does not run.
+	require.NoError(t, e.d.Stop(e.ctx, src.DatabaseID))
+	require.Error(t, e.d.CopyFrom(e.ctx, dst, ep), "a source that does not answer")
+	requireFilled(t, e, e.client(t, dst), 50, 10)
 }
 
 // testReplicaOf: a database with sources refuses client writes and takes the sources'

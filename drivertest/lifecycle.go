@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"testing"
 
@@ -177,6 +178,8 @@ func testStopWithoutPersistence(t *testing.T, h Harness) {
 	require.NoError(t, e.d.Stop(e.ctx, in.DatabaseID))
 	e.requireRunning(t, in, false, "after Stop")
 	require.NoError(t, e.d.Stop(e.ctx, in.DatabaseID), "stopping a stopped database is a no-op")
+	_, err := e.d.Snapshot(e.ctx, in, 0, io.Discard)
+	require.Error(t, err, "a snapshot of a stopped database has no live data to take")
 	ids, err := e.d.Instances(e.ctx)
 	require.NoError(t, err)
 	require.Equal(t, []int{in.DatabaseID}, ids, "a stopped database is still listed")

@@ -298,18 +298,22 @@ func testCluster(t *testing.T, h Harness) {
 	require.EqualValues(t, 700, sum(clusterKeys(t, e, dc)), "key for key, into two shards")
 }
 
-// testClusterUsers: the named users of a cluster reach every shard with a cluster
-// client, each as its rule allows: a Read-Only user reads through one too.
+// testClusterUsers: the named users of a cluster whose default user is off reach every
+// shard with a cluster client, each as its rule allows: a Read-Only user reads through
+// one too.
 func testClusterUsers(t *testing.T, h Harness) {
 	need(t, "Cluster", h.Cluster)
 	e := setup(t, h)
 	in := e.instance(t, 1961)
 	in.OSSCluster, in.Shards, in.MaxMemoryBytes = true, 2, 2*in.MaxMemoryBytes
+	in.DefaultUserOff = true
 	in.Users = []clouddb.DatabaseUser{
 		{Name: "rw", Password: "Read.Wr1te", Rule: readWrite},
 		{Name: "ro", Password: "Read.0nly", Rule: readOnly},
 	}
 	e.ensure(t, in)
+	e.requireRunning(t, in, true, "the driver does not need the default user")
+	requireRefused(t, e.client(t, in).Ping(e.ctx).Err(), "the default user is off")
 	rw := e.clusterClientAs(t, in, "rw", "Read.Wr1te")
 	clusterWrite(t, e, rw, "k", 200)
 	requireKeys(t, e.ctx, rw, "k", 200)
