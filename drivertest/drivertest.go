@@ -43,20 +43,21 @@ type Harness struct {
 	// CA is the PEM certificate of the CertificateAuthority whose server certificates the
 	// drivers' TLS databases serve. Required with TLS.
 	CA []byte
-	// Timeout bounds each case's driver calls and waits; 0 means one minute.
+	// Timeout bounds each case, its driver calls and waits together; 0 means one minute.
 	Timeout time.Duration
 	// Parallel runs the cases in parallel, for a driver whose databases cost little.
 	Parallel bool
 
 	// What the driver supports. A case that needs something the driver does not support
-	// is skipped with a message naming it, never passed.
+	// is skipped with a message naming it, never passed; so is a case of an optional
+	// interface (StreamLoader, UserSetter, ACLChecker) the driver does not implement.
 
 	// Persistence: a DataPersistence other than "none" keeps the data over Stop.
 	Persistence bool
 	// Replication: Instance.Replication gives each shard a replica that takes over,
 	// on the same endpoint, when its primary dies.
 	Replication bool
-	// Cluster: Instance.OSSCluster, with one shard or more.
+	// Cluster: Instance.OSSCluster, with several shards.
 	Cluster bool
 	// TLS: Instance.TLS makes the database serve TLS only.
 	TLS bool
