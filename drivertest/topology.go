@@ -265,6 +265,10 @@ func testCluster(t *testing.T, h Harness) {
 	}
 	forEachMaster(t, e, c, func(m *redis.Client) {
 		require.Equal(t, strconv.FormatInt(share, 10), info(t, e.ctx, m, "memory", "maxmemory"), "a shard's share of the limit")
+		// Every node keeps the tenant out of its administration, not the endpoint's alone.
+		requireNoPerm(t, m.Do(e.ctx, "debug", "sleep", "0").Err(), "DEBUG on "+m.Options().Addr)
+		requireNoPerm(t, m.Do(e.ctx, "config", "set", "maxmemory", "0").Err(), "CONFIG SET on "+m.Options().Addr)
+		requireNoPerm(t, m.Do(e.ctx, "cluster", "forget", "x").Err(), "CLUSTER FORGET on "+m.Options().Addr)
 	})
 
 	// The named users and a changed memory limit are every shard's.
