@@ -74,12 +74,15 @@ var userDenials = slices.DeleteFunc(slices.Clone(tenantRules), func(r string) bo
 
 // ruleWords are the words that give a named user its rights: every channel first, so that
 // a resetchannels in the rule wins (pub/sub is permissive by default, as on Redis Cloud),
-// the tenant's rule, the denials, and MULTI, EXEC and DISCARD, which Redis Cloud always
-// allows (the commands a transaction queues are still checked).
+// the tenant's rule, the denials, MULTI, EXEC and DISCARD, which Redis Cloud always
+// allows (the commands a transaction queues are still checked), and what a cluster
+// client needs to find and follow an OSS Cluster's shards (in no category a rule such as
+// Read-Only's +@read names; none of them changes the cluster).
 func ruleWords(rule string) []string {
 	w := append([]string{"allchannels"}, strings.Fields(rule)...)
 	w = append(w, userDenials...)
-	return append(w, "+multi", "+exec", "+discard")
+	return append(w, "+multi", "+exec", "+discard", "+cluster|slots", "+cluster|shards", "+cluster|nodes",
+		"+cluster|info", "+cluster|myid", "+cluster|keyslot", "+readonly", "+readwrite", "+asking")
 }
 
 // userRules define a named user from scratch, with pass as its only password rule
