@@ -90,6 +90,10 @@ var (
 	// ErrServerStarting: the server runs but does not serve yet (it loads its data).
 	ErrServerStarting = errors.New("the server is still starting")
 	ErrDataTooLarge   = errors.New("the data is larger than the database's memory limit")
+	// ErrServerBusy: the server runs and holds its data but did not do what was asked in
+	// time: it runs a tenant's long script (it answers BUSY), or the machine is too
+	// loaded for it to answer within the driver's timeouts. Callers try again later.
+	ErrServerBusy = errors.New("the server is busy")
 )
 
 // Instance is what the driver needs to run one database.

@@ -163,12 +163,15 @@ type wait struct{ begins, ends string }
 var (
 	waitForSpace   = wait{"waits for disk space", "no longer waits for disk space"}
 	waitForLoading = wait{"is still loading its data", "has loaded its data"}
+	waitForAnswer  = wait{"is busy (a long script, or a machine too loaded for it to answer in time)", "answers again"}
 )
 
 // waiting reports whether err, from setting up a database's server, is a wait rather
-// than a failure: the data dir's disk is full, or the server runs but is still loading
-// its data (a large dataset after a reboot takes longer than the start timeout). The
-// database keeps its status; a wait is logged when it begins and when it ends.
+// than a failure: the data dir's disk is full, the server runs but is still loading its
+// data (a large dataset after a reboot takes longer than the start timeout), or it runs
+// but is busy (a tenant's long script; a loaded machine): the driver restarts a server
+// that stays busy too long. The database keeps its status; a wait is logged when it
+// begins and when it ends.
 func (r *Reconciler) waiting(id int, err error) bool {
 	var now wait
 	switch {
@@ -177,6 +180,8 @@ func (r *Reconciler) waiting(id int, err error) bool {
 		now = waitForSpace
 	case errors.Is(err, clouddb.ErrServerStarting):
 		now = waitForLoading
+	case errors.Is(err, clouddb.ErrServerBusy):
+		now = waitForAnswer
 	}
 	r.mu.Lock()
 	was := r.waits[id]

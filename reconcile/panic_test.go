@@ -262,3 +262,28 @@ func TestLoadingServerWaits(t *testing.T) {
 	require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, id).Status)
 	require.NotContains(t, logs.String(), "level=ERROR")
 }
+
+// TestBusyServerWaits: a server that is busy (a tenant's long script, a loaded machine)
+// when Ensure asks is a wait, not a failure: the database stays active with no PUT, the
+// wait is logged once, and its end too.
+func TestBusyServerWaits(t *testing.T) {
+	store := openStore(t)
+	id := activeDatabase(t, store)
+	drv := &halfStart{recorder: newRecorder()}
+	logs := &syncbuf.Buffer{}
+	r := &reconcile.Reconciler{Store: store, Driver: drv, Interval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	runReconciler(t, r)
+	require.Eventually(t, func() bool { return drv.ensures(id) == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	drv.arm(fmt.Errorf("database 1: apply configuration: ACL USERS: i/o timeout (%w)", clouddb.ErrServerBusy))
+	require.NoError(t, drv.Stop(t.Context(), id))
+	require.Eventually(t, func() bool { return drv.ensures(id) > 5 }, 5*time.Second, 5*time.Millisecond, "tried again")
+	require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, id).Status)
+	require.Equal(t, 1, strings.Count(logs.String(), "is busy (a long script"), logs.String())
+
+	drv.arm(nil)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "answers again") }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, id).Status)
+	require.NotContains(t, logs.String(), "level=ERROR")
+}

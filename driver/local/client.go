@@ -23,6 +23,10 @@ var errAuth = errors.New("password refused")
 // errLoading means the server answered but is still loading its dataset.
 var errLoading = fmt.Errorf("loading its dataset (%w)", clouddb.ErrServerStarting)
 
+// errBusy means the server answered BUSY: it runs a script or function past
+// busy-reply-threshold, and serves nothing else until it ends (see adopt).
+var errBusy = errors.New("busy running a script")
+
 // errNoPerm means the server refused a command to the user by its ACL rules.
 var errNoPerm = errors.New("not permitted")
 
@@ -138,8 +142,21 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %s", errLoading, firstLine(msg))
 	case strings.HasPrefix(msg, "NOPERM"):
 		return fmt.Errorf("%w: %s", errNoPerm, firstLine(msg))
+	case strings.HasPrefix(msg, "BUSY"):
+		return fmt.Errorf("%w: %s", errBusy, firstLine(msg))
 	}
 	return err
+}
+
+// busy reports whether err, from a server that was reached, is the server's being busy
+// rather than a failure (see clouddb.ErrServerBusy): it answered BUSY, or a command
+// timed out.
+func busy(err error) bool {
+	if errors.Is(err, errBusy) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func firstLine(s string) string {

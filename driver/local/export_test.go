@@ -1,6 +1,10 @@
 package local
 
-import "clouddb/redisdata"
+import (
+	"time"
+
+	"clouddb/redisdata"
+)
 
 // SetLogRate sets how many bytes a second the servers started from now on may have
 // clouddb read of their log output, and returns the rate it replaces.
@@ -16,3 +20,10 @@ func (d *Driver) NodePids(id int) (primary, replica int) {
 // LimitLoader caps the address space of process pid as that of a server loading an
 // import into a database limited to maxMemory bytes.
 func LimitLoader(pid int, maxMemory int64) error { return redisdata.CapAddressSpace(pid, maxMemory) }
+
+// SetMaxBusy sets how long a server may answer BUSY before the driver restarts it.
+func (d *Driver) SetMaxBusy(v time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.maxBusy = v
+}

@@ -110,13 +110,15 @@ type Driver struct {
 	locks map[int]chan struct{} // per database id, a one-slot semaphore
 	// imports ends the import under way into a database (see loadSwap), for Stop and
 	// Remove, which must not wait for a slow source.
-	imports  map[int]context.CancelCauseFunc
-	children map[int]*child      // by pid, servers this Driver started and has not reaped
-	secrets  map[int]string      // internal-user secrets, by database id (see internalSecret)
-	checked  map[node]deepCheck  // by node, when Running last saw its server answer
-	rules    map[node]knownRules // by node, the default user's rules as its server last showed them
-	replicas map[int]*replica    // running replicators, by database id
-	tlsFiles map[int]tlsFiles    // by database id, the certificate files prepareTLS chose
+	imports   map[int]context.CancelCauseFunc
+	children  map[int]*child      // by pid, servers this Driver started and has not reaped
+	secrets   map[int]string      // internal-user secrets, by database id (see internalSecret)
+	checked   map[node]deepCheck  // by node, when Running last saw its server answer
+	busySince map[node]busyMark   // by node, since when its server answers BUSY (see adopt)
+	maxBusy   time.Duration       // how long a server may answer BUSY before a restart
+	rules     map[node]knownRules // by node, the default user's rules as its server last showed them
+	replicas  map[int]*replica    // running replicators, by database id
+	tlsFiles  map[int]tlsFiles    // by database id, the certificate files prepareTLS chose
 
 	// The named ACL users (see acl.go): by database id, as its server last showed them;
 	// one CheckACLRules server at a time (the verdicts are acl.go's verdicts).
@@ -212,6 +214,8 @@ func New(cfg Config) (*Driver, error) {
 		children:     make(map[int]*child),
 		secrets:      make(map[int]string),
 		checked:      make(map[node]deepCheck),
+		busySince:    make(map[node]busyMark),
+		maxBusy:      defaultMaxBusy,
 		rules:        make(map[node]knownRules),
 		users:        make(map[node]map[string]knownUser),
 		replicas:     make(map[int]*replica),
@@ -456,6 +460,14 @@ func (d *Driver) validate(in clouddb.Instance) error {
 // the data, so a restarted empty primary never becomes the source its replica syncs
 // from, which would empty it.
 func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
+	err := d.ensure(ctx, in)
+	if err != nil && ctx.Err() == nil && busy(err) && !errors.Is(err, clouddb.ErrServerBusy) {
+		err = fmt.Errorf("%w (%w)", err, clouddb.ErrServerBusy)
+	}
+	return err
+}
+
+func (d *Driver) ensure(ctx context.Context, in clouddb.Instance) error {
 	if err := d.validate(in); err != nil {
 		return err
 	}
@@ -669,6 +681,22 @@ func (d *Driver) adopt(ctx context.Context, in server, pid int, old serverConfig
 		return false, d.terminate(ctx, id, pid)
 	case errors.Is(err, errLoading):
 		return false, fmt.Errorf("database %d: redis-server pid %d is still loading its data on port %d: %w; %s", id, pid, port, err, logTail(in.dir))
+	case errors.Is(err, errBusy):
+		// A tenant's script or function runs past busy-reply-threshold: the server lives
+		// and holds the data, and the tenant may end the script (SCRIPT KILL, FUNCTION
+		// KILL). A restart would lose what it does not persist. Past maxBusy it is
+		// restarted: a script that wrote cannot be killed, and only SHUTDOWN NOSAVE
+		// (not the tenant's to run) ends it.
+		since, tooLong := d.markBusy(in.node, pid)
+		if !tooLong {
+			return false, fmt.Errorf("database %d: redis-server pid %d has been busy running a script since %s: %w",
+				id, pid, since.UTC().Format(time.RFC3339), err)
+		}
+		d.log.Warn("running redis-server has been busy running a script for too long; restarting it", keyDatabase, id, keyPid, pid,
+			"since", since.UTC().Format(time.RFC3339))
+		// SHUTDOWN NOSAVE is the one way out redis takes while busy (it waits out a
+		// SIGTERM); the data since the last save is lost, as it would be by the tenant's.
+		return false, d.shutdownNoSave(ctx, in.node, pid)
 	case err != nil:
 		// The process is ours (its directory says so) but does not serve its port: it
 		// moved (CONFIG SET port, as tenants once could), hangs, or a stranger holds the
@@ -705,6 +733,9 @@ func (d *Driver) adopt(ctx context.Context, in server, pid int, old serverConfig
 		}
 	}
 	defer c.Close()
+	d.mu.Lock()
+	delete(d.busySince, in.node)
+	d.mu.Unlock()
 	if err := redisdata.LiftAddressSpace(pid); err != nil {
 		d.log.Warn("cannot lift the memory cap of an import's server", keyDatabase, id, keyPid, pid, "error", err)
 	}
@@ -747,6 +778,9 @@ func (d *Driver) connect(ctx context.Context, n node, pid, port int, creds []cre
 			}
 			if errors.Is(err, errAuth) {
 				refused++
+			}
+			if errors.Is(err, errBusy) {
+				return nil, cred{}, err // it answers: alive, and busy for as long as it takes
 			}
 			last = err
 		}
