@@ -149,14 +149,15 @@ func classify(err error) error {
 }
 
 // busy reports whether err, from a server that was reached, is the server's being busy
-// rather than a failure (see clouddb.ErrServerBusy): it answered BUSY, or a command
-// timed out.
+// rather than a failure (see clouddb.ErrServerBusy): it answered BUSY, or a command's
+// read or write timed out. A context's deadline (one of the driver's own waits, such as
+// a cluster's forming, that ran out) is not: it is a net.Error that times out too.
 func busy(err error) bool {
 	if errors.Is(err, errBusy) {
 		return true
 	}
 	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	return errors.As(err, &ne) && ne.Timeout() && !errors.Is(err, context.DeadlineExceeded)
 }
 
 func firstLine(s string) string {
