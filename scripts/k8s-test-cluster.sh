@@ -196,7 +196,9 @@ G
 start() { # name command... : the daemon itself is $! (no shell in between), for down's kill
   local n=$1
   shift
-  nohup "$@" >"$LOGS/$n.log" 2>&1 &
+  # A session of its own: a Ctrl-C meant for the tests must not kill containerd before
+  # down has stopped the containers through it (their shims would outlive it).
+  nohup setsid "$@" >"$LOGS/$n.log" 2>&1 &
   echo $! >"$PIDS/$n.pid"
 }
 
@@ -406,10 +408,12 @@ stop() { # name: TERM, then KILL after 15 s
 }
 
 down() {
-  [ -d "$STATE" ] || {
+  # Best effort to the end: a step that finds nothing to undo must not stop the others.
+  set +e +o pipefail
+  if ! [ -d "$STATE" ]; then
     say "not up"
     return
-  }
+  fi
   export KUBECONFIG=$STATE/admin.kubeconfig
   local k=$BIN/kubectl
   # While the kubelet still runs, let it tear the pods down properly (CNI DEL, unmounts).
@@ -432,6 +436,13 @@ down() {
     done
   fi
   stop containerd
+  # Shims (and their containers) that outlived containerd: a pod's processes must not
+  # survive the cluster. They name this cluster's containerd socket.
+  local shim kid
+  for shim in $(pgrep -f -- "containerd-shim.* -address $CTRD/containerd.sock"); do
+    for kid in $(pgrep -P "$shim"); do kill -9 "$kid"; done
+    kill -9 "$shim"
+  done
   stop kube-apiserver
   stop etcd
   # Mounts the kubelet and containerd left: volumes, overlay root filesystems, shm, netns.
