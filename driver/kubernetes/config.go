@@ -76,6 +76,8 @@ func renderConfig(in clouddb.Instance, internalSecret string) ([]byte, error) {
 	line("appenddirname", "appendonlydir")
 	// To stdout: the kubelet keeps and rotates the container's log.
 	line("logfile", "")
+	// A snapshot (a backup, an import's copy) starts at once, not after 5 s.
+	line("repl-diskless-sync-delay", "0")
 	return b.Bytes(), nil
 }
 

@@ -8,7 +8,7 @@
 // LabelDatabase, by which a restarted clouddb finds what exists.
 //
 // Not supported yet, with an explicit error: more than one shard, replication, OSS
-// Cluster, TLS, replicaOf sources, and the data operations Snapshot, Load and CopyFrom.
+// Cluster, TLS and replicaOf sources.
 package kubernetes
 
 import (
@@ -17,7 +17,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -83,6 +82,17 @@ type Config struct {
 	NodeAddress string
 	// Logger receives the driver's logs; it never receives a password.
 	Logger *slog.Logger
+	// RedisServer is the redis-server binary of clouddb's own machine that Load checks
+	// and measures files with (empty: redis-server in PATH), in TempDir (empty: the
+	// system's).
+	RedisServer string
+	TempDir     string
+	// DialSource, if set, opens the connections to import sources (CopyFrom): the place
+	// for the address guard, since users choose those addresses.
+	DialSource func(ctx context.Context, network, addr string) (net.Conn, error)
+	// CA is the installation's certificate authority, which TLS import sources may be
+	// signed by.
+	CA clouddb.CertificateAuthority
 }
 
 // Driver is a clouddb.Driver on a Kubernetes cluster.
@@ -897,19 +907,4 @@ func (d *Driver) Instances(ctx context.Context) ([]int, error) {
 		add(o.Labels)
 	}
 	return slices.Sorted(maps.Keys(seen)), nil
-}
-
-// Snapshot is not supported yet.
-func (d *Driver) Snapshot(_ context.Context, in clouddb.Instance, _ int, _ io.Writer) (int64, error) {
-	return 0, fmt.Errorf("database %d: snapshot (backup): %w", in.DatabaseID, ErrNotSupported)
-}
-
-// Load is not supported yet.
-func (d *Driver) Load(_ context.Context, in clouddb.Instance, _ []string) error {
-	return fmt.Errorf("database %d: load (import): %w", in.DatabaseID, ErrNotSupported)
-}
-
-// CopyFrom is not supported yet.
-func (d *Driver) CopyFrom(_ context.Context, in clouddb.Instance, _ clouddb.RedisEndpoint) error {
-	return fmt.Errorf("database %d: copy from a live server (import): %w", in.DatabaseID, ErrNotSupported)
 }

@@ -598,15 +598,6 @@ func TestNotSupported(t *testing.T) {
 			t.Errorf("%s: Ensure = %v, want ErrNotSupported", name, err)
 		}
 	}
-	if _, err := d.Snapshot(ctx, base, 0, nil); !errors.Is(err, kubernetes.ErrNotSupported) {
-		t.Errorf("Snapshot = %v", err)
-	}
-	if err := d.Load(ctx, base, nil); !errors.Is(err, kubernetes.ErrNotSupported) {
-		t.Errorf("Load = %v", err)
-	}
-	if err := d.CopyFrom(ctx, base, clouddb.RedisEndpoint{}); !errors.Is(err, kubernetes.ErrNotSupported) {
-		t.Errorf("CopyFrom = %v", err)
-	}
 	if got := labelled(t, ctx, base.DatabaseID); len(got) != 0 {
 		t.Fatalf("objects made for refused instances: %v", got)
 	}

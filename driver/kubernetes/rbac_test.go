@@ -1,6 +1,7 @@
 package kubernetes_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"slices"
@@ -90,6 +91,10 @@ func TestRBAC(t *testing.T) {
 	reachable(t, ctx, tenant)
 	if err := tenant.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
+	}
+	var rdb bytes.Buffer
+	if _, err := d.Snapshot(ctx, in, 0, &rdb); err != nil || !bytes.HasPrefix(rdb.Bytes(), []byte("REDIS")) {
+		t.Fatalf("Snapshot with the Role's rights: %v", err)
 	}
 	in.MaxMemoryBytes = 150 << 20 // a resize of the pod
 	if err := d.Ensure(ctx, in); err != nil {
