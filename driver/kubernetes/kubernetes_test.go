@@ -157,8 +157,13 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // address), from this host, as user (the default user when "").
 func connect(t *testing.T, d *kubernetes.Driver, in clouddb.Instance, user, pass string) *redis.Client {
 	t.Helper()
+	return redisClient(t, d.PublicEndpoint(in.Port), user, pass)
+}
+
+func redisClient(t *testing.T, addr, user, pass string) *redis.Client {
+	t.Helper()
 	c := redis.NewClient(&redis.Options{
-		Addr: d.PublicEndpoint(in.Port), Username: user, Password: pass,
+		Addr: addr, Username: user, Password: pass,
 		MaxRetries: -1, DialTimeout: 5 * time.Second, DisableIdentity: true,
 	})
 	t.Cleanup(func() { c.Close() })
@@ -220,7 +225,12 @@ func pod(t *testing.T, ctx context.Context, id int) *corev1.Pod {
 // label.
 func labelled(t *testing.T, ctx context.Context, id int) []string {
 	t.Helper()
-	c, ns := cluster.client, cluster.ns
+	return labelledIn(t, ctx, cluster.ns, id)
+}
+
+func labelledIn(t *testing.T, ctx context.Context, ns string, id int) []string {
+	t.Helper()
+	c := cluster.client
 	opts := metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=" + strconv.Itoa(id)}
 	var out []string
 	sts, err := c.AppsV1().StatefulSets(ns).List(ctx, opts)
