@@ -43,12 +43,11 @@ test: test-deps vet lint
 	else echo "skipping the kubernetes driver's cluster tests: make test-k8s needs root" >&2; fi
 
 # The kubernetes driver's tests on a real single-host cluster, brought up for them and
-# always torn down (scripts/k8s-test-cluster.sh; root). The first run builds Kubernetes
-# from the Go module proxy, about six minutes; later ones start it in about ten seconds.
+# always torn down (scripts/k8s-test-cluster.sh run; root; one run at a time on a
+# machine). The first run builds Kubernetes from the Go module proxy, about six minutes;
+# later ones start it in about ten seconds.
 test-k8s:
-	@trap 'scripts/k8s-test-cluster.sh down' EXIT; trap 'exit 1' INT TERM; \
-	env=$$(scripts/k8s-test-cluster.sh up) && eval "$$env" && \
-	$(GO) test $(TESTFLAGS) -count=1 -v ./driver/kubernetes/
+	@scripts/k8s-test-cluster.sh run -- $(GO) test $(TESTFLAGS) -count=1 -v ./driver/kubernetes/
 
 # A bounded soak (a few minutes): several accounts, mixed requests, random restarts.
 soak: deps

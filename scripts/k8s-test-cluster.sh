@@ -3,7 +3,7 @@
 # kube-controller-manager, kube-scheduler, a kubelet on containerd + runc with a CNI bridge,
 # and kube-proxy, from Debian's packages and the Go module proxy alone (no registry).
 #
-# Usage: scripts/k8s-test-cluster.sh up|down|env
+# Usage: scripts/k8s-test-cluster.sh up|down|env|run -- COMMAND...
 #   up    installs what is missing (root, apt), builds the Kubernetes commands once (about
 #         six minutes and ~6 GB of Go build cache, deleted afterwards; the binaries are kept
 #         in $CLOUDDB_K8S_CACHE), starts the cluster (about ten seconds when built) and
@@ -11,6 +11,10 @@
 #   down  stops everything `up` started and undoes its changes to the host (pods, mounts,
 #         iptables chains, the node address, sysctls). Callers `trap` it.
 #   env   prints that environment again for a running cluster.
+#   run   brings the cluster up, runs COMMAND with that environment and always brings it
+#         down after (an EXIT trap, Ctrl-C included). One run at a time on a machine: a
+#         second waits for the first (a lock), since they would share the node's address,
+#         ports and state.
 #
 # Root is required: the kubelet, containerd and kube-proxy change the host's network and
 # cgroups. Addresses used: 127.0.0.1, the node address on lo ($NODE_IP), the pod subnet on
@@ -482,12 +486,29 @@ down() {
   say "cluster down"
 }
 
+run() {
+  [ "${1:-}" = -- ] && shift
+  [ $# -gt 0 ] || die "usage: $0 run -- COMMAND..."
+  exec 9>"${TMPDIR:-/tmp}/clouddb-k8s-test.lock"
+  flock 9
+  trap '"$0" down' EXIT
+  trap 'exit 130' INT TERM
+  local env
+  env=$("$0" up)
+  eval "$env"
+  "$@"
+}
+
 case ${1:-} in
 up) up ;;
+run)
+  shift
+  run "$@"
+  ;;
 down) down ;;
 env)
   running || die "not up (scripts/k8s-test-cluster.sh up)"
   print_env
   ;;
-*) die "usage: $0 up|down|env" ;;
+*) die "usage: $0 up|down|env|run -- COMMAND..." ;;
 esac
