@@ -75,6 +75,12 @@ type Config struct {
 	ImagePullPolicy corev1.PullPolicy
 	// StorageClass of a persistent database's claim; empty is the cluster's default.
 	StorageClass string
+	// RunAsUser, if set, is the uid (and gid, and the volumes' group) the server runs as,
+	// such as 999, the official redis image's user; the image's own user otherwise (the
+	// official image's is root, which its entrypoint leaves, but the driver runs
+	// redis-server directly). The volumes must honour fsGroup: hostPath ones, as in the
+	// test cluster, do not.
+	RunAsUser *int64
 	// StartTimeout bounds Ensure's wait for the pod to be Ready and answer PING.
 	StartTimeout time.Duration
 	// NodeAddress is where the NodePort Services are reached from outside the cluster (a
@@ -290,6 +296,15 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 			{Name: "config", MountPath: confDir, ReadOnly: true},
 			{Name: "data", MountPath: dataDir},
 		},
+		// redis needs no privilege: no capability, no escalation, a read-only root
+		// filesystem (it writes only its data directory); and Config.RunAsUser's user.
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		// A server that exits at start says why in its last log lines (a bad setting, a
+		// data directory it cannot write): Running and Ensure report them.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		// The port answers once the server listens; the driver's own PING checks the rest.
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(redisPort)}},
@@ -297,7 +312,7 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 		},
 	}
 	volumes := []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-		SecretName: Name(id), Items: []corev1.KeyToPath{{Key: keyConfig, Path: confFile}}, DefaultMode: ptr(int32(0o400)),
+		SecretName: Name(id), Items: []corev1.KeyToPath{{Key: keyConfig, Path: confFile}}, DefaultMode: ptr(int32(0o440)),
 	}}}}
 	var claims []corev1.PersistentVolumeClaim
 	if persistent(in) {
@@ -318,6 +333,12 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 		// The data lives as long as the pod, as a server's memory does.
 		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
+	var podSecurity *corev1.PodSecurityContext
+	if u := d.cfg.RunAsUser; u != nil {
+		c.SecurityContext.RunAsUser, c.SecurityContext.RunAsGroup, c.SecurityContext.RunAsNonRoot = ptr(*u), ptr(*u), ptr(*u != 0)
+		// The volumes' group, so that the user reads its config and writes its data.
+		podSecurity = &corev1.PodSecurityContext{FSGroup: ptr(*u)}
+	}
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: Name(id), Namespace: d.ns, Labels: labels(id)},
 		Spec: appsv1.StatefulSetSpec{
@@ -337,6 +358,7 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 				ObjectMeta: metav1.ObjectMeta{Labels: labels(id)},
 				Spec: corev1.PodSpec{
 					Containers:                    []corev1.Container{c},
+					SecurityContext:               podSecurity,
 					Volumes:                       volumes,
 					AutomountServiceAccountToken:  ptr(false),
 					EnableServiceLinks:            ptr(false),

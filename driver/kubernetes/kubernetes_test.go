@@ -622,3 +622,43 @@ func TestNotSupported(t *testing.T) {
 	// Between persistent kinds and back to the same is fine: a live setting.
 	ensureRunning(t, ctx, d, base)
 }
+
+// TestRunAsUser: with Config.RunAsUser the server runs as that user and reads its config
+// through the volumes' group; when it cannot run (here: the test cluster's hostPath
+// volumes ignore fsGroup, so 999 cannot write a persistent database's data), Ensure and
+// Running say why in redis's own words (the container's last log lines).
+func TestRunAsUser(t *testing.T) {
+	needCluster(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	d, err := kubernetes.New(kubernetes.Config{
+		Client: cluster.client, Namespace: cluster.ns, Images: map[string]string{redisVersion: redisImage},
+		DefaultVersion: redisVersion, ImagePullPolicy: corev1.PullNever, StorageClass: storageClass,
+		StartTimeout: 60 * time.Second, NodeAddress: nodeIP, RunAsUser: ptr(int64(999)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := instance(t, 105, "none")
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	sc := pod(t, ctx, in.DatabaseID).Spec.Containers[0].SecurityContext
+	if sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 999 || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Fatalf("the container's security context is %+v, want user 999", sc)
+	}
+	c := connect(t, d, in, "", in.Password)
+	reachable(t, ctx, c)
+	if err = c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	p := instance(t, 106, "aof-every-1-second")
+	t.Cleanup(func() { _ = d.Remove(context.Background(), p.DatabaseID) })
+	err = d.Ensure(ctx, p)
+	if err == nil || !strings.Contains(err.Error(), "Permission denied") {
+		t.Fatalf("Ensure of a database whose data directory the user cannot write = %v, want redis's reason", err)
+	}
+	up, err := d.Running(ctx, p)
+	if up || err == nil || !strings.Contains(err.Error(), "Permission denied") {
+		t.Fatalf("Running = %v, %v; want false and redis's reason", up, err)
+	}
+}
