@@ -13,7 +13,7 @@ TESTFLAGS ?= -race -p 2 -timeout 20m
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT ?= $(shell $(GO) env GOPATH)/bin/golangci-lint
 
-.PHONY: all build run test vet lint deps test-deps bench soak fuzz clean
+.PHONY: all build run test test-k8s vet lint deps test-deps bench soak fuzz clean
 
 all: build
 
@@ -39,6 +39,15 @@ lint: test-deps
 
 test: test-deps vet lint
 	$(GO) test $(TESTFLAGS) ./...
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory test-k8s; \
+	else echo "skipping the kubernetes driver's cluster tests: make test-k8s needs root" >&2; fi
+
+# The kubernetes driver's tests on a real single-host cluster, brought up for them and
+# always torn down (scripts/k8s-test-cluster.sh run; root; one run at a time on a
+# machine). The first run builds Kubernetes from the Go module proxy, about six minutes;
+# later ones start it in about ten seconds.
+test-k8s:
+	@scripts/k8s-test-cluster.sh run -- $(GO) test $(TESTFLAGS) -count=1 -v ./driver/kubernetes/
 
 # A bounded soak (a few minutes): several accounts, mixed requests, random restarts.
 soak: deps

@@ -284,6 +284,10 @@ func regexRulesView(rules []string) []regexRuleView {
 func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database) databaseView {
 	spec := &d.Spec
 	endpoint := net.JoinHostPort(s.AdvertiseHost, strconv.Itoa(d.Port))
+	private := endpoint
+	if s.PrivateEndpoint != nil {
+		private = s.PrivateEndpoint(d.ID)
+	}
 	// Exactly the major.minor stored (Terraform compares it with its configuration);
 	// one stored before versions were has the default.
 	version := s.versions().Resolve(spec.RedisVersion)
@@ -308,7 +312,7 @@ func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database)
 		ThroughputMeasurement:               clouddb.DefaultThroughput(),
 		LastModified:                        timestamp(d.UpdatedAt),
 		PublicEndpoint:                      endpoint,
-		PrivateEndpoint:                     endpoint,
+		PrivateEndpoint:                     private,
 		Clustering:                          clusteringView{NumberOfShards: spec.NumberOfShards(), RegexRules: regexRulesView(spec.RegexRules), HashingPolicy: "standard"},
 		Security: securityView{
 			EnableDefaultUser: spec.EnableDefaultUser == nil || *spec.EnableDefaultUser,

@@ -36,9 +36,12 @@ type Server struct {
 	Tasks Submitter
 	// AdvertiseHost is the host put in database endpoints.
 	AdvertiseHost string
-	Logger        *slog.Logger
-	Now           func() time.Time
-	MaxBodyBytes  int64
+	// PrivateEndpoint, if set, is a database's privateEndpoint (the data plane's own
+	// address for it, such as a Kubernetes Service's DNS name); nil means the public one.
+	PrivateEndpoint func(databaseID int) string
+	Logger          *slog.Logger
+	Now             func() time.Time
+	MaxBodyBytes    int64
 	// RedisVersions are the versions offered; when it offers none,
 	// clouddb.DefaultRedisVersion alone is.
 	RedisVersions clouddb.RedisVersions

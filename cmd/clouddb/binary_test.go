@@ -295,7 +295,8 @@ func TestFlags(t *testing.T) {
 	require.NoError(t, m.ParseFlags([]string{"--db-ports", "40000-40100", "--db-memory", "8GiB"}))
 	require.Equal(t, Config{DataDir: "/from/env", Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: "40000-40100",
 		DBMemory: "8GiB", ProvisioningDelay: 3 * time.Second, RateLimit: 400, TaskLease: 30 * time.Second, DataTimeout: time.Hour, LogLevel: "info",
-		Store: "postgres://clouddb@127.0.0.1/clouddb", EncryptionKey: "the-key"}, m.Config)
+		Store: "postgres://clouddb@127.0.0.1/clouddb", EncryptionKey: "the-key",
+		Driver: "local", Namespace: DefaultNamespace, RedisImage: DefaultRedisImage}, m.Config)
 	t.Setenv("CLOUDDB_STORE", "")
 	t.Setenv("CLOUDDB_ENCRYPTION_KEY", "")
 	err := NewMain(os.Stdout, os.Stderr).ParseFlags(nil)
@@ -360,13 +361,16 @@ func TestFlagDefaultsAndTwins(t *testing.T) {
 	m := NewMain(io.Discard, io.Discard)
 	require.NoError(t, m.ParseFlags(nil))
 	require.Equal(t, Config{DataDir: "./clouddb-data", Listen: "127.0.0.1:8080", BrowserListen: "127.0.0.1:5540", AdvertiseHost: "127.0.0.1",
-		DBPorts: "10000-19999", DBMemory: "auto", RateLimit: 400, TaskLease: 30 * time.Second, DataTimeout: time.Hour, LogLevel: "info"}, m.Config)
+		DBPorts: "10000-19999", DBMemory: "auto", RateLimit: 400, TaskLease: 30 * time.Second, DataTimeout: time.Hour, LogLevel: "info",
+		Driver: "local", Namespace: "clouddb", RedisImage: "redis:7.0.15"}, m.Config)
 
 	twins := map[string]string{
 		"CLOUDDB_DATA_DIR": "/srv/clouddb", "CLOUDDB_LISTEN": "127.0.0.1:9999", "CLOUDDB_BROWSER_LISTEN": "127.0.0.1:5541",
 		"CLOUDDB_ADVERTISE_HOST": "127.0.0.3", "CLOUDDB_DB_PORTS": "20000-20099", "CLOUDDB_PROVISIONING_DELAY": "250ms",
 		"CLOUDDB_RATE_LIMIT": "7", "CLOUDDB_TASK_LEASE": "5s", "CLOUDDB_LOG_LEVEL": "debug", "CLOUDDB_DB_MEMORY": "1GiB",
 		"CLOUDDB_BACKUP_DIRS": "/srv/backups", "CLOUDDB_STORE": "postgres://clouddb@127.0.0.1/clouddb", "CLOUDDB_DATA_TIMEOUT": "90s",
+		"CLOUDDB_DRIVER": "kubernetes", "CLOUDDB_KUBECONFIG": "/srv/kubeconfig", "CLOUDDB_NAMESPACE": "dbs",
+		"CLOUDDB_K8S_REDIS_IMAGE": "7.2.4=registry.example/redis:7.2", "CLOUDDB_K8S_STORAGE_CLASS": "fast",
 	}
 	for k, v := range twins {
 		t.Setenv(k, v)
@@ -375,5 +379,30 @@ func TestFlagDefaultsAndTwins(t *testing.T) {
 	require.NoError(t, m.ParseFlags(nil))
 	require.Equal(t, Config{DataDir: "/srv/clouddb", Listen: "127.0.0.1:9999", BrowserListen: "127.0.0.1:5541", AdvertiseHost: "127.0.0.3",
 		DBPorts: "20000-20099", ProvisioningDelay: 250 * time.Millisecond, RateLimit: 7, TaskLease: 5 * time.Second, LogLevel: "debug",
-		DBMemory: "1GiB", BackupDirs: "/srv/backups", Store: "postgres://clouddb@127.0.0.1/clouddb", DataTimeout: 90 * time.Second}, m.Config)
+		DBMemory: "1GiB", BackupDirs: "/srv/backups", Store: "postgres://clouddb@127.0.0.1/clouddb", DataTimeout: 90 * time.Second,
+		Driver: "kubernetes", Kubeconfig: "/srv/kubeconfig", Namespace: "dbs", RedisImage: "7.2.4=registry.example/redis:7.2", StorageClass: "fast"}, m.Config)
+}
+
+// TestDriverFlags: --driver kubernetes takes the NodePort range for the databases' ports
+// unless --db-ports says otherwise, and its flags are checked.
+func TestDriverFlags(t *testing.T) {
+	m := NewMain(io.Discard, io.Discard)
+	require.NoError(t, m.ParseFlags([]string{"--driver", "kubernetes"}))
+	require.Equal(t, "30000-32767", m.Config.DBPorts)
+	m = NewMain(io.Discard, io.Discard)
+	require.NoError(t, m.ParseFlags([]string{"--driver", "kubernetes", "--db-ports", "31000-31099"}))
+	require.Equal(t, "31000-31099", m.Config.DBPorts)
+	for args, want := range map[string]string{
+		"--driver nomad":                                          "--driver",
+		"--driver kubernetes --namespace=":                        "--namespace",
+		"--driver kubernetes --k8s-redis-image redis":             "--k8s-redis-image",
+		"--driver kubernetes --k8s-redis-image 7=redis:7":         "--k8s-redis-image",
+		"--driver kubernetes --k8s-redis-image registry:5000/red": "--k8s-redis-image",
+	} {
+		err := NewMain(io.Discard, io.Discard).ParseFlags(strings.Fields(args))
+		require.ErrorContains(t, err, want, args)
+	}
+	full, image, err := redisImage("localhost/clouddb-redis:7.0.15")
+	require.NoError(t, err)
+	require.Equal(t, []string{"7.0.15", "localhost/clouddb-redis:7.0.15"}, []string{full, image})
 }

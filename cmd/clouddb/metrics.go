@@ -73,6 +73,11 @@ func (m *Main) instrumentAPI(api http.Handler) http.Handler { return m.metrics.I
 // with the workers and ends it with them; the figures are forgotten then, as another
 // replica may take over).
 func (m *Main) collectStats(ctx context.Context) {
-	var reader clouddb.StatsReader = m.Driver
+	reader, ok := m.DataPlane.(clouddb.StatsReader)
+	if !ok {
+		// The kubernetes driver reads no figures yet: the gauges stay empty.
+		<-ctx.Done()
+		return
+	}
 	m.metrics.Stats.Run(ctx, m.Store, reader, m.logger)
 }

@@ -26,6 +26,7 @@ import (
 	"clouddb/blob"
 	"clouddb/browser"
 	"clouddb/cloudapi"
+	k8sdriver "clouddb/driver/kubernetes"
 	"clouddb/driver/local"
 	"clouddb/internal/metrics"
 	"clouddb/reconcile"
@@ -71,6 +72,16 @@ type Config struct {
 	// DebugListen, when set, is the loopback address that serves Go's profiles
 	// (/debug/pprof/); empty turns them off.
 	DebugListen string
+	// Driver is the data plane: "local" (redis-server processes on this machine, the
+	// default) or "kubernetes" (a StatefulSet per database, see driver/kubernetes), with
+	// the cluster of Kubeconfig (empty: the one clouddb runs in), the Namespace that
+	// holds the databases, the RedisImage they run ("VERSION=IMAGE", or an image tagged
+	// with its version) and the StorageClass of their volumes (empty: the default).
+	Driver       string
+	Kubeconfig   string
+	Namespace    string
+	RedisImage   string
+	StorageClass string
 }
 
 // Defaults of `clouddb serve`.
@@ -87,8 +98,11 @@ const (
 type Main struct {
 	Config Config
 
-	Store      clouddb.Store
+	Store clouddb.Store
+	// Driver is the local driver, nil with --driver kubernetes; DataPlane is the driver
+	// in use, either.
 	Driver     *local.Driver
+	DataPlane  clouddb.Driver
 	Engine     *task.Engine
 	Reconciler *reconcile.Reconciler
 	// Addr is the address the API listens on once Run has started it.
@@ -132,6 +146,7 @@ func newHTTPServer(h http.Handler, t httpTimeouts) *http.Server {
 func NewMain(stdout, stderr io.Writer) *Main {
 	return &Main{
 		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts, DBMemory: DefaultDBMemory,
+			Driver: driverLocal, Namespace: DefaultNamespace, RedisImage: DefaultRedisImage,
 			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, DataTimeout: task.DefaultDataTimeout, LogLevel: "info"},
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}), timeouts: defaultHTTPTimeouts,
 	}
@@ -159,8 +174,16 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.MetricsInterval, "metrics-interval", c.MetricsInterval, "how often each database's figures (memory, keys, ops/s, clients) are read for /metrics (default 10s)")
 	fs.StringVar(&c.DebugListen, "debug-listen", c.DebugListen, "loopback address that serves Go's profiles under /debug/pprof/ (CPU, heap, goroutines; no authentication); empty turns them off")
 	fs.StringVar(&c.Store, "store", c.Store, "sqlite (a file in the data dir) or a postgres:// URL that several replicas may share (they need the same "+envKey+")")
+	fs.StringVar(&c.Driver, "driver", c.Driver, "where the databases run: local (redis-server processes on this machine) or kubernetes (a StatefulSet each, in --namespace; --db-ports then defaults to the NodePort range 30000-32767 and --advertise-host should be a node's address)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "with --driver kubernetes: the kubeconfig file of the cluster; empty: the cluster clouddb runs in")
+	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "with --driver kubernetes: the namespace of the databases' objects (give clouddb deploy/kubernetes/rbac.yaml's Role there)")
+	fs.StringVar(&c.RedisImage, "k8s-redis-image", c.RedisImage, "with --driver kubernetes: the redis image the databases run, VERSION=IMAGE or an image tagged with its Redis version")
+	fs.StringVar(&c.StorageClass, "k8s-storage-class", c.StorageClass, "with --driver kubernetes: the StorageClass of persistent databases' volumes; empty: the cluster's default")
 	if err := envFlags(fs, args); err != nil {
 		return err
+	}
+	if c.Driver == driverKubernetes && !flagSet(fs, "db-ports") {
+		c.DBPorts = defaultNodePorts
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -194,6 +217,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := validateDebugListen(c.DebugListen); err != nil {
+		return err
+	}
+	if err := validateDriver(c); err != nil {
 		return err
 	}
 	if net.ParseIP(c.AdvertiseHost) == nil {
@@ -248,9 +274,12 @@ func (m *Main) Run(ctx context.Context) error {
 	m.logger = slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
 	redisLog.Store(m.logger)
 	// Checked before anything is opened: a wrong binary is a wrong command line.
-	bins, err := redisServers(ctx, c.RedisServers)
-	if err != nil {
-		return err
+	var bins []local.RedisBinary
+	if c.Driver != driverKubernetes {
+		var err error
+		if bins, err = redisServers(ctx, c.RedisServers); err != nil {
+			return err
+		}
 	}
 
 	// The workers exist before the store opens: a shared store's change hook, which
@@ -311,25 +340,11 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	portLow, portHigh, _ := task.ParseRange(c.DBPorts)
-	drv, err := local.New(local.Config{Dir: filepath.Join(c.DataDir, "databases"), Host: c.AdvertiseHost, Logger: m.logger,
-		RedisServers: bins, CA: ca,
-		// The ports the store hands out are not the driver's to take for cluster nodes.
-		AvoidPorts: func(p int) bool { return p >= portLow && p <= portHigh },
-		// A server that exits wakes the reconciler, which restarts it if its database
-		// is still meant to run.
-		Exited: func(int) { m.Reconciler.Notify() },
-		DialSource: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return blob.Dial(ctx, network, addr, blobOpts)
-		},
-		ReplicaEvent: func(id int, e redisdata.Event) {
-			m.Reconciler.SourceEvent(id, e.Endpoint, e.State, e.Message, e.Err)
-		},
-	})
+	dataPlane, versions, err := m.newDriver(bins, ca, portLow, portHigh, blobOpts)
 	if err != nil {
 		return err
 	}
-	m.Driver = drv
-	versions := drv.Versions()
+	m.DataPlane = dataPlane
 	m.logger.Info("Redis versions offered", "versions", strings.Join(versions.Offered, ", "), "default", versions.Default)
 	low, high, _ := task.ParseRange(c.DBPorts)
 	tmpDir, releaseTmp, err := makeTempDir(filepath.Join(c.DataDir, "tmp"))
@@ -339,13 +354,21 @@ func (m *Main) Run(ctx context.Context) error {
 	defer releaseTmp()
 	// The reconciler's transactions also record how upgrades end (see
 	// task.RecordUpgradeOutcomes).
-	m.Reconciler.Store, m.Reconciler.Driver = task.RecordUpgradeOutcomes(db), drv
-	m.Engine.Store, m.Engine.Driver = db, drv
+	m.Reconciler.Store, m.Reconciler.Driver = task.RecordUpgradeOutcomes(db), dataPlane
+	m.Engine.Store, m.Engine.Driver = db, dataPlane
 	m.Engine.Ports = &task.Ports{Low: low, High: high, Host: c.AdvertiseHost}
+	var privateEndpoint func(int) string
+	if k, ok := dataPlane.(*k8sdriver.Driver); ok {
+		// A NodePort is no socket of this host to probe: the Service's creation says
+		// when something else holds it.
+		m.Engine.Ports.Free = func(string, int) bool { return true }
+		privateEndpoint = k.PrivateEndpoint
+	}
 	m.Engine.MemoryLimit, _ = dbMemory(c.DBMemory)
 	m.Engine.Blob, m.Engine.TempDir = blobOpts, tmpDir
 	m.Engine.RedisVersions = versions
-	api := &cloudapi.Server{Store: db, Tasks: m.Engine, CA: ca, AdvertiseHost: c.AdvertiseHost, RedisVersions: versions, Logger: m.logger, RateLimit: c.RateLimit}
+	api := &cloudapi.Server{Store: db, Tasks: m.Engine, CA: ca, AdvertiseHost: c.AdvertiseHost, PrivateEndpoint: privateEndpoint,
+		RedisVersions: versions, Logger: m.logger, RateLimit: c.RateLimit}
 
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
@@ -596,9 +619,46 @@ func (m *Main) lead(ctx context.Context, lost <-chan struct{}) {
 	}
 	sctx, cancelStop := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancelStop()
+	if m.Config.Driver == driverKubernetes {
+		// The databases are the cluster's to run: they outlive this process, as the
+		// local driver's servers outlive a crash, and the next clouddb adopts them.
+		return
+	}
 	if err := m.Reconciler.Shutdown(sctx); err != nil {
 		m.logger.Error("stopping databases", "err", err)
 	}
+}
+
+// newDriver makes the data plane of --driver: the local driver (bins are its
+// redis-server binaries) or the kubernetes one.
+func (m *Main) newDriver(bins []local.RedisBinary, ca clouddb.CertificateAuthority, portLow, portHigh int, blobOpts blob.Options) (clouddb.Driver, clouddb.RedisVersions, error) {
+	if m.Config.Driver == driverKubernetes {
+		d, versions, err := newKubernetesDriver(m.Config, m.logger, ca, blobOpts)
+		if err != nil {
+			return nil, versions, err
+		}
+		return d, versions, nil
+	}
+	c := m.Config
+	drv, err := local.New(local.Config{Dir: filepath.Join(c.DataDir, "databases"), Host: c.AdvertiseHost, Logger: m.logger,
+		RedisServers: bins, CA: ca,
+		// The ports the store hands out are not the driver's to take for cluster nodes.
+		AvoidPorts: func(p int) bool { return p >= portLow && p <= portHigh },
+		// A server that exits wakes the reconciler, which restarts it if its database
+		// is still meant to run.
+		Exited: func(int) { m.Reconciler.Notify() },
+		DialSource: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return blob.Dial(ctx, network, addr, blobOpts)
+		},
+		ReplicaEvent: func(id int, e redisdata.Event) {
+			m.Reconciler.SourceEvent(id, e.Endpoint, e.State, e.Message, e.Err)
+		},
+	})
+	if err != nil {
+		return nil, clouddb.RedisVersions{}, err
+	}
+	m.Driver = drv
+	return drv, drv.Versions(), nil
 }
 
 // logStopped logs a loop that returned an error other than its context ending; keep

@@ -23,92 +23,24 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"clouddb"
+	"clouddb/internal/redisconf"
 )
 
-// tenantRules are the ACL command rules of a database's default user, the one its
-// tenant's password opens: the data-plane commands only, as Redis Cloud allows. @admin
-// holds what administers the server (CONFIG, DEBUG, SHUTDOWN, REPLICAOF/SLAVEOF,
-// SYNC/PSYNC/REPLCONF, MODULE, ACL writes and the ACL reads that list clouddb's own user,
-// SAVE/BGSAVE/BGREWRITEAOF, FAILOVER, MONITOR, CLUSTER admin subcommands, CLIENT
-// KILL/PAUSE/NO-EVICT, LATENCY/SLOWLOG RESET, PFDEBUG/PFSELFTEST); MIGRATE and
-// RESTORE-ASKING move data to or from other servers without being @admin, and SCRIPT
-// DEBUG forks a copy of the server for each debugging session. The harmless
-// reads of @admin come back after it. The README's "What a tenant may do on its database"
-// lists the same commands: keep them in step.
-var tenantRules = []string{
-	"+@all", "-@admin", "-migrate", "-restore-asking", "-script|debug",
-	"+role", "+lastsave", "+client|list", "+client|unblock",
-	"+slowlog|get", "+slowlog|len",
-	"+latency|doctor", "+latency|graph", "+latency|histogram", "+latency|history", "+latency|latest",
-}
+// The tenant's rules and clouddb's own user are the same on every driver: see
+// internal/redisconf.
+var (
+	tenantRules       = redisconf.TenantRules
+	userDenials       = redisconf.UserDenials
+	defaultUserRules  = redisconf.DefaultUserRules
+	defaultUser       = redisconf.DefaultUser
+	userRules         = redisconf.UserRules
+	ruleWords         = redisconf.RuleWords
+	internalUserRules = redisconf.InternalUserRules
+	passwordHash      = redisconf.PasswordHash
+)
 
 // readOnlyRule denies the tenant every write, on a database that replicates from sources.
-const readOnlyRule = "-@write"
-
-// defaultUserRules are the rules that define the default user from scratch (reset), with
-// pass as its password rule (">password" in a file, "#sha256" live).
-func defaultUserRules(pass string, readOnly bool) []string {
-	r := append([]string{"reset", "on", pass, "~*", "&*"}, tenantRules...)
-	if readOnly {
-		r = append(r, readOnlyRule)
-	}
-	return r
-}
-
-// defaultUser is defaultUserRules with the user turned off when off (enableDefaultUser:
-// false): its password stays, so turning it on again needs nothing else, but nobody can
-// log in as it.
-func defaultUser(pass string, readOnly, off bool) []string {
-	r := defaultUserRules(pass, readOnly)
-	if off {
-		r[1] = "off"
-	}
-	return r
-}
-
-// userDenials are what every named user is denied whatever its rule says: the "-" words
-// of tenantRules, so that no rule gives a tenant's user the server's administration. The
-// "+" words that follow them there are left out: they would widen a narrow rule (a
-// Read-Only user has no CLIENT LIST).
-var userDenials = slices.DeleteFunc(slices.Clone(tenantRules), func(r string) bool { return !strings.HasPrefix(r, "-") })
-
-// ruleWords are the words that give a named user its rights: every channel first, so that
-// a resetchannels in the rule wins (pub/sub is permissive by default, as on Redis Cloud),
-// the tenant's rule, the denials, MULTI, EXEC and DISCARD, which Redis Cloud always
-// allows (the commands a transaction queues are still checked), and what a cluster
-// client needs to find and follow an OSS Cluster's shards (in no category a rule such as
-// Read-Only's +@read names; none of them changes the cluster).
-func ruleWords(rule string) []string {
-	w := append([]string{"allchannels"}, strings.Fields(rule)...)
-	w = append(w, userDenials...)
-	return append(w, "+multi", "+exec", "+discard", "+cluster|slots", "+cluster|shards", "+cluster|nodes",
-		"+cluster|info", "+cluster|myid", "+cluster|keyslot", "+readonly", "+readwrite", "+asking")
-}
-
-// userRules define a named user from scratch, with pass as its only password rule
-// ("#sha256": the password itself is never written anywhere). readOnly (the database
-// replicates from sources) denies it every write last, whatever its rule gives, as it
-// does the default user.
-func userRules(pass, rule string, readOnly bool) []string {
-	r := append([]string{"reset", "on", pass}, ruleWords(rule)...)
-	if readOnly {
-		r = append(r, readOnlyRule)
-	}
-	return r
-}
-
-// internalUserRules define clouddb's own user: everything, since it administers the
-// server (config, persistence, replication, shutdown).
-func internalUserRules(pass string) []string {
-	return []string{"reset", "on", pass, "~*", "&*", "+@all"}
-}
-
-// passwordHash is how ACL SETUSER takes and ACL GETUSER shows a password: the hex SHA-256.
-// clouddb sends the hash, so the password itself never crosses the wire again.
-func passwordHash(password string) string {
-	sum := sha256.Sum256([]byte(password))
-	return hex.EncodeToString(sum[:])
-}
+const readOnlyRule = redisconf.ReadOnlyRule
 
 // setUser runs ACL SETUSER name rules.
 func setUser(ctx context.Context, c *redis.Client, name string, rules []string) error {

@@ -184,9 +184,9 @@ func settings(c serverConfig) map[string]string {
 	s := map[string]string{
 		"maxmemory":        strconv.FormatInt(c.MaxMemory, 10),
 		"maxmemory-policy": c.Policy,
-		"appendonly":       p.appendonly,
-		"appendfsync":      p.appendfsync,
-		"save":             p.save,
+		"appendonly":       p.Appendonly,
+		"appendfsync":      p.Appendfsync,
+		"save":             p.Save,
 		"bind":             c.Host,
 		// The tenant's endpoint: the driver itself goes through the socket, so a server
 		// off its port is brought back live, and TLS is turned on and off live.
@@ -204,7 +204,7 @@ func settings(c serverConfig) map[string]string {
 		s["tls-cluster"] = yesNo(c.ClusterBus != 0)
 	}
 	for _, l := range limitSettings(c.MaxMemory) {
-		s[l.name] = l.value
+		s[l.Name] = l.Value
 	}
 	return s
 }

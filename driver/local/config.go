@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"clouddb"
+	"clouddb/internal/redisconf"
 )
 
 // File names inside a database's directory.
@@ -30,20 +31,9 @@ const (
 )
 
 // persistence is how a DataPersistence value maps onto redis' settings.
-type persistence struct {
-	appendonly  string // "yes" or "no"
-	appendfsync string // "everysec" or "always"
-	save        string // "" (no snapshots) or "<seconds> <changes>"
-}
+type persistence = redisconf.Persistence
 
-var persistences = map[string]persistence{
-	"none":                    {appendonly: "no", appendfsync: "everysec", save: ""},
-	"aof-every-1-second":      {appendonly: "yes", appendfsync: "everysec", save: ""},
-	"aof-every-write":         {appendonly: "yes", appendfsync: "always", save: ""},
-	"snapshot-every-1-hour":   {appendonly: "no", appendfsync: "everysec", save: "3600 1"},
-	"snapshot-every-6-hours":  {appendonly: "no", appendfsync: "everysec", save: "21600 1"},
-	"snapshot-every-12-hours": {appendonly: "no", appendfsync: "everysec", save: "43200 1"},
-}
+var persistences = redisconf.Persistences
 
 // persistenceName is the DataPersistence value of redis' settings, or "" if none matches.
 func persistenceName(p persistence) string {
@@ -57,7 +47,7 @@ func persistenceName(p persistence) string {
 
 // internalUser is the ACL user clouddb itself works as (backups, imports, replication):
 // it may write while the default user may not, on a database that replicates.
-const internalUser = "clouddb-internal"
+const internalUser = redisconf.InternalUser
 
 // serverConfig is what clouddb puts into a database's redis.conf.
 type serverConfig struct {
@@ -144,15 +134,15 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 	line("maxmemory", strconv.FormatInt(c.MaxMemory, 10))
 	line("maxmemory-policy", c.Policy)
 	for _, s := range limitSettings(c.MaxMemory) {
-		line(s.name, strings.Fields(s.value)...)
+		line(s.Name, strings.Fields(s.Value)...)
 	}
-	line("appendonly", p.appendonly)
-	line("appendfsync", p.appendfsync)
+	line("appendonly", p.Appendonly)
+	line("appendfsync", p.Appendfsync)
 	// save takes its points as separate arguments; "" alone means no snapshots.
-	if p.save == "" {
+	if p.Save == "" {
 		line("save", "")
 	} else {
-		line("save", strings.Fields(p.save)...)
+		line("save", strings.Fields(p.Save)...)
 	}
 	line("dir", dir)
 	line("dbfilename", rdbFile)
@@ -267,11 +257,11 @@ func parseConfig(data []byte) (serverConfig, error) {
 		case "maxmemory-policy":
 			c.Policy = val
 		case "appendonly":
-			p.appendonly = val
+			p.Appendonly = val
 		case "appendfsync":
-			p.appendfsync = val
+			p.Appendfsync = val
 		case "save":
-			p.save = strings.Join(args[1:], " ")
+			p.Save = strings.Join(args[1:], " ")
 		case "replicaof":
 			c.Primary = strings.Join(args[1:], " ")
 		case "cluster-port":
@@ -296,25 +286,7 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// quote renders s as one double-quoted argument for redis' config parser (sdssplitargs).
-// Only printable ASCII other than the quote and the backslash is written as is; every
-// other byte, newlines included, is written as \xHH, so no value can end its line or its
-// argument early and inject a directive.
-func quote(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c > ' ' && c < 0x7f && c != '"' && c != '\\' {
-			b.WriteByte(c)
-			continue
-		}
-		fmt.Fprintf(&b, `\x%02x`, c)
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+var quote = redisconf.Quote
 
 // splitArgs splits one config line the way redis' sdssplitargs does.
 func splitArgs(line string) ([]string, error) {

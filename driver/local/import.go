@@ -267,7 +267,7 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 	if err := redisdata.LiftAddressSpace(pid); err != nil {
 		return failed(fmt.Errorf("database %d: lift the memory limit of the server that loaded the file: %w", id, err))
 	}
-	if !linked || in.DataPersistence == "none" || persistences[in.DataPersistence].appendonly == "yes" {
+	if !linked || in.DataPersistence == "none" || persistences[in.DataPersistence].Appendonly == "yes" {
 		// Loaded; only a hard link under snapshot persistence is still the data's file (a
 		// pipe's name is gone already).
 		if err := os.Remove(dump); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -310,7 +310,7 @@ func (d *Driver) loadSwap(ctx context.Context, in clouddb.Instance, src loadSour
 	if err := d.reconfigure(tctx, c, staged); err != nil {
 		return err
 	}
-	if !linked && persistences[in.DataPersistence].save != "" {
+	if !linked && persistences[in.DataPersistence].Save != "" {
 		if err := d.bgsave(tctx, c); err != nil {
 			return fmt.Errorf("database %d: %w", id, err)
 		}

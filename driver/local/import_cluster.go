@@ -264,7 +264,7 @@ func (d *Driver) reloadShard(ctx context.Context, in clouddb.Instance, topo topo
 	fail := func(what string, err error) error {
 		return fmt.Errorf("shard of node %d: %s: %w", t.n.idx, what, classify(err))
 	}
-	aof := persistences[in.DataPersistence].appendonly == "yes"
+	aof := persistences[in.DataPersistence].Appendonly == "yes"
 	if aof {
 		// The AOF stops following the data (a rewrite under way, of the data of before,
 		// ends too) until it is written anew from the new data, below.
@@ -301,7 +301,7 @@ func (d *Driver) reloadShard(ctx context.Context, in clouddb.Instance, topo topo
 	if err := d.reconfigure(ctx, t.c, d.clusterServer(in, t.n.idx, topo.Ports[t.n.idx])); err != nil {
 		return err
 	}
-	if p := persistences[in.DataPersistence]; !aof && p.save == "" {
+	if p := persistences[in.DataPersistence]; !aof && p.Save == "" {
 		if err := os.Remove(dump); err != nil && !errors.Is(err, os.ErrNotExist) {
 			d.log.Warn("import: cannot remove the file a shard loaded", keyDatabase, id, keyNode, t.n.idx, "error", err)
 		}

@@ -68,7 +68,7 @@ func TestLimitSettings(t *testing.T) {
 	} {
 		got := map[string]string{}
 		for _, s := range limitSettings(c.maxMemory) {
-			got[s.name] = s.value
+			got[s.Name] = s.Value
 		}
 		require.Equal(t, map[string]string{
 			"sanitize-dump-payload":      "clients",

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"clouddb"
+	"clouddb/blob"
+	k8sdriver "clouddb/driver/kubernetes"
+	"clouddb/driver/local"
+)
+
+// The data-plane drivers of --driver.
+const (
+	driverLocal      = "local"
+	driverKubernetes = "kubernetes"
+)
+
+// Defaults of the kubernetes driver's flags.
+const (
+	DefaultNamespace  = "clouddb"
+	DefaultRedisImage = "redis:7.0.15"
+	// defaultNodePorts is Kubernetes' default NodePort range: with --driver kubernetes a
+	// database's port is its Service's NodePort.
+	defaultNodePorts = "30000-32767"
+)
+
+// redisImage parses --k8s-redis-image: IMAGE, whose tag is the full Redis version
+// (redis:7.0.15), or VERSION=IMAGE.
+func redisImage(s string) (full, image string, err error) {
+	full, image, ok := strings.Cut(s, "=")
+	if !ok {
+		image = s
+		i := strings.LastIndex(s, ":")
+		if i < 0 || strings.Contains(s[i:], "/") {
+			return "", "", fmt.Errorf("--k8s-redis-image %q: name the Redis version, as VERSION=IMAGE or in the image's tag", s)
+		}
+		full = s[i+1:]
+	}
+	if _, ok := clouddb.MajorMinor(full); !ok || image == "" {
+		return "", "", fmt.Errorf("--k8s-redis-image %q: want VERSION=IMAGE with a Redis version such as 7.0.15", s)
+	}
+	return full, image, nil
+}
+
+// flagSet reports whether the flag was given, on the command line or by its environment
+// twin (see envFlags).
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// validateDriver checks --driver and the kubernetes driver's flags.
+func validateDriver(c *Config) error {
+	switch c.Driver {
+	case "", driverLocal:
+		return nil
+	case driverKubernetes:
+	default:
+		return fmt.Errorf("--driver %q: want local or kubernetes", c.Driver)
+	}
+	if c.Namespace == "" {
+		return errors.New("--namespace must not be empty")
+	}
+	_, _, err := redisImage(c.RedisImage)
+	return err
+}
+
+// newKubernetesDriver is the data plane of --driver kubernetes: the cluster of
+// --kubeconfig, or the one clouddb runs in when it is empty.
+func newKubernetesDriver(c Config, log *slog.Logger, ca clouddb.CertificateAuthority, blobOpts blob.Options) (*k8sdriver.Driver, clouddb.RedisVersions, error) {
+	var cfg *rest.Config
+	var err error
+	if c.Kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	}
+	if err != nil {
+		return nil, clouddb.RedisVersions{}, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, clouddb.RedisVersions{}, err
+	}
+	full, image, err := redisImage(c.RedisImage)
+	if err != nil {
+		return nil, clouddb.RedisVersions{}, err
+	}
+	versions := clouddb.OneRedisVersion(full)
+	d, err := k8sdriver.New(k8sdriver.Config{
+		Client:         client,
+		Namespace:      c.Namespace,
+		Images:         map[string]string{versions.Default: image},
+		DefaultVersion: versions.Default,
+		StorageClass:   c.StorageClass,
+		NodeAddress:    c.AdvertiseHost,
+		Logger:         log,
+		// Imports are checked in a throwaway server of this machine (see Driver.Load).
+		RedisServer: firstOr(c.RedisServers, local.DefaultRedisServer),
+		CA:          ca,
+		DialSource: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return blob.Dial(ctx, network, addr, blobOpts)
+		},
+	})
+	return d, versions, err
+}
+
+func firstOr(s []string, def string) string {
+	if len(s) > 0 {
+		return s[0]
+	}
+	return def
+}

@@ -1,0 +1,183 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"clouddb"
+	"clouddb/internal/redisconf"
+	"clouddb/redisdata"
+)
+
+// internalEndpoint is the database's running server as clouddb's own user, on its pod's
+// address.
+func (d *Driver) internalEndpoint(ctx context.Context, databaseID int) (redisdata.Endpoint, error) {
+	pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, podName(databaseID), metav1.GetOptions{})
+	if err != nil {
+		return redisdata.Endpoint{}, fmt.Errorf("database %d: %w", databaseID, err)
+	}
+	if !podReady(pod) || pod.Status.PodIP == "" {
+		return redisdata.Endpoint{}, fmt.Errorf("database %d: pod %s is not ready", databaseID, pod.Name)
+	}
+	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(databaseID), metav1.GetOptions{})
+	if err != nil {
+		return redisdata.Endpoint{}, fmt.Errorf("database %d: reading its secret: %w", databaseID, err)
+	}
+	return redisdata.Endpoint{
+		Addr:     net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(redisPort)),
+		Username: redisconf.InternalUser,
+		Password: string(secret.Data[keyInternal]),
+		// Large RESTOREs of an import must not be cut by the tenants' client memory limit.
+		NoEvict: true,
+	}, nil
+}
+
+// Snapshot writes an RDB snapshot of the database's live data to w, taken over the
+// replication protocol from its pod (nothing touches the pod's files).
+func (d *Driver) Snapshot(ctx context.Context, in clouddb.Instance, shard int, w io.Writer) (int64, error) {
+	if shard != 0 {
+		return 0, fmt.Errorf("database %d has one shard, not shard %d", in.DatabaseID, shard)
+	}
+	ep, err := d.internalEndpoint(ctx, in.DatabaseID)
+	if err != nil {
+		return 0, err
+	}
+	return redisdata.Snapshot(ctx, ep, w)
+}
+
+// Load replaces the database's data with that of the RDB files: each is loaded into a
+// throwaway redis-server on clouddb's own machine first (Config.RedisServer), which
+// checks it and measures what it needs; only when every one loaded and together they fit
+// the memory limit is the database emptied and filled, key by key, over the network.
+func (d *Driver) Load(ctx context.Context, in clouddb.Instance, files []string) error {
+	if err := d.supported(in); err != nil {
+		return err
+	}
+	var temps []*redisdata.TempServer
+	defer func() {
+		for _, t := range temps {
+			t.Close()
+		}
+	}()
+	var total int64
+	for _, f := range files {
+		t, err := redisdata.LoadRDB(ctx, redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir, MaxMemory: in.MaxMemoryBytes}, f)
+		if err != nil {
+			if errors.Is(err, redisdata.ErrCorrupt) {
+				return fmt.Errorf("%w: %v", clouddb.ErrDataCorrupt, err)
+			}
+			return err
+		}
+		temps = append(temps, t)
+		used, err := t.UsedMemory(ctx)
+		if err != nil {
+			return err
+		}
+		total += used
+	}
+	if total > in.MaxMemoryBytes {
+		return fmt.Errorf("%w: the data needs about %d bytes, the limit is %d", clouddb.ErrDataTooLarge, total, in.MaxMemoryBytes)
+	}
+	dst, err := d.internalEndpoint(ctx, in.DatabaseID)
+	if err != nil {
+		return err
+	}
+	for i, t := range temps {
+		if _, err := redisdata.CopyKeys(ctx, t.Endpoint(), dst, redisdata.CopyOptions{Replace: i == 0}); err != nil {
+			return fmt.Errorf("copy the data into the database: %w", err)
+		}
+	}
+	return nil
+}
+
+// CopyFrom replaces the database's data with a point-in-time copy of a live server's:
+// a snapshot of it, loaded as Load does.
+func (d *Driver) CopyFrom(ctx context.Context, in clouddb.Instance, src clouddb.RedisEndpoint) error {
+	tmp, err := os.CreateTemp(d.cfg.TempDir, ".import-*.rdb")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	ep, own := d.ownEndpoint(ctx, src)
+	if !own {
+		ep = redisdata.Endpoint{Addr: src.Addr, Username: src.Username, Password: src.Password, Dial: d.cfg.DialSource}
+		if src.TLS {
+			ep.TLS = d.sourceTLS()
+		}
+	}
+	if _, err := redisdata.Snapshot(ctx, ep, tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return d.Load(ctx, in, []string{tmp.Name()})
+}
+
+// sourceTLS verifies a TLS source against the system's roots and the installation's CA.
+func (d *Driver) sourceTLS() *tls.Config {
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if d.cfg.CA != nil {
+		roots.AppendCertsFromPEM(d.cfg.CA.CertificatePEM())
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+}
+
+// ownEndpoint is the internal endpoint of the database of this driver that e names, by
+// its public or private endpoint, when e holds its default user's password: a tenant's
+// password may not take a snapshot (the replication commands are the server's
+// administration), clouddb's own user may, and it grants nothing the password's holder
+// could not read already.
+func (d *Driver) ownEndpoint(ctx context.Context, e clouddb.RedisEndpoint) (redisdata.Endpoint, bool) {
+	if e.Username != "" && e.Username != "default" {
+		return redisdata.Endpoint{}, false
+	}
+	host, portText, err := net.SplitHostPort(e.Addr)
+	if err != nil {
+		return redisdata.Endpoint{}, false
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return redisdata.Endpoint{}, false
+	}
+	id := 0
+	svcs, err := d.cfg.Client.CoreV1().Services(d.ns).List(ctx, metav1.ListOptions{LabelSelector: managedSelector})
+	if err != nil {
+		return redisdata.Endpoint{}, false
+	}
+	for _, svc := range svcs.Items {
+		n, aerr := strconv.Atoi(svc.Labels[LabelDatabase])
+		if aerr != nil || len(svc.Spec.Ports) != 1 {
+			continue
+		}
+		public := host == d.cfg.NodeAddress && int(svc.Spec.Ports[0].NodePort) == port
+		private := port == redisPort && (host == svc.Name+"."+d.ns+".svc" || host == svc.Name+"."+d.ns+".svc.cluster.local" || host == svc.Spec.ClusterIP)
+		if public || private {
+			id = n
+			break
+		}
+	}
+	if id == 0 {
+		return redisdata.Endpoint{}, false
+	}
+	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil || subtle.ConstantTimeCompare(secret.Data[keyPassword], []byte(e.Password)) != 1 {
+		return redisdata.Endpoint{}, false
+	}
+	ep, err := d.internalEndpoint(ctx, id)
+	return ep, err == nil
+}
