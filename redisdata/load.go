@@ -414,12 +414,35 @@ func LoadFailure(log string) error {
 	return nil
 }
 
-// exitError explains why the server exited before it was ready.
+// ErrOutOfMemory: the server that loaded an RDB file could not allocate what the data
+// needs (past the address space of CapAddressSpace: data far larger than its memory
+// limit, or a value far larger than its file).
+var ErrOutOfMemory = errors.New("redis-server ran out of memory loading the RDB file")
+
+// OutOfMemory returns the line of a loading server's log that says an allocation failed
+// ("" if none): redis aborts so when a plain allocation fails, and says so before the
+// "Short read" or "Internal error" of an allocation it tries. (One that redis tries for
+// the string of an LZF-packed value it reports as "Short read or OOM loading DB" only
+// (7.0), which a file cut short gives too: a corrupt file then.)
+func OutOfMemory(log string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "failed allocating") || strings.Contains(line, "Out Of Memory allocating") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+// exitError explains why the server exited before it was ready: an allocation that
+// failed wraps ErrOutOfMemory, a file refused ErrCorrupt (see LoadFailure).
 func exitError(logPath string, st *os.ProcessState) error {
 	b, _ := os.ReadFile(logPath)
 	log := string(b)
 	if strings.Contains(log, "Address already in use") {
 		return errPortTaken
+	}
+	if oom := OutOfMemory(log); oom != "" {
+		return fmt.Errorf("%w: %s", ErrOutOfMemory, logMessage(oom))
 	}
 	if err := LoadFailure(log); err != nil {
 		return err

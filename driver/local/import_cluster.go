@@ -221,34 +221,56 @@ func slotOwners(n int) *[clusterSlots]uint16 {
 
 // checkShardParts waits for each shard's checking server to load its part and refuses
 // one that did not load (ErrDataCorrupt) or needs more memory than its shard's share of
-// the limit (ErrDataTooLarge). The servers are stopped.
+// the limit (ErrDataTooLarge, also when its server could not allocate it). The servers
+// are stopped. Every verdict is waited for: when one server stopped reading, the split
+// stopped and the others got their parts cut short, which they call corrupt; the
+// verdict returned is a too-large one first, then the first other one.
 func (d *Driver) checkShardParts(ctx context.Context, in clouddb.Instance, loaders []*redisdata.Loader) error {
 	limit := in.MaxMemoryBytes / int64(len(loaders))
-	g, gctx := errgroup.WithContext(ctx)
+	errs := make([]error, len(loaders))
+	var g errgroup.Group
 	for s, l := range loaders {
 		loaders[s] = nil // Finish stops it, or hands it over
 		g.Go(func() error {
-			t, err := l.Finish(gctx)
-			if err != nil {
-				if errors.Is(err, redisdata.ErrCorrupt) {
-					return fmt.Errorf("%w: shard %d's part: %v", clouddb.ErrDataCorrupt, s, err)
-				}
-				return err
-			}
-			defer t.Close()
-			used, err := t.UsedMemory(gctx)
-			if err != nil {
-				return err
-			}
-			if limit > 0 && used > limit {
-				lo, hi := slotRange(s, len(loaders))
-				return fmt.Errorf("%w: shard %d (slots %d-%d) would need about %d bytes, its share of the limit is %d",
-					clouddb.ErrDataTooLarge, s, lo, hi, used, limit)
-			}
+			errs[s] = d.checkShardPart(ctx, s, len(loaders), limit, l)
 			return nil
 		})
 	}
-	return g.Wait()
+	_ = g.Wait()
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	for _, err := range errs {
+		if errors.Is(err, clouddb.ErrDataTooLarge) {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkShardPart is checkShardParts for shard s of n.
+func (d *Driver) checkShardPart(ctx context.Context, s, n int, limit int64, l *redisdata.Loader) error {
+	lo, hi := slotRange(s, n)
+	t, err := l.Finish(ctx)
+	switch {
+	case errors.Is(err, redisdata.ErrOutOfMemory):
+		return fmt.Errorf("%w: shard %d (slots %d-%d) needs more memory than its share of the limit, %d bytes, allows (%v)",
+			clouddb.ErrDataTooLarge, s, lo, hi, limit, err)
+	case errors.Is(err, redisdata.ErrCorrupt):
+		return fmt.Errorf("%w: shard %d's part: %v", clouddb.ErrDataCorrupt, s, err)
+	case err != nil:
+		return err
+	}
+	defer t.Close()
+	used, err := t.UsedMemory(ctx)
+	if err != nil {
+		return err
+	}
+	if limit > 0 && used > limit {
+		return fmt.Errorf("%w: shard %d (slots %d-%d) would need about %d bytes, its share of the limit is %d",
+			clouddb.ErrDataTooLarge, s, lo, hi, used, limit)
+	}
+	return nil
 }
 
 // reloadShard replaces the data of a shard's primary with that of file, checked. The file
