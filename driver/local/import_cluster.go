@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -94,7 +95,28 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 	for i, p := range parts {
 		readers[i] = ctxReader{ctx, p}
 	}
-	err = redisdata.SplitRDB(outs, func(slot int) int { return int(owner[slot]) }, readers)
+	// Until the reloads, a shard's primary that dies ends the import: the reconciler,
+	// which waits for no import, brings it back (or fails over) once it has ended.
+	stopWatch := d.watchTargets(ctx, id, targets)
+	defer stopWatch()
+	// The split runs beside: a source that stalls must not hold the import when Stop or
+	// Remove end it (they wait for the lock), nor does a bug met on one tenant's file
+	// end the process. What it still reads or writes after an end fails (the files are
+	// closed, the checking servers gone) and ends it once its read returns.
+	split := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := clouddb.Recovered(recover()); p != nil {
+				split <- p
+			}
+		}()
+		split <- redisdata.SplitRDB(outs, func(slot int) int { return int(owner[slot]) }, readers)
+	}()
+	select {
+	case err = <-split:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 	for _, f := range files {
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -122,8 +144,9 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 	if err != nil {
 		return err
 	}
+	stopWatch()
 	if ctx.Err() != nil {
-		// Ended (Stop, Remove, the caller) before any shard was touched.
+		// Ended (Stop, Remove, the caller, a primary's death) before any shard was touched.
 		return context.Cause(ctx)
 	}
 
@@ -169,8 +192,45 @@ func (d *Driver) beginImport(ctx context.Context, id int) (_ context.Context, do
 
 // reloadTarget is the primary of one shard, which reloads the shard's data.
 type reloadTarget struct {
-	n node
-	c *redis.Client // as the internal user
+	n   node
+	pid int
+	c   *redis.Client // as the internal user
+}
+
+// watchTargets ends the import into database id (see endImport) when one of the targets'
+// processes is gone, until the returned function is called (which waits for the watch
+// to end; calling it again does nothing).
+func (d *Driver) watchTargets(ctx context.Context, id int, targets []reloadTarget) func() {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			for s, t := range targets {
+				if gone(t.pid) {
+					d.endImport(id, fmt.Errorf("database %d: shard %d's primary (node %d, pid %d) exited during the import, which is abandoned",
+						id, s, t.n.idx, t.pid))
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			<-ended
+		})
+	}
 }
 
 // reloadTarget finds shard s's primary and checks that it may reload (DEBUG): servers
@@ -202,7 +262,7 @@ func (d *Driver) reloadTarget(ctx context.Context, in clouddb.Instance, topo top
 			d.log.Info("import: a shard's primary started before reloads were allowed; the data is copied key by key", keyDatabase, in.DatabaseID, keyNode, idx)
 			return reloadTarget{}, errSlowLoad
 		}
-		return reloadTarget{n: n, c: c}, nil
+		return reloadTarget{n: n, pid: pid, c: c}, nil
 	}
 	return reloadTarget{}, fmt.Errorf("database %d: shard %d has no primary running", in.DatabaseID, s)
 }
