@@ -339,13 +339,23 @@ func (d *Driver) checkShardPart(ctx context.Context, s, n int, limit int64, l *r
 // partial resync that would keep its old data). It returns once the node's persistence
 // holds the new data: the file itself is the snapshot; an AOF is written anew from it
 // (until then the AOF on disk holds the data of before, which a restart would load).
-func (d *Driver) reloadShard(ctx context.Context, in clouddb.Instance, topo topology, t reloadTarget, file string) error {
+// One that fails gives the node its persistence back first: left with snapshots or the
+// AOF off until the reconciler's next Ensure, it would lose its writes at a crash then.
+func (d *Driver) reloadShard(ctx context.Context, in clouddb.Instance, topo topology, t reloadTarget, file string) (err error) {
 	id := in.DatabaseID
 	// DEBUG RELOAD answers once the data is loaded, which takes as long as the file.
 	c := t.c.WithTimeout(time.Hour)
 	fail := func(what string, err error) error {
 		return fmt.Errorf("shard of node %d: %s: %w", t.n.idx, what, classify(err))
 	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		if rerr := d.reconfigure(ctx, t.c, d.clusterServer(in, t.n.idx, topo.Ports[t.n.idx])); rerr != nil {
+			d.log.Warn("import: a shard whose reload failed did not get its persistence back; the reconciler will", keyDatabase, id, keyNode, t.n.idx, "error", rerr)
+		}
+	}()
 	aof := persistences[in.DataPersistence].appendonly == "yes"
 	if aof {
 		// The AOF stops following the data (a rewrite under way, of the data of before,
