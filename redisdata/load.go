@@ -297,10 +297,10 @@ func startLoad(ctx context.Context, cfg LoadConfig) (*Loader, error) {
 			GrowPipe(w)
 			// Its name goes at once: a server that fails to load its file opens it again
 			// to check it (redis-check-rdb), and would wait there for a writer for ever.
-			if err := os.Remove(pipe); err != nil {
+			if rerr := os.Remove(pipe); rerr != nil {
 				w.Close()
 				s.Close()
-				return nil, err
+				return nil, rerr
 			}
 			return &Loader{s: s, logPath: logPath, w: w}, nil
 		}

@@ -174,17 +174,17 @@ func (sp *splitter) part(r io.Reader, first bool) error {
 			sp.buffering = false
 			return sp.trailer(version)
 		case rdbSelectDB:
-			n, err := sp.length()
-			if err != nil {
-				return err
+			n, lerr := sp.length()
+			if lerr != nil {
+				return lerr
 			}
 			db = int(n)
 			continue
 		case opResizeDB:
-			if _, err := sp.length(); err != nil {
+			if _, err = sp.length(); err != nil {
 				return err
 			}
-			if _, err := sp.length(); err != nil {
+			if _, err = sp.length(); err != nil {
 				return err
 			}
 			continue
@@ -193,10 +193,10 @@ func (sp *splitter) part(r io.Reader, first bool) error {
 			// nothing about the keys, and a replication id must not travel to another
 			// server: dropped.
 			sp.buffering = false
-			if err := sp.skipString(); err != nil {
+			if err = sp.skipString(); err != nil {
 				return err
 			}
-			if err := sp.skipString(); err != nil {
+			if err = sp.skipString(); err != nil {
 				return err
 			}
 			continue
@@ -204,7 +204,7 @@ func (sp *splitter) part(r io.Reader, first bool) error {
 			// A library of functions: each shard loads it, once (every node of a
 			// cluster has it, so each part of its backup does; redis refuses a file
 			// that defines a library twice).
-			if err := sp.skipStringMax(maxSplitFunction, "a library of functions"); err != nil {
+			if err = sp.skipStringMax(maxSplitFunction, "a library of functions"); err != nil {
 				return err
 			}
 			sum := sha256.Sum256(sp.pre)
@@ -213,7 +213,7 @@ func (sp *splitter) part(r io.Reader, first bool) error {
 			}
 			sp.funcs[sum] = true
 			for _, o := range sp.outs {
-				if _, err := o.cw.Write(sp.pre); err != nil {
+				if _, err = o.cw.Write(sp.pre); err != nil {
 					return err
 				}
 			}
@@ -254,7 +254,7 @@ func (sp *splitter) part(r io.Reader, first bool) error {
 			return fmt.Errorf("the data has keys in logical database %d: a cluster has database 0 only", db)
 		}
 		o := sp.outs[sp.shardOf(Slot(key))]
-		if _, err := o.cw.Write(sp.pre); err != nil {
+		if _, err = o.cw.Write(sp.pre); err != nil {
 			return err
 		}
 		sp.buffering, sp.dst = false, o.cw
@@ -302,7 +302,7 @@ func (sp *splitter) value(t byte) error {
 			return err
 		}
 		for range n {
-			if err := sp.skipString(); err != nil {
+			if err = sp.skipString(); err != nil {
 				return err
 			}
 			if t == typeZSet2 {
@@ -384,10 +384,10 @@ func (sp *splitter) stream(t byte) error {
 			return err
 		}
 		for range pending {
-			if err := sp.skip(16 + 8); err != nil { // ID, delivery time
+			if err = sp.skip(16 + 8); err != nil { // ID, delivery time
 				return err
 			}
-			if _, err := sp.length(); err != nil { // delivery count
+			if _, err = sp.length(); err != nil { // delivery count
 				return err
 			}
 		}
@@ -462,7 +462,8 @@ func (sp *splitter) lengthOrEncoding() (n uint64, encoded bool, err error) {
 	case 0:
 		return uint64(b & 0x3F), false, nil
 	case 1:
-		b2, err := sp.byte()
+		var b2 byte
+		b2, err = sp.byte()
 		return uint64(b&0x3F)<<8 | uint64(b2), false, err
 	case 3:
 		return uint64(b & 0x3F), true, nil

@@ -457,8 +457,8 @@ func (d *Driver) LoadStream(ctx context.Context, in clouddb.Instance, r io.Reade
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	if in.OSSCluster {
-		if err := d.loadCluster(ctx, in, []io.Reader{io.TeeReader(r, tmp)}); !errors.Is(err, errSlowLoad) {
-			return err
+		if lerr := d.loadCluster(ctx, in, []io.Reader{io.TeeReader(r, tmp)}); !errors.Is(lerr, errSlowLoad) {
+			return lerr
 		}
 	}
 	// The rest of the stream (all of it, or what the split did not read).

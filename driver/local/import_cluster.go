@@ -55,9 +55,9 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 		}
 	}()
 	for s := range n {
-		t, err := d.reloadTarget(ctx, in, topo, s)
-		if err != nil {
-			return err
+		t, terr := d.reloadTarget(ctx, in, topo, s)
+		if terr != nil {
+			return terr
 		}
 		targets = append(targets, t)
 	}

@@ -31,13 +31,13 @@ func TestLoadCluster_NoLeaks(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	count := func() (fds, procs int, files []string) {
-		ents, err := os.ReadDir("/proc/self/fd")
-		require.NoError(t, err)
+		ents, ferr := os.ReadDir("/proc/self/fd")
+		require.NoError(t, ferr)
 		procs = len(childServers(t))
 		for _, dir := range []string{tmp, b.dir} {
-			ents, err := os.ReadDir(dir)
-			require.NoError(t, err)
-			for _, e := range ents {
+			dents, derr := os.ReadDir(dir)
+			require.NoError(t, derr)
+			for _, e := range dents {
 				if strings.HasPrefix(e.Name(), ".import-") || strings.HasPrefix(e.Name(), "redisdata-") {
 					files = append(files, filepath.Join(dir, e.Name()))
 				}
