@@ -11,13 +11,16 @@ import (
 
 // TestUserRules: a named user gets its rule between every channel and the denials of
 // server administration (tenantRules' "-" words, none of its "+" words), then MULTI,
-// EXEC and DISCARD, and on a database that replicates every write denied last; the
-// password only as its hash.
+// EXEC and DISCARD and what a cluster client needs to follow an OSS Cluster's shards,
+// and on a database that replicates every write denied last; the password only as its
+// hash.
 func TestUserRules(t *testing.T) {
 	require.Equal(t, []string{"-@admin", "-migrate", "-restore-asking", "-script|debug"}, userDenials)
 	hash := "#" + passwordHash("Secret.pw1")
 	require.Equal(t, []string{"reset", "on", hash, "allchannels", "+@all", "~*",
-		"-@admin", "-migrate", "-restore-asking", "-script|debug", "+multi", "+exec", "+discard"},
+		"-@admin", "-migrate", "-restore-asking", "-script|debug", "+multi", "+exec", "+discard",
+		"+cluster|slots", "+cluster|shards", "+cluster|nodes", "+cluster|info", "+cluster|myid", "+cluster|keyslot",
+		"+readonly", "+readwrite", "+asking"},
 		userRules(hash, "+@all  ~*", false))
 	require.Equal(t, append(userRules(hash, "+@all  ~*", false), "-@write"), userRules(hash, "+@all  ~*", true))
 	require.Equal(t, "off", defaultUser(">pw", false, true)[1])
