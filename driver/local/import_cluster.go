@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -398,7 +399,46 @@ func (d *Driver) reloadShard(ctx context.Context, in clouddb.Instance, topo topo
 			d.log.Warn("import: cannot remove the file a shard loaded", keyDatabase, id, keyNode, t.n.idx, "error", err)
 		}
 	}
+	if in.Replication {
+		// Until its full resync has begun, the replica holds the data of before and is
+		// promotable (its link was up): a primary that died then would fail over to it.
+		// Done means on the replica too, as it means persisted.
+		r := d.nodeOf(id, t.n.idx^1)
+		if pid := d.livePid(r); pid != 0 {
+			if err := waitReplicaOnline(ctx, c, replicaSyncWait); err != nil {
+				d.log.Warn("import: a shard's replica has not resynced with the new data; a failover now would bring back the old", keyDatabase, id, keyNode, r.idx, "error", err)
+			}
+		}
+	}
 	return nil
+}
+
+// replicaSyncWait bounds reloadShard's wait for a shard's replica to resync in full.
+const replicaSyncWait = 5 * time.Minute
+
+// waitReplicaOnline polls the primary behind c until a replica is connected to it and
+// online (its full sync done), up to within.
+func waitReplicaOnline(ctx context.Context, c *redis.Client, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if strings.HasPrefix(line, "slave") && strings.Contains(line, "state=online") {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no replica online within %s", within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // waitNoBGSave polls INFO persistence until no background save runs, up to within.
