@@ -218,6 +218,10 @@ func spawnTemp(cfg LoadConfig, source func(dump string) error) (*TempServer, str
 		// Its keys only travel to the next server over loopback (DUMP, RESTORE):
 		// compressing each payload there and back costs more than it saves.
 		"rdbcompression no",
+		// A Loader's server answers its memory question (UsedMemory) between two reads
+		// of this many bytes of the file (redis' default is 2 MB, which LZF-packed
+		// values can make far more memory).
+		"loading-process-events-interval-bytes " + strconv.Itoa(loadEventsEvery),
 		"always-show-logo no",
 		"",
 	}, "\n")
@@ -335,6 +339,17 @@ func (l *Loader) Finish(ctx context.Context) (*TempServer, error) {
 	}
 	return l.s, nil
 }
+
+// loadEventsEvery: see spawnTemp.
+const loadEventsEvery = 128 << 10
+
+// UsedMemory is the server's used_memory so far: it answers while it loads (see
+// spawnTemp), between two reads of its file.
+func (l *Loader) UsedMemory(ctx context.Context) (int64, error) { return l.s.UsedMemory(ctx) }
+
+// Kill stops the server at once (SIGKILL): writes fail (EPIPE), and Finish returns an
+// error. A caller that stops a server whose memory passed its limit says so itself.
+func (l *Loader) Kill() { _ = l.s.cmd.Process.Kill() }
 
 // Abort stops the server, whatever it read.
 func (l *Loader) Abort() {

@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -100,6 +102,12 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 	// which waits for no import, brings it back (or fails over) once it has ended.
 	stopWatch := d.watchTargets(ctx, id, targets)
 	defer stopWatch()
+	// A checking server whose memory passes its shard's share is stopped then, as the
+	// swap's loading server is at the limit (see watchLoad): under its address-space cap
+	// alone, each shard's would take up to twice its share and 256 MB.
+	over := make([]atomic.Int64, n)
+	stopMemWatch := watchLoaders(ctx, slices.Clone(loaders), limit, over)
+	defer stopMemWatch()
 	// The split runs beside: a source that stalls must not hold the import when Stop or
 	// Remove end it (they wait for the lock), nor does a bug met on one tenant's file
 	// end the process. What it still reads or writes after an end fails (the files are
@@ -118,6 +126,7 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+	stopMemWatch()
 	for _, f := range files {
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -135,7 +144,7 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 		return err
 	}
 	// Split (or a checking server stopped reading: its verdict says why).
-	if verr := d.checkShardParts(ctx, in, loaders); verr != nil {
+	if verr := d.checkShardParts(ctx, in, loaders, over); verr != nil {
 		if len(parts) > 1 && errors.Is(verr, clouddb.ErrDataCorrupt) {
 			d.log.Info("import: the parts did not load together; loading them one by one", keyDatabase, id, "why", verr)
 			return errSlowLoad
@@ -286,7 +295,9 @@ func slotOwners(n int) *[clusterSlots]uint16 {
 // are stopped. Every verdict is waited for: when one server stopped reading, the split
 // stopped and the others got their parts cut short, which they call corrupt; the
 // verdict returned is a too-large one first, then the first other one.
-func (d *Driver) checkShardParts(ctx context.Context, in clouddb.Instance, loaders []*redisdata.Loader) error {
+//
+// over[s], when not 0, is the memory at which watchLoaders stopped shard s's server.
+func (d *Driver) checkShardParts(ctx context.Context, in clouddb.Instance, loaders []*redisdata.Loader, over []atomic.Int64) error {
 	limit := in.MaxMemoryBytes / int64(len(loaders))
 	errs := make([]error, len(loaders))
 	var g errgroup.Group
@@ -294,6 +305,11 @@ func (d *Driver) checkShardParts(ctx context.Context, in clouddb.Instance, loade
 		loaders[s] = nil // Finish stops it, or hands it over
 		g.Go(func() error {
 			errs[s] = d.checkShardPart(ctx, s, len(loaders), limit, l)
+			if used := over[s].Load(); used > 0 {
+				lo, hi := slotRange(s, len(loaders))
+				errs[s] = fmt.Errorf("%w: shard %d (slots %d-%d) needs more than %d bytes, its share of the limit is %d",
+					clouddb.ErrDataTooLarge, s, lo, hi, used, limit)
+			}
 			return nil
 		})
 	}
@@ -460,6 +476,45 @@ func waitNoBGSave(ctx context.Context, c *redis.Client, within time.Duration) er
 			return ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// watchLoaders polls the memory of each loader's server while it loads and stops one
+// that passes limit (nothing when limit is 0), recording in over[s] the memory it had,
+// until the returned function is called (once it returns, no server is stopped; calling
+// it again does nothing).
+//
+// Each server has its own watch: one that waits in a read of its pipe (its part gets no
+// bytes for a while) answers nothing until it reads again, and its question is not
+// waited for: it fails once the server is stopped (Finish, Abort).
+func watchLoaders(ctx context.Context, loaders []*redisdata.Loader, limit int64, over []atomic.Int64) func() {
+	wctx, cancel := context.WithCancel(ctx)
+	var mu sync.Mutex // held to stop a server, and to end the watch
+	if limit > 0 {
+		for s, l := range loaders {
+			go func() {
+				for wctx.Err() == nil {
+					if used, err := l.UsedMemory(wctx); err == nil && used > limit {
+						mu.Lock()
+						if wctx.Err() == nil {
+							over[s].Store(used)
+							l.Kill()
+						}
+						mu.Unlock()
+						return
+					}
+					select {
+					case <-wctx.Done():
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			}()
+		}
+	}
+	return func() {
+		mu.Lock()
+		cancel()
+		mu.Unlock()
 	}
 }
 

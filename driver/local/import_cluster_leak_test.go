@@ -73,7 +73,7 @@ func TestLoadCluster_NoLeaks(t *testing.T) {
 }
 
 // childServers are the pids of this process's children that run a throwaway server
-// (their config is in a redisdata-* directory).
+// (they run in a redisdata-* directory).
 func childServers(t *testing.T) []int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc")
@@ -97,8 +97,10 @@ func childServers(t *testing.T) []int {
 		if len(f) < 2 || f[1] != me {
 			continue
 		}
-		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if strings.Contains(string(cmd), "redisdata-") {
+		// redis-server rewrites its command line (its title): its working directory
+		// tells.
+		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if strings.Contains(cwd, "redisdata-") {
 			pids = append(pids, pid)
 		}
 	}
