@@ -171,6 +171,13 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("database %d: the import reached some shards only, which may hold the data of before: %w", id, err)
 	}
+	if in.Replication {
+		var wg sync.WaitGroup
+		for _, t := range targets {
+			wg.Go(func() { d.waitShardReplica(ctx, in, t) })
+		}
+		wg.Wait()
+	}
 	d.log.Info("import: every shard reloaded with its part of the data", keyDatabase, id, "shards", n, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
@@ -415,18 +422,23 @@ func (d *Driver) reloadShard(ctx context.Context, in clouddb.Instance, topo topo
 			d.log.Warn("import: cannot remove the file a shard loaded", keyDatabase, id, keyNode, t.n.idx, "error", err)
 		}
 	}
-	if in.Replication {
-		// Until its full resync has begun, the replica holds the data of before and is
-		// promotable (its link was up): a primary that died then would fail over to it.
-		// Done means on the replica too, as it means persisted.
-		r := d.nodeOf(id, t.n.idx^1)
-		if pid := d.livePid(r); pid != 0 {
-			if err := waitReplicaOnline(ctx, c, replicaSyncWait); err != nil {
-				d.log.Warn("import: a shard's replica has not resynced with the new data; a failover now would bring back the old", keyDatabase, id, keyNode, r.idx, "error", err)
-			}
-		}
-	}
 	return nil
+}
+
+// waitShardReplica waits until the replica of t's shard, if it runs, has resynced with
+// the data t reloaded. Until its full resync has begun, the replica holds the data of
+// before and is promotable (its link was up): a primary that died then would fail over
+// to it. Done means on the replica too, as it means persisted. ctx (Stop, Remove) ends
+// the wait: the data is on the primary.
+func (d *Driver) waitShardReplica(ctx context.Context, in clouddb.Instance, t reloadTarget) {
+	r := d.nodeOf(in.DatabaseID, t.n.idx^1)
+	if d.livePid(r) == 0 {
+		return
+	}
+	if err := waitReplicaOnline(ctx, t.c, replicaSyncWait); err != nil {
+		d.log.Warn("import: a shard's replica has not resynced with the new data; a failover now would bring back the old",
+			keyDatabase, in.DatabaseID, keyNode, r.idx, "error", err)
+	}
 }
 
 // replicaSyncWait bounds reloadShard's wait for a shard's replica to resync in full.
