@@ -1,6 +1,10 @@
 package local
 
-import "clouddb/redisdata"
+import (
+	"time"
+
+	"clouddb/redisdata"
+)
 
 // SetLogRate sets how many bytes a second the servers started from now on may have
 // clouddb read of their log output, and returns the rate it replaces.
@@ -16,3 +20,7 @@ func (d *Driver) NodePids(id int) (primary, replica int) {
 // LimitLoader caps the address space of process pid as that of a server loading an
 // import into a database limited to maxMemory bytes.
 func LimitLoader(pid int, maxMemory int64) error { return redisdata.CapAddressSpace(pid, maxMemory) }
+
+// SetStopTimeout sets how long the driver waits for a server to stop, and for a
+// background save to end before an import's reload.
+func (d *Driver) SetStopTimeout(t time.Duration) { d.stopTimeout = t }

@@ -160,9 +160,28 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 		return context.Cause(ctx)
 	}
 
+	// Every shard's primary stops its persistence first, and its background save
+	// under way must end: one that does not (or a primary that does not answer) fails
+	// the import before any shard's data is replaced, not after some were.
+	tctx := context.WithoutCancel(ctx)
+	var pg errgroup.Group
+	for _, t := range targets {
+		pg.Go(func() error { return d.prepareReload(ctx, in, t) })
+	}
+	if err := pg.Wait(); err != nil {
+		for _, t := range targets {
+			if rerr := d.reconfigure(tctx, t.c, d.clusterServer(in, t.n.idx, topo.Ports[t.n.idx])); rerr != nil {
+				d.log.Warn("import: a shard did not get its persistence back; the reconciler will", keyDatabase, id, keyNode, t.n.idx, "error", rerr)
+			}
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return fmt.Errorf("database %d: no shard was touched: %w", id, err)
+	}
+
 	// Once begun, the reloads run to their end (see loadSwap's takeover): every shard
 	// gets its file, and Stop waits for the lock.
-	tctx := context.WithoutCancel(ctx)
 	start := time.Now()
 	var g errgroup.Group
 	for s, t := range targets {
@@ -357,10 +376,33 @@ func (d *Driver) checkShardPart(ctx context.Context, s, n int, limit int64, l *r
 	return nil
 }
 
-// reloadShard replaces the data of a shard's primary with that of file, checked. The file
-// becomes the node's RDB file and the node loads it in place of its data; with
-// replication its replica then resyncs in full (a new replication ID refuses it the
-// partial resync that would keep its old data). It returns once the node's persistence
+// prepareReload stops the persistence of a shard's primary before reloadShard: the AOF
+// stops following the data (a rewrite under way, of the data of before, ends too) until
+// it is written anew from the new data; snapshots stop, and the one under way must end
+// (a background save would rename an older snapshot over the file between its move and
+// the reload). reconfigure restores both.
+func (d *Driver) prepareReload(ctx context.Context, in clouddb.Instance, t reloadTarget) error {
+	fail := func(what string, err error) error {
+		return fmt.Errorf("shard of node %d: %s: %w", t.n.idx, what, classify(err))
+	}
+	if persistences[in.DataPersistence].appendonly == "yes" {
+		if err := t.c.ConfigSet(ctx, "appendonly", "no").Err(); err != nil {
+			return fail("CONFIG SET appendonly no", err)
+		}
+	}
+	if err := t.c.ConfigSet(ctx, "save", "").Err(); err != nil {
+		return fail("CONFIG SET save", err)
+	}
+	if err := waitNoBGSave(ctx, t.c, d.stopTimeout); err != nil {
+		return fail("the background save under way", err)
+	}
+	return nil
+}
+
+// reloadShard replaces the data of a shard's primary (prepared: see prepareReload) with
+// that of file, checked. The file becomes the node's RDB file and the node loads it in
+// place of its data; with replication its replica then resyncs in full (a new
+// replication ID refuses it the partial resync that would keep its old data). It returns once the node's persistence
 // holds the new data: the file itself is the snapshot; an AOF is written anew from it
 // (until then the AOF on disk holds the data of before, which a restart would load).
 // One that fails gives the node its persistence back first: left with snapshots or the
@@ -381,22 +423,6 @@ func (d *Driver) reloadShard(ctx context.Context, in clouddb.Instance, topo topo
 		}
 	}()
 	aof := persistences[in.DataPersistence].appendonly == "yes"
-	if aof {
-		// The AOF stops following the data (a rewrite under way, of the data of before,
-		// ends too) until it is written anew from the new data, below.
-		if err := c.ConfigSet(ctx, "appendonly", "no").Err(); err != nil {
-			return fail("CONFIG SET appendonly no", err)
-		}
-	}
-	// A background save under way or starting would rename an older snapshot over the
-	// file between its move and the reload: snapshots stop until the node is
-	// reconfigured below.
-	if err := c.ConfigSet(ctx, "save", "").Err(); err != nil {
-		return fail("CONFIG SET save", err)
-	}
-	if err := waitNoBGSave(ctx, c, d.stopTimeout); err != nil {
-		return fail("the background save under way", err)
-	}
 	dump := filepath.Join(t.n.dir, rdbFile)
 	if err := os.Rename(file, dump); err != nil {
 		return err
