@@ -24,7 +24,7 @@ import (
 
 // server is a redis-server process a test started on a free loopback port.
 type server struct {
-	t        *testing.T
+	t        testing.TB
 	port     int
 	addr     string
 	dir      string
@@ -36,7 +36,7 @@ type server struct {
 
 // redisBin returns the redis-server to test with, failing the test with what to install
 // when there is none.
-func redisBin(t *testing.T) string {
+func redisBin(t testing.TB) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	require.NoError(t, err, "redis-server is needed for these tests: install it (Debian/Ubuntu: apt-get install redis-server)")
@@ -45,7 +45,7 @@ func redisBin(t *testing.T) string {
 
 // startServer starts a redis-server with no persistence and an immediate diskless sync,
 // killed when the test ends. password, when not empty, is the default user's password.
-func startServer(t *testing.T, password string, extra ...string) *server {
+func startServer(t testing.TB, password string, extra ...string) *server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

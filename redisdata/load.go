@@ -218,6 +218,10 @@ func spawnTemp(cfg LoadConfig, source func(dump string) error) (*TempServer, str
 		// Its keys only travel to the next server over loopback (DUMP, RESTORE):
 		// compressing each payload there and back costs more than it saves.
 		"rdbcompression no",
+		// A Loader's server answers its memory question (UsedMemory) between two reads
+		// of this many bytes of the file (redis' default is 2 MB, which LZF-packed
+		// values can make far more memory).
+		"loading-process-events-interval-bytes " + strconv.Itoa(loadEventsEvery),
 		"always-show-logo no",
 		"",
 	}, "\n")
@@ -297,10 +301,10 @@ func startLoad(ctx context.Context, cfg LoadConfig) (*Loader, error) {
 			GrowPipe(w)
 			// Its name goes at once: a server that fails to load its file opens it again
 			// to check it (redis-check-rdb), and would wait there for a writer for ever.
-			if err := os.Remove(pipe); err != nil {
+			if rerr := os.Remove(pipe); rerr != nil {
 				w.Close()
 				s.Close()
-				return nil, err
+				return nil, rerr
 			}
 			return &Loader{s: s, logPath: logPath, w: w}, nil
 		}
@@ -335,6 +339,17 @@ func (l *Loader) Finish(ctx context.Context) (*TempServer, error) {
 	}
 	return l.s, nil
 }
+
+// loadEventsEvery: see spawnTemp.
+const loadEventsEvery = 128 << 10
+
+// UsedMemory is the server's used_memory so far: it answers while it loads (see
+// spawnTemp), between two reads of its file.
+func (l *Loader) UsedMemory(ctx context.Context) (int64, error) { return l.s.UsedMemory(ctx) }
+
+// Kill stops the server at once (SIGKILL): writes fail (EPIPE), and Finish returns an
+// error. A caller that stops a server whose memory passed its limit says so itself.
+func (l *Loader) Kill() { _ = l.s.cmd.Process.Kill() }
 
 // Abort stops the server, whatever it read.
 func (l *Loader) Abort() {
@@ -414,12 +429,35 @@ func LoadFailure(log string) error {
 	return nil
 }
 
-// exitError explains why the server exited before it was ready.
+// ErrOutOfMemory: the server that loaded an RDB file could not allocate what the data
+// needs (past the address space of CapAddressSpace: data far larger than its memory
+// limit, or a value far larger than its file).
+var ErrOutOfMemory = errors.New("redis-server ran out of memory loading the RDB file")
+
+// OutOfMemory returns the line of a loading server's log that says an allocation failed
+// ("" if none): redis aborts so when a plain allocation fails, and says so before the
+// "Short read" or "Internal error" of an allocation it tries. (One that redis tries for
+// the string of an LZF-packed value it reports as "Short read or OOM loading DB" only
+// (7.0), which a file cut short gives too: a corrupt file then.)
+func OutOfMemory(log string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "failed allocating") || strings.Contains(line, "Out Of Memory allocating") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+// exitError explains why the server exited before it was ready: an allocation that
+// failed wraps ErrOutOfMemory, a file refused ErrCorrupt (see LoadFailure).
 func exitError(logPath string, st *os.ProcessState) error {
 	b, _ := os.ReadFile(logPath)
 	log := string(b)
 	if strings.Contains(log, "Address already in use") {
 		return errPortTaken
+	}
+	if oom := OutOfMemory(log); oom != "" {
+		return fmt.Errorf("%w: %s", ErrOutOfMemory, logMessage(oom))
 	}
 	if err := LoadFailure(log); err != nil {
 		return err

@@ -2,10 +2,12 @@ package redisdata
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 )
 
@@ -23,10 +25,12 @@ import (
 // It does not look inside values: a value's bounds are read from its encoding's
 // lengths, and the server that loads an output checks its content (sanitize-dump-payload).
 // An encoding it does not know (a module's value, a newer Redis' type), parts of different
-// RDB versions, or a key longer than maxSplitKey return an error wrapping ErrNotSplittable:
-// such data takes the key-by-key path. Errors about the data's form wrap ErrCorrupt.
+// RDB versions, a key longer than maxSplitKey, a library of functions longer than
+// maxSplitFunction or more than maxSplitHints bytes of hints before a key (what it holds
+// in memory is bounded) return an error wrapping ErrNotSplittable: such data takes the
+// key-by-key path. Once a write to an output fails it stops, with that error. Errors about the data's form wrap ErrCorrupt.
 func SplitRDB(outs []io.Writer, shardOf func(slot int) int, parts []io.Reader) error {
-	sp := &splitter{shardOf: shardOf, outs: make([]*splitOut, len(outs)), funcs: map[string]bool{}}
+	sp := &splitter{shardOf: shardOf, outs: make([]*splitOut, len(outs)), funcs: map[[sha256.Size]byte]bool{}}
 	for i, w := range outs {
 		bw := bufio.NewWriterSize(w, 64<<10)
 		sp.outs[i] = &splitOut{bw: bw, cw: &crcWriter{w: bw}}
@@ -51,6 +55,16 @@ var ErrNotSplittable = errors.New("RDB data cannot be split by slot")
 // held: it streams through). Keys this long are rare; a longer one takes the key-by-key
 // path, whose throwaway server holds it under the database's memory limit.
 const maxSplitKey = 1 << 20
+
+// maxSplitFunction bounds a library of functions, which SplitRDB holds whole (each shard
+// gets it, each once); a larger one takes the key-by-key path (see SplitRDB).
+const maxSplitFunction = 16 << 20
+
+// maxSplitHints bounds the bytes of the opcodes before an entry's type (its expiry, its
+// LRU or LFU hint: redis writes 19 at most), which SplitRDB holds until the key says
+// where they go. Redis reads any number of them, each replacing the last: a file that
+// repeats them without end would otherwise be held whole.
+const maxSplitHints = 64
 
 // The RDB opcodes and value types SplitRDB reads (redis' rdb.h).
 const (
@@ -116,8 +130,8 @@ type splitter struct {
 	pre []byte
 	// buffering: the bytes read go to pre, not dst.
 	buffering bool
-	werr      error           // the first write to an output that failed
-	funcs     map[string]bool // the libraries of functions written, as read
+	werr      error                      // the first write to an output that failed
+	funcs     map[[sha256.Size]byte]bool // the libraries of functions written, as read
 	one       [1]byte
 }
 
@@ -160,17 +174,17 @@ func (sp *splitter) part(r io.Reader, first bool) error {
 			sp.buffering = false
 			return sp.trailer(version)
 		case rdbSelectDB:
-			n, err := sp.length()
-			if err != nil {
-				return err
+			n, lerr := sp.length()
+			if lerr != nil {
+				return lerr
 			}
 			db = int(n)
 			continue
 		case opResizeDB:
-			if _, err := sp.length(); err != nil {
+			if _, err = sp.length(); err != nil {
 				return err
 			}
-			if _, err := sp.length(); err != nil {
+			if _, err = sp.length(); err != nil {
 				return err
 			}
 			continue
@@ -179,10 +193,10 @@ func (sp *splitter) part(r io.Reader, first bool) error {
 			// nothing about the keys, and a replication id must not travel to another
 			// server: dropped.
 			sp.buffering = false
-			if err := sp.skipString(); err != nil {
+			if err = sp.skipString(); err != nil {
 				return err
 			}
-			if err := sp.skipString(); err != nil {
+			if err = sp.skipString(); err != nil {
 				return err
 			}
 			continue
@@ -190,15 +204,16 @@ func (sp *splitter) part(r io.Reader, first bool) error {
 			// A library of functions: each shard loads it, once (every node of a
 			// cluster has it, so each part of its backup does; redis refuses a file
 			// that defines a library twice).
-			if err := sp.skipString(); err != nil {
+			if err = sp.skipStringMax(maxSplitFunction, "a library of functions"); err != nil {
 				return err
 			}
-			if sp.funcs[string(sp.pre)] {
+			sum := sha256.Sum256(sp.pre)
+			if sp.funcs[sum] {
 				continue
 			}
-			sp.funcs[string(sp.pre)] = true
+			sp.funcs[sum] = true
 			for _, o := range sp.outs {
-				if _, err := o.cw.Write(sp.pre); err != nil {
+				if _, err = o.cw.Write(sp.pre); err != nil {
 					return err
 				}
 			}
@@ -223,6 +238,9 @@ func (sp *splitter) part(r io.Reader, first bool) error {
 			if err != nil {
 				return err
 			}
+			if len(sp.pre) > maxSplitHints {
+				return fmt.Errorf("%w: more than %d bytes of expiries and LRU/LFU hints before a key", ErrNotSplittable, maxSplitHints)
+			}
 			if op, err = sp.byte(); err != nil {
 				return err
 			}
@@ -236,7 +254,7 @@ func (sp *splitter) part(r io.Reader, first bool) error {
 			return fmt.Errorf("the data has keys in logical database %d: a cluster has database 0 only", db)
 		}
 		o := sp.outs[sp.shardOf(Slot(key))]
-		if _, err := o.cw.Write(sp.pre); err != nil {
+		if _, err = o.cw.Write(sp.pre); err != nil {
 			return err
 		}
 		sp.buffering, sp.dst = false, o.cw
@@ -284,7 +302,7 @@ func (sp *splitter) value(t byte) error {
 			return err
 		}
 		for range n {
-			if err := sp.skipString(); err != nil {
+			if err = sp.skipString(); err != nil {
 				return err
 			}
 			if t == typeZSet2 {
@@ -322,6 +340,9 @@ func (sp *splitter) strings(per uint64) error {
 	n, err := sp.length()
 	if err != nil {
 		return err
+	}
+	if n > math.MaxUint64/per {
+		return fmt.Errorf("%w: a count of %d", ErrCorrupt, n)
 	}
 	for range n * per {
 		if err := sp.skipString(); err != nil {
@@ -363,10 +384,10 @@ func (sp *splitter) stream(t byte) error {
 			return err
 		}
 		for range pending {
-			if err := sp.skip(16 + 8); err != nil { // ID, delivery time
+			if err = sp.skip(16 + 8); err != nil { // ID, delivery time
 				return err
 			}
-			if _, err := sp.length(); err != nil { // delivery count
+			if _, err = sp.length(); err != nil { // delivery count
 				return err
 			}
 		}
@@ -389,7 +410,10 @@ func (sp *splitter) stream(t byte) error {
 			if err != nil {
 				return err
 			}
-			if err := sp.skip(int(min(owned, 1<<40)) * 16); err != nil { // their IDs
+			if owned > math.MaxUint64/16 {
+				return fmt.Errorf("%w: a count of %d", ErrCorrupt, owned)
+			}
+			if err := sp.skipN(owned * 16); err != nil { // their IDs
 				return err
 			}
 		}
@@ -438,7 +462,8 @@ func (sp *splitter) lengthOrEncoding() (n uint64, encoded bool, err error) {
 	case 0:
 		return uint64(b & 0x3F), false, nil
 	case 1:
-		b2, err := sp.byte()
+		var b2 byte
+		b2, err = sp.byte()
 		return uint64(b&0x3F)<<8 | uint64(b2), false, err
 	case 3:
 		return uint64(b & 0x3F), true, nil
@@ -465,10 +490,17 @@ func (sp *splitter) length() (uint64, error) {
 }
 
 // skipString reads a string without keeping it.
-func (sp *splitter) skipString() error {
+func (sp *splitter) skipString() error { return sp.skipStringMax(math.MaxUint64, "") }
+
+// skipStringMax is skipString for a string (what) of at most limit bytes as stored: a
+// longer one is an error wrapping ErrNotSplittable.
+func (sp *splitter) skipStringMax(limit uint64, what string) error {
 	n, encoded, err := sp.lengthOrEncoding()
 	if err != nil {
 		return err
+	}
+	if !encoded && n > limit {
+		return fmt.Errorf("%w: %s of %d bytes", ErrNotSplittable, what, n)
 	}
 	if encoded {
 		switch n {
@@ -485,6 +517,9 @@ func (sp *splitter) skipString() error {
 			}
 			if _, err := sp.length(); err != nil {
 				return err
+			}
+			if clen > limit {
+				return fmt.Errorf("%w: %s of %d bytes packed", ErrNotSplittable, what, clen)
 			}
 			return sp.skipN(clen)
 		}
@@ -557,6 +592,9 @@ func (sp *splitter) bytes(n int) ([]byte, error) {
 
 // byte reads one byte.
 func (sp *splitter) byte() (byte, error) {
+	if sp.werr != nil {
+		return 0, sp.werr
+	}
 	b, err := sp.br.ReadByte()
 	if err != nil {
 		return 0, short(err)
@@ -568,6 +606,9 @@ func (sp *splitter) byte() (byte, error) {
 
 // full reads len(p) bytes into p.
 func (sp *splitter) full(p []byte) error {
+	if sp.werr != nil {
+		return sp.werr
+	}
 	if _, err := io.ReadFull(sp.br, p); err != nil {
 		return short(err)
 	}
@@ -579,8 +620,13 @@ func (sp *splitter) full(p []byte) error {
 func (sp *splitter) skip(n int) error { return sp.skipN(uint64(n)) }
 
 // skipN reads n bytes through the buffer, a chunk at a time.
+// Once a write to an output failed (its reader is gone), it stops at once: the value
+// being read may be endless.
 func (sp *splitter) skipN(n uint64) error {
 	for n > 0 {
+		if sp.werr != nil {
+			return sp.werr
+		}
 		chunk := int(min(n, uint64(sp.br.Size())))
 		p, err := sp.br.Peek(chunk)
 		if len(p) > 0 {

@@ -95,8 +95,8 @@ func TestSplitRDB(t *testing.T) {
 		require.NoError(t, err)
 		gc := got.client(0)
 		for _, k := range keysOf(t, gc) {
-			slot, err := nc.ClusterKeySlot(ctx, k).Result()
-			require.NoError(t, err)
+			slot, serr := nc.ClusterKeySlot(ctx, k).Result()
+			require.NoError(t, serr)
 			require.Equal(t, int(slot), redisdata.Slot([]byte(k)), "slot of %q", k)
 			require.Equal(t, i, int(slot)*shards/16384, "key %q (slot %d) is in shard %d's file", k, slot, i)
 		}

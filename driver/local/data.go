@@ -93,6 +93,9 @@ func (d *Driver) loadKeys(ctx context.Context, in clouddb.Instance, files []stri
 	for _, f := range files {
 		t, err := redisdata.LoadRDB(ctx, d.loadConfig(in), f)
 		if err != nil {
+			if errors.Is(err, redisdata.ErrOutOfMemory) {
+				return fmt.Errorf("%w: the data needs more memory than the limit of %d bytes allows (%v)", clouddb.ErrDataTooLarge, in.MaxMemoryBytes, err)
+			}
 			if errors.Is(err, redisdata.ErrCorrupt) {
 				return fmt.Errorf("%w: %v", clouddb.ErrDataCorrupt, err)
 			}

@@ -27,3 +27,7 @@ func (d *Driver) SetMaxBusy(v time.Duration) {
 	defer d.mu.Unlock()
 	d.maxBusy = v
 }
+
+// SetStopTimeout sets how long the driver waits for a server to stop, and for a
+// background save to end before an import's reload.
+func (d *Driver) SetStopTimeout(t time.Duration) { d.stopTimeout = t }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -458,8 +457,8 @@ func (d *Driver) LoadStream(ctx context.Context, in clouddb.Instance, r io.Reade
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	if in.OSSCluster {
-		if err := d.loadCluster(ctx, in, []io.Reader{io.TeeReader(r, tmp)}); !errors.Is(err, errSlowLoad) {
-			return err
+		if lerr := d.loadCluster(ctx, in, []io.Reader{io.TeeReader(r, tmp)}); !errors.Is(lerr, errSlowLoad) {
+			return lerr
 		}
 	}
 	// The rest of the stream (all of it, or what the split did not read).
@@ -497,7 +496,7 @@ func (d *Driver) watchLoad(ctx context.Context, in clouddb.Instance, n node, pid
 		closeClient()
 		ch.waitLog()
 		data, _ := os.ReadFile(filepath.Join(n.dir, logFile))
-		if oom := outOfMemory(string(data)); oom != "" {
+		if oom := redisdata.OutOfMemory(string(data)); oom != "" {
 			// Past the address space of redisdata.CapAddressSpace: a value far larger than its file.
 			return nil, fmt.Errorf("%w: the data needs more memory than the limit of %d bytes allows (%s)", clouddb.ErrDataTooLarge, in.MaxMemoryBytes, oom)
 		}
@@ -587,17 +586,4 @@ func (d *Driver) bgsave(ctx context.Context, c *redis.Client) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// outOfMemory returns the line of a loading server's log that says an allocation failed
-// ("" if none): redis aborts so when a plain allocation fails. One that redis tries (the
-// string of an LZF-packed value) it reports as "Short read or OOM loading DB" (7.0),
-// which a file cut short gives too: a corrupt file then.
-func outOfMemory(log string) string {
-	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, "failed allocating") || strings.Contains(line, "Out Of Memory allocating") {
-			return strings.TrimSpace(line)
-		}
-	}
-	return ""
 }

@@ -11,8 +11,9 @@ import (
 
 // TestUserRules: a named user gets its rule between every channel and the denials of
 // server administration (tenantRules' "-" words, none of its "+" words), then MULTI,
-// EXEC and DISCARD and a cluster client's discovery commands, and on a database that
-// replicates every write denied last; the password only as its hash.
+// EXEC and DISCARD and what a cluster client needs to follow an OSS Cluster's shards,
+// and on a database that replicates every write denied last; the password only as its
+// hash.
 func TestUserRules(t *testing.T) {
 	require.Equal(t, []string{"-@admin", "-migrate", "-restore-asking", "-script|debug"}, userDenials)
 	hash := "#" + passwordHash("Secret.pw1")
