@@ -124,10 +124,10 @@ func answers(addr string) error {
 		return err
 	}
 	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+	if err = conn.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
 		return err
 	}
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+	if _, err = conn.Write([]byte("PING\r\n")); err != nil {
 		return err
 	}
 	line, err := bufio.NewReader(conn).ReadString('\n')

@@ -776,12 +776,12 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	internal := string(secret.Data[keyInternal])
 	// The configuration the pod starts with is the instance's: its settings, password and
 	// users (Ensure writes it first).
-	if conf, err := renderConfig(in, internal); err != nil || string(secret.Data[keyConfig]) != string(conf) {
+	if conf, cerr := renderConfig(in, internal); cerr != nil || string(secret.Data[keyConfig]) != string(conf) {
 		return false, nil
 	}
 	c := client(pod, internal)
 	defer c.Close()
-	if err := ping(ctx, c); err != nil {
+	if err = ping(ctx, c); err != nil {
 		d.log.Warn("a database's pod is ready but does not answer PING", "database_id", in.DatabaseID, "error", err)
 		return false, nil
 	}
