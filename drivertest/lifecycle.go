@@ -195,6 +195,9 @@ func testStopKeepsPersistedData(t *testing.T, h Harness) {
 	need(t, "Persistence", h.Persistence)
 	for i, persistence := range []string{"aof-every-1-second", "aof-every-write", "snapshot-every-1-hour", "turned on live"} {
 		t.Run(persistence, func(t *testing.T) {
+			if h.Parallel {
+				t.Parallel() // a driver and a database ID each, as the cases
+			}
 			e := setup(t, h)
 			in := e.instance(t, 601+i)
 			in.DataPersistence = persistence

@@ -773,11 +773,93 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if err != nil {
 		return false, fmt.Errorf("database %d: reading its secret: %w", in.DatabaseID, err)
 	}
-	c := client(pod, string(secret.Data[keyInternal]))
+	internal := string(secret.Data[keyInternal])
+	// The configuration the pod starts with is the instance's: its settings, password and
+	// users (Ensure writes it first).
+	if conf, cerr := renderConfig(in, internal); cerr != nil || string(secret.Data[keyConfig]) != string(conf) {
+		return false, nil
+	}
+	c := client(pod, internal)
 	defer c.Close()
-	if err := ping(ctx, c); err != nil {
+	if err = ping(ctx, c); err != nil {
 		d.log.Warn("a database's pod is ready but does not answer PING", "database_id", in.DatabaseID, "error", err)
 		return false, nil
+	}
+	// And the live server runs with them: Ensure applies them after it wrote them.
+	ok, err := liveAsAsked(ctx, c, in)
+	if err != nil {
+		d.log.Warn("a database's pod is ready but its settings and users cannot be read", "database_id", in.DatabaseID, "error", err)
+		return false, nil
+	}
+	return ok, nil
+}
+
+// liveAsAsked reports whether the live server has the instance's memory limit, policy and
+// persistence, its default user's password (on or off as asked) and exactly its named
+// users, each with its password.
+func liveAsAsked(ctx context.Context, c *redis.Client, in clouddb.Instance) (bool, error) {
+	p := redisconf.Persistences[in.DataPersistence]
+	want := map[string]string{
+		"maxmemory":        strconv.FormatInt(in.MaxMemoryBytes, 10),
+		"maxmemory-policy": in.EvictionPolicy,
+		"appendonly":       p.Appendonly,
+		"appendfsync":      p.Appendfsync,
+	}
+	for name, v := range want {
+		got, err := c.ConfigGet(ctx, name).Result()
+		if err != nil {
+			return false, fmt.Errorf("CONFIG GET %s: %w", name, err)
+		}
+		if got[name] != v {
+			return false, nil
+		}
+	}
+	names, err := c.Do(ctx, "acl", "users").StringSlice()
+	if err != nil {
+		return false, fmt.Errorf("ACL USERS: %w", err)
+	}
+	users := map[string]string{"default": in.Password}
+	for _, u := range in.Users {
+		users[u.Name] = u.Password
+	}
+	slices.Sort(names)
+	wantNames := append(slices.Collect(maps.Keys(users)), redisconf.InternalUser)
+	slices.Sort(wantNames)
+	if !slices.Equal(names, wantNames) {
+		return false, nil
+	}
+	for name, password := range users {
+		reply, err := c.Do(ctx, "acl", "getuser", name).Result()
+		if err != nil {
+			return false, fmt.Errorf("ACL GETUSER %s: %w", name, err)
+		}
+		var fields []any
+		switch r := reply.(type) {
+		case []any: // RESP2
+			fields = r
+		case map[any]any: // RESP3
+			for k, v := range r {
+				fields = append(fields, k, v)
+			}
+		default:
+			return false, fmt.Errorf("ACL GETUSER %s: unexpected reply %T", name, reply)
+		}
+		var flags, hashes []any
+		for i := 0; i+1 < len(fields); i += 2 {
+			switch fmt.Sprint(fields[i]) {
+			case "flags":
+				flags, _ = fields[i+1].([]any)
+			case "passwords":
+				hashes, _ = fields[i+1].([]any)
+			}
+		}
+		on := slices.ContainsFunc(flags, func(f any) bool { return fmt.Sprint(f) == "on" })
+		if on != (name != "default" || !in.DefaultUserOff) {
+			return false, nil
+		}
+		if len(hashes) != 1 || fmt.Sprint(hashes[0]) != redisconf.PasswordHash(password) {
+			return false, nil
+		}
 	}
 	return true, nil
 }

@@ -131,8 +131,9 @@ func password(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-// nextPort hands each database of the run a NodePort of its own.
-var nextPort = 31000 + int(time.Now().Unix()%1000)*2
+// nextPort hands each database of the run a NodePort of its own, from 31000 up and well
+// below the end of the NodePort range, 32767 (TestConformance uses 30201-30999).
+var nextPort = 31000 + int(time.Now().Unix()%800)*2
 
 func instance(t *testing.T, id int, persistence string) clouddb.Instance {
 	nextPort++

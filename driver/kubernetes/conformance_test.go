@@ -1,0 +1,141 @@
+package kubernetes_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"clouddb"
+	"clouddb/driver/kubernetes"
+	"clouddb/drivertest"
+)
+
+// conformancePort hands each database of the conformance suite a NodePort of its own, in
+// a part of the NodePort range (30000-32767) that the other tests of the package do not
+// use: TestServe's --db-ports are 30100-30199, instance's from 31000.
+var conformancePort atomic.Int32
+
+func init() { conformancePort.Store(30200) }
+
+// TestConformance runs the drivers' conformance suite on the Kubernetes driver. Each
+// case's driver has a namespace of its own (made for it, deleted after it, not waited
+// for), so that it holds no database at first and the cases run in parallel. The
+// driver refuses replication, OSS Cluster, TLS and replicaOf sources (ErrNotSupported):
+// those cases skip, as do those of the optional interfaces it does not implement.
+func TestConformance(t *testing.T) {
+	needCluster(t)
+	var namespaces sync.Map // *kubernetes.Driver → its namespace, for Reopen
+	drivertest.Run(t, drivertest.Harness{
+		New: func(t *testing.T) clouddb.Driver {
+			ns := conformanceNamespace(t)
+			d := newDriver(t, cluster.client, ns)
+			namespaces.Store(d, ns)
+			t.Cleanup(func() { namespaces.Delete(d) })
+			return d
+		},
+		Instance: func(t *testing.T, id int) clouddb.Instance {
+			port := conformancePort.Add(1)
+			if port > 30999 {
+				t.Fatal("the conformance suite's NodePorts (30201-30999) ran out")
+			}
+			return clouddb.Instance{
+				DatabaseID:      id,
+				Port:            int(port),
+				Password:        "s3cret-" + strconv.Itoa(id),
+				MaxMemoryBytes:  64 << 20,
+				EvictionPolicy:  "volatile-lru",
+				DataPersistence: "none",
+				Shards:          1,
+			}
+		},
+		Addr: func(t *testing.T, d clouddb.Driver, in clouddb.Instance) string {
+			addr := d.(*kubernetes.Driver).PublicEndpoint(in.Port)
+			waitRouted(t, addr)
+			return addr
+		},
+		Reopen: func(t *testing.T, d clouddb.Driver) clouddb.Driver {
+			ns, ok := namespaces.Load(d)
+			if !ok {
+				t.Fatal("not a driver of this harness")
+			}
+			return newDriver(t, cluster.client, ns.(string))
+		},
+		// Pods start in seconds; a persistent one waits for its claim too.
+		Timeout:     3 * time.Minute,
+		Parallel:    true,
+		Persistence: true,
+	})
+}
+
+// conformanceNamespace is a new namespace for one case, deleted when it ends (after the
+// case's own cleanups, which remove its databases).
+func conformanceNamespace(t *testing.T) string {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
+	c := cluster.client
+	ns, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "clouddb-conf-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating a namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = c.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
+	// Pods need the namespace's default service account, which a controller makes.
+	if err := poll(ctx, 30*time.Second, func() (bool, error) {
+		_, err := c.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("namespace %s has no default service account: %v", ns.Name, err)
+	}
+	return ns.Name
+}
+
+// waitRouted waits until a redis server answers at addr, the NodePort of a database
+// whose pod is Ready: the Ensure that made it Ready returned once the pod answered on its
+// own address, and kube-proxy routes the node's port to a new pod (a new Service, or the
+// pod that replaced a stopped one) a moment later, during which the port refuses
+// connections. Any answer to an unauthenticated PING (NOAUTH included) is a server.
+func waitRouted(t *testing.T, addr string) {
+	t.Helper()
+	start := time.Now()
+	var last error
+	err := poll(context.Background(), 30*time.Second, func() (bool, error) {
+		last = answers(addr)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("no redis server answers at %s: %v (%v)", addr, last, err)
+	}
+	if waited := time.Since(start); waited > 100*time.Millisecond {
+		t.Logf("the NodePort %s routed to the database %v after Ensure returned", addr, waited.Round(time.Millisecond))
+	}
+}
+
+func answers(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err = conn.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		return err
+	}
+	if _, err = conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line == "" || (line[0] != '+' && line[0] != '-') {
+		return errors.New("not a redis reply: " + strconv.Quote(line))
+	}
+	return nil
+}
