@@ -54,6 +54,9 @@ type Harness struct {
 
 	// Persistence: a DataPersistence other than "none" keeps the data over Stop.
 	Persistence bool
+	// PersistenceChange: a live database's DataPersistence changes between "none" and
+	// a persistent one with its data kept.
+	PersistenceChange bool
 	// Replication: Instance.Replication gives each shard a replica that takes over,
 	// on the same endpoint, when its primary dies.
 	Replication bool

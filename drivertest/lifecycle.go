@@ -198,6 +198,9 @@ func testStopKeepsPersistedData(t *testing.T, h Harness) {
 			if h.Parallel {
 				t.Parallel() // a driver and a database ID each, as the cases
 			}
+			if persistence == "turned on live" {
+				need(t, "PersistenceChange", h.PersistenceChange)
+			}
 			e := setup(t, h)
 			in := e.instance(t, 601+i)
 			in.DataPersistence = persistence

@@ -61,13 +61,14 @@ func TestConformance(t *testing.T) {
 			require.True(t, ok, "a driver of this harness")
 			return tlsDriver(t, dir.(string), ca)
 		},
-		CA:          ca.CertificatePEM(),
-		Parallel:    true,
-		Persistence: true,
-		Replication: true,
-		Cluster:     true,
-		TLS:         true,
-		ReplicaOf:   true,
+		CA:                ca.CertificatePEM(),
+		Parallel:          true,
+		Persistence:       true,
+		PersistenceChange: true,
+		Replication:       true,
+		Cluster:           true,
+		TLS:               true,
+		ReplicaOf:         true,
 	})
 }
 
