@@ -29,6 +29,20 @@ func Recovered(v any) *PanicError {
 	return &PanicError{Value: v, Stack: debug.Stack()}
 }
 
+// Guard returns f made to return a panic in it as its error (a *PanicError): for work on
+// a goroutine of its own (an errgroup's), where a panic would end the process, and with
+// it every tenant's service, rather than the one piece of work.
+func Guard(f func() error) func() error {
+	return func() (err error) {
+		defer func() {
+			if p := Recovered(recover()); p != nil {
+				err = p
+			}
+		}()
+		return f()
+	}
+}
+
 // InternalErrorDetail is the reason a resource shows when its work panicked: it says an
 // internal error happened without exposing the panic's internals to the tenant.
 const InternalErrorDetail = "clouddb hit an internal error while working on this resource; the operator's log has the details"

@@ -2,6 +2,7 @@ package clouddb_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -43,4 +44,17 @@ func TestKeepRestartsPanickedLoop(t *testing.T) {
 	require.Equal(t, int32(2), runs.Load())
 	require.Equal(t, 1, strings.Count(logs.String(), "background loop panicked"))
 	require.Contains(t, logs.String(), "TestKeepRestartsPanickedLoop", "the stack is logged")
+}
+
+// TestGuard: a panic in guarded work is its error, with the stack; work that returns
+// returns as it did.
+func TestGuard(t *testing.T) {
+	err := clouddb.Guard(func() error { panic("boom") })()
+	var p *clouddb.PanicError
+	require.ErrorAs(t, err, &p)
+	require.Equal(t, "boom", p.Value)
+	require.Contains(t, string(p.Stack), "TestGuard")
+	want := errors.New("plain")
+	require.Same(t, want, clouddb.Guard(func() error { return want })())
+	require.NoError(t, clouddb.Guard(func() error { return nil })())
 }

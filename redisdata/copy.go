@@ -113,16 +113,7 @@ func copyDB(ctx context.Context, src, dst Endpoint, db, batch int) (int, error) 
 // guarded makes a panic in f (a bug met on one tenant's data) f's error, as it would be
 // in the caller's goroutine, where the task's recovery catches it, rather than the end of
 // the process.
-func guarded(f func() error) func() error {
-	return func() (err error) {
-		defer func() {
-			if p := clouddb.Recovered(recover()); p != nil {
-				err = p
-			}
-		}()
-		return f()
-	}
-}
+var guarded = clouddb.Guard
 
 // entry is one key as src serializes it.
 type entry struct {

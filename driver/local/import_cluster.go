@@ -106,7 +106,7 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 	// swap's loading server is at the limit (see watchLoad): under its address-space cap
 	// alone, each shard's would take up to twice its share and 256 MB.
 	over := make([]atomic.Int64, n)
-	stopMemWatch := watchLoaders(ctx, slices.Clone(loaders), limit, over)
+	stopMemWatch := d.watchLoaders(ctx, slices.Clone(loaders), limit, over)
 	defer stopMemWatch()
 	// The split runs beside: a source that stalls must not hold the import when Stop or
 	// Remove end it (they wait for the lock), nor does a bug met on one tenant's file
@@ -166,7 +166,7 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 	tctx := context.WithoutCancel(ctx)
 	var pg errgroup.Group
 	for _, t := range targets {
-		pg.Go(func() error { return d.prepareReload(ctx, in, t) })
+		pg.Go(clouddb.Guard(func() error { return d.prepareReload(ctx, in, t) }))
 	}
 	if err := pg.Wait(); err != nil {
 		for _, t := range targets {
@@ -185,7 +185,7 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 	start := time.Now()
 	var g errgroup.Group
 	for s, t := range targets {
-		g.Go(func() error { return d.reloadShard(tctx, in, topo, t, files[s].Name()) })
+		g.Go(clouddb.Guard(func() error { return d.reloadShard(tctx, in, topo, t, files[s].Name()) }))
 	}
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("database %d: the import reached some shards only, which may hold the data of before: %w", id, err)
@@ -193,7 +193,12 @@ func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, parts []i
 	if in.Replication {
 		var wg sync.WaitGroup
 		for _, t := range targets {
-			wg.Go(func() { d.waitShardReplica(ctx, in, t) })
+			wg.Go(func() {
+				// Only a wait: a panic in it is logged, the import done.
+				if err := clouddb.Guard(func() error { d.waitShardReplica(ctx, in, t); return nil })(); err != nil {
+					d.log.Error("import: the wait for a shard's replica panicked", keyDatabase, in.DatabaseID, keyNode, t.n.idx, "error", err)
+				}
+			})
 		}
 		wg.Wait()
 	}
@@ -241,6 +246,12 @@ func (d *Driver) watchTargets(ctx context.Context, id int, targets []reloadTarge
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
+		defer func() {
+			// A bug in the watch ends this import, not the process.
+			if p := clouddb.Recovered(recover()); p != nil {
+				d.endImport(id, p)
+			}
+		}()
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -330,7 +341,7 @@ func (d *Driver) checkShardParts(ctx context.Context, in clouddb.Instance, loade
 	for s, l := range loaders {
 		loaders[s] = nil // Finish stops it, or hands it over
 		g.Go(func() error {
-			errs[s] = d.checkShardPart(ctx, s, len(loaders), limit, l)
+			errs[s] = clouddb.Guard(func() error { return d.checkShardPart(ctx, s, len(loaders), limit, l) })()
 			if used := over[s].Load(); used > 0 {
 				lo, hi := slotRange(s, len(loaders))
 				errs[s] = fmt.Errorf("%w: shard %d (slots %d-%d) needs more than %d bytes, its share of the limit is %d",
@@ -525,12 +536,19 @@ func waitNoBGSave(ctx context.Context, c *redis.Client, within time.Duration) er
 // Each server has its own watch: one that waits in a read of its pipe (its part gets no
 // bytes for a while) answers nothing until it reads again, and its question is not
 // waited for: it fails once the server is stopped (Finish, Abort).
-func watchLoaders(ctx context.Context, loaders []*redisdata.Loader, limit int64, over []atomic.Int64) func() {
+func (d *Driver) watchLoaders(ctx context.Context, loaders []*redisdata.Loader, limit int64, over []atomic.Int64) func() {
 	wctx, cancel := context.WithCancel(ctx)
 	var mu sync.Mutex // held to stop a server, and to end the watch
 	if limit > 0 {
 		for s, l := range loaders {
 			go func() {
+				// A bug in the watch ends the watch; the address-space cap still bounds
+				// the server.
+				defer func() {
+					if p := clouddb.Recovered(recover()); p != nil {
+						d.log.Error("import: a checking server's memory watch panicked", "panic", p.Value, "stack", string(p.Stack))
+					}
+				}()
 				for wctx.Err() == nil {
 					if used, err := l.UsedMemory(wctx); err == nil && used > limit {
 						mu.Lock()
