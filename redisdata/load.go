@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"clouddb"
 )
 
 // LoadConfig says how LoadRDB starts its throwaway servers.
@@ -494,4 +496,45 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// LoadChecked loads each file into a throwaway server (see LoadRDB), as the files of one
+// import into a database limited to limit bytes (0: no limit), and returns the servers,
+// which the caller closes, once all loaded and together they need no more than limit.
+// Errors are the import's verdicts: clouddb.ErrDataCorrupt for a file redis refuses,
+// clouddb.ErrDataTooLarge for data past the limit (measured, or met as the server's
+// capped address space ran out); on error no server is left.
+func LoadChecked(ctx context.Context, cfg LoadConfig, files []string, limit int64) ([]*TempServer, error) {
+	var temps []*TempServer
+	fail := func(err error) ([]*TempServer, error) {
+		for _, t := range temps {
+			t.Close()
+		}
+		return nil, err
+	}
+	var total int64
+	for _, f := range files {
+		t, err := LoadRDB(ctx, cfg, f)
+		switch {
+		case errors.Is(err, ErrOutOfMemory):
+			return fail(fmt.Errorf("%w: the data needs more memory than the limit of %d bytes allows (%v)", clouddb.ErrDataTooLarge, limit, err))
+		case errors.Is(err, ErrCorrupt):
+			return fail(fmt.Errorf("%w: %v", clouddb.ErrDataCorrupt, err))
+		case err != nil:
+			return fail(err)
+		}
+		temps = append(temps, t)
+		used, err := t.UsedMemory(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		total += used
+	}
+	// The throwaway servers hold the data as the database will: their memory use,
+	// measured by Redis itself, is what the database would need (give or take an empty
+	// server's ~1 MB per part).
+	if limit > 0 && total > limit {
+		return fail(fmt.Errorf("%w: the data needs about %d bytes, the limit is %d", clouddb.ErrDataTooLarge, total, limit))
+	}
+	return temps, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"clouddb"
 	"clouddb/redisdata"
 )
 
@@ -239,4 +240,42 @@ func TestRDBCRC(t *testing.T) {
 		cut := n / 3
 		require.Equal(t, want, redisdata.RDBCRC(redisdata.RDBCRC(0, data[:cut]), data[cut:n]), "length %d in two", n)
 	}
+}
+
+// TestLoadChecked: the verdicts of an import's files, shared by both drivers: the
+// servers of files that load within the limit; a refused file is clouddb.ErrDataCorrupt,
+// data past the limit clouddb.ErrDataTooLarge; no server is left on error.
+func TestLoadChecked(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	src := startServer(t, "")
+	for i := range 200 {
+		src.do(0, "set", fmt.Sprintf("k%d", i), strings.Repeat("v", 1000))
+	}
+	path, data := rdbFile(t, src)
+	cfg := redisdata.LoadConfig{TempDir: t.TempDir()}
+
+	temps, err := redisdata.LoadChecked(ctx, cfg, []string{path, path}, 64<<20)
+	require.NoError(t, err)
+	require.Len(t, temps, 2)
+	for _, ts := range temps {
+		n, kerr := ts.Keys(ctx)
+		require.NoError(t, kerr)
+		require.EqualValues(t, 200, n)
+		require.NoError(t, ts.Close())
+	}
+
+	_, err = redisdata.LoadChecked(ctx, cfg, []string{path}, 100<<10)
+	require.ErrorIs(t, err, clouddb.ErrDataTooLarge)
+	require.ErrorContains(t, err, "the limit is 102400")
+
+	bad := bytes.Clone(data)
+	bad[len(bad)/2] ^= 0xFF
+	badPath := filepath.Join(t.TempDir(), "bad.rdb")
+	require.NoError(t, os.WriteFile(badPath, bad, 0o600))
+	_, err = redisdata.LoadChecked(ctx, cfg, []string{path, badPath}, 64<<20)
+	require.ErrorIs(t, err, clouddb.ErrDataCorrupt)
+
+	entries, err := os.ReadDir(cfg.TempDir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no throwaway server's directory is left")
 }

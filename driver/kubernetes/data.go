@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -63,31 +62,16 @@ func (d *Driver) Load(ctx context.Context, in clouddb.Instance, files []string) 
 	if err := d.supported(in); err != nil {
 		return err
 	}
-	var temps []*redisdata.TempServer
+	temps, err := redisdata.LoadChecked(ctx, redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir, MaxMemory: in.MaxMemoryBytes},
+		files, in.MaxMemoryBytes)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		for _, t := range temps {
 			t.Close()
 		}
 	}()
-	var total int64
-	for _, f := range files {
-		t, err := redisdata.LoadRDB(ctx, redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir, MaxMemory: in.MaxMemoryBytes}, f)
-		if err != nil {
-			if errors.Is(err, redisdata.ErrCorrupt) {
-				return fmt.Errorf("%w: %v", clouddb.ErrDataCorrupt, err)
-			}
-			return err
-		}
-		temps = append(temps, t)
-		used, err := t.UsedMemory(ctx)
-		if err != nil {
-			return err
-		}
-		total += used
-	}
-	if total > in.MaxMemoryBytes {
-		return fmt.Errorf("%w: the data needs about %d bytes, the limit is %d", clouddb.ErrDataTooLarge, total, in.MaxMemoryBytes)
-	}
 	dst, err := d.internalEndpoint(ctx, in.DatabaseID)
 	if err != nil {
 		return err

@@ -83,37 +83,15 @@ func (d *Driver) Load(ctx context.Context, in clouddb.Instance, files []string) 
 // loadKeys is Load by a copy of every key (DUMP, RESTORE) out of throwaway servers that
 // loaded the files.
 func (d *Driver) loadKeys(ctx context.Context, in clouddb.Instance, files []string) error {
-	var temps []*redisdata.TempServer
+	temps, err := redisdata.LoadChecked(ctx, d.loadConfig(in), files, in.MaxMemoryBytes)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		for _, t := range temps {
 			t.Close()
 		}
 	}()
-	var total int64
-	for _, f := range files {
-		t, err := redisdata.LoadRDB(ctx, d.loadConfig(in), f)
-		if err != nil {
-			if errors.Is(err, redisdata.ErrOutOfMemory) {
-				return fmt.Errorf("%w: the data needs more memory than the limit of %d bytes allows (%v)", clouddb.ErrDataTooLarge, in.MaxMemoryBytes, err)
-			}
-			if errors.Is(err, redisdata.ErrCorrupt) {
-				return fmt.Errorf("%w: %v", clouddb.ErrDataCorrupt, err)
-			}
-			return err
-		}
-		temps = append(temps, t)
-		used, err := t.UsedMemory(ctx)
-		if err != nil {
-			return err
-		}
-		total += used
-	}
-	// The throwaway servers hold the data as the database will: their memory use,
-	// measured by Redis itself, is what the database would need (give or take an empty
-	// server's ~1 MB per part).
-	if in.MaxMemoryBytes > 0 && total > in.MaxMemoryBytes {
-		return fmt.Errorf("%w: the data needs about %d bytes, the limit is %d", clouddb.ErrDataTooLarge, total, in.MaxMemoryBytes)
-	}
 	if in.OSSCluster {
 		// Every key goes to the shard of its slot, whichever part of a backup (or file)
 		// it comes from.
