@@ -238,52 +238,40 @@ func TestFailedRestartKeepsWhatRuns(t *testing.T) {
 	require.True(t, up, "the restarted server was left running")
 }
 
-// TestLoadingServerWaits: a server still loading its data when Ensure gives up is a
-// wait, not a failure: the database stays active, the wait is logged once, and a later
-// pass adopts the server once it has loaded, with no PUT.
-func TestLoadingServerWaits(t *testing.T) {
-	store := openStore(t)
-	id := activeDatabase(t, store)
-	drv := &halfStart{recorder: newRecorder()}
-	logs := &syncbuf.Buffer{}
-	r := &reconcile.Reconciler{Store: store, Driver: drv, Interval: 10 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))}
-	runReconciler(t, r)
-	require.Eventually(t, func() bool { return drv.ensures(id) == 1 }, 5*time.Second, 5*time.Millisecond)
+// TestWaitingServerWaits: a server still loading its data when Ensure gives up, or busy
+// (a tenant's long script, a loaded machine), is a wait, not a failure: the database
+// stays active, the wait is logged once, and a later pass adopts the server once it
+// answers, with no PUT.
+func TestWaitingServerWaits(t *testing.T) {
+	for _, c := range []struct {
+		name, begins, ends string
+		err                error
+	}{
+		{"loading", "is still loading its data; it is tried again", "has loaded its data",
+			fmt.Errorf("database 1: redis-server pid 42 did not answer PING within 10s (%w)", clouddb.ErrServerStarting)},
+		{"busy", "is busy (a long script", "answers again",
+			fmt.Errorf("database 1: apply configuration: ACL USERS: i/o timeout (%w)", clouddb.ErrServerBusy)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := openStore(t)
+			id := activeDatabase(t, store)
+			drv := &halfStart{recorder: newRecorder()}
+			logs := &syncbuf.Buffer{}
+			r := &reconcile.Reconciler{Store: store, Driver: drv, Interval: 10 * time.Millisecond,
+				Logger: slog.New(slog.NewTextHandler(logs, nil))}
+			runReconciler(t, r)
+			require.Eventually(t, func() bool { return drv.ensures(id) == 1 }, 5*time.Second, 5*time.Millisecond)
 
-	drv.arm(fmt.Errorf("database 1: redis-server pid 42 did not answer PING within 10s (%w)", clouddb.ErrServerStarting))
-	require.NoError(t, drv.Stop(t.Context(), id))
-	require.Eventually(t, func() bool { return drv.ensures(id) > 5 }, 5*time.Second, 5*time.Millisecond, "tried again")
-	require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, id).Status)
-	require.Equal(t, 1, strings.Count(logs.String(), "is still loading its data; it is tried again"), logs.String())
+			drv.arm(c.err)
+			require.NoError(t, drv.Stop(t.Context(), id))
+			require.Eventually(t, func() bool { return drv.ensures(id) > 5 }, 5*time.Second, 5*time.Millisecond, "tried again")
+			require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, id).Status)
+			require.Equal(t, 1, strings.Count(logs.String(), c.begins), logs.String())
 
-	drv.arm(nil)
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "has loaded its data") }, 5*time.Second, 10*time.Millisecond)
-	require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, id).Status)
-	require.NotContains(t, logs.String(), "level=ERROR")
-}
-
-// TestBusyServerWaits: a server that is busy (a tenant's long script, a loaded machine)
-// when Ensure asks is a wait, not a failure: the database stays active with no PUT, the
-// wait is logged once, and its end too.
-func TestBusyServerWaits(t *testing.T) {
-	store := openStore(t)
-	id := activeDatabase(t, store)
-	drv := &halfStart{recorder: newRecorder()}
-	logs := &syncbuf.Buffer{}
-	r := &reconcile.Reconciler{Store: store, Driver: drv, Interval: 10 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))}
-	runReconciler(t, r)
-	require.Eventually(t, func() bool { return drv.ensures(id) == 1 }, 5*time.Second, 5*time.Millisecond)
-
-	drv.arm(fmt.Errorf("database 1: apply configuration: ACL USERS: i/o timeout (%w)", clouddb.ErrServerBusy))
-	require.NoError(t, drv.Stop(t.Context(), id))
-	require.Eventually(t, func() bool { return drv.ensures(id) > 5 }, 5*time.Second, 5*time.Millisecond, "tried again")
-	require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, id).Status)
-	require.Equal(t, 1, strings.Count(logs.String(), "is busy (a long script"), logs.String())
-
-	drv.arm(nil)
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "answers again") }, 5*time.Second, 10*time.Millisecond)
-	require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, id).Status)
-	require.NotContains(t, logs.String(), "level=ERROR")
+			drv.arm(nil)
+			require.Eventually(t, func() bool { return strings.Contains(logs.String(), c.ends) }, 5*time.Second, 10*time.Millisecond)
+			require.Equal(t, clouddb.DatabaseActive, databaseOf(t, store, id).Status)
+			require.NotContains(t, logs.String(), "level=ERROR")
+		})
+	}
 }
