@@ -64,12 +64,8 @@ func renderConfig(in clouddb.Instance, internalSecret string) ([]byte, error) {
 	for _, s := range redisconf.LimitSettings(in.MaxMemoryBytes) {
 		line(s.Name, strings.Fields(s.Value)...)
 	}
-	line("appendonly", p.Appendonly)
-	line("appendfsync", p.Appendfsync)
-	if p.Save == "" {
-		line("save", "")
-	} else {
-		line("save", strings.Fields(p.Save)...)
+	for _, l := range p.Directives() {
+		line(l[0], l[1:]...)
 	}
 	line("dir", dataDir)
 	line("dbfilename", "dump.rdb")

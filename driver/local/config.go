@@ -136,13 +136,8 @@ func (c serverConfig) render(id int, dir string) ([]byte, error) {
 	for _, s := range limitSettings(c.MaxMemory) {
 		line(s.Name, strings.Fields(s.Value)...)
 	}
-	line("appendonly", p.Appendonly)
-	line("appendfsync", p.Appendfsync)
-	// save takes its points as separate arguments; "" alone means no snapshots.
-	if p.Save == "" {
-		line("save", "")
-	} else {
-		line("save", strings.Fields(p.Save)...)
+	for _, l := range p.Directives() {
+		line(l[0], l[1:]...)
 	}
 	line("dir", dir)
 	line("dbfilename", rdbFile)

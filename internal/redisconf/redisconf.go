@@ -110,6 +110,16 @@ type Persistence struct {
 	Save        string // "" (no snapshots) or "<seconds> <changes>"
 }
 
+// Directives are p's redis.conf lines, each a name and its arguments: save takes its
+// points as separate arguments, and "" alone means no snapshots.
+func (p Persistence) Directives() [][]string {
+	save := []string{"save", ""}
+	if p.Save != "" {
+		save = append([]string{"save"}, strings.Fields(p.Save)...)
+	}
+	return [][]string{{"appendonly", p.Appendonly}, {"appendfsync", p.Appendfsync}, save}
+}
+
 // Persistences are the DataPersistence values clouddb offers.
 var Persistences = map[string]Persistence{
 	"none":                    {Appendonly: "no", Appendfsync: "everysec", Save: ""},
