@@ -229,6 +229,7 @@ func (d *Driver) forget(n node) {
 	delete(d.rules, n)
 	delete(d.users, n)
 	delete(d.checked, n)
+	delete(d.busySince, n)
 	d.mu.Unlock()
 }
 
