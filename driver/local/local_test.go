@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -146,25 +145,35 @@ func (b *testBundle) instance(t *testing.T, id int, persistence string) clouddb.
 // freePort returns a free port below Linux's ephemeral range, from a block of this
 // process's: the driver picks its cluster nodes' ports among the ephemeral ones (as it
 // does outside the databases' range), and a test's endpoint port, free while its server
-// restarts, must not be one of them.
+// restarts, must not be one of them. No port is handed out twice in a process: a port
+// that looks free may be a killed server's, about to start again there (the block once
+// wrapped around within a run and gave one to another test in that moment).
 func freePort(t *testing.T) int {
 	t.Helper()
-	const block = 200
-	base := 12000 + (os.Getpid()%40)*block
-	for range block {
-		port := base + int(portNext.Add(1))%block
+	const block = 1000
+	base := 12000 + (os.Getpid()%8)*block
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for port := base; port < base+block; port++ {
+		if portsGiven[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue
 		}
 		require.NoError(t, l.Close())
+		portsGiven[port] = true
 		return port
 	}
-	t.Fatalf("no free port in %d-%d", base, base+block-1)
+	t.Fatalf("no free port left in %d-%d", base, base+block-1)
 	return 0
 }
 
-var portNext atomic.Int32
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 func client(t *testing.T, port int, password string) *redis.Client {
 	t.Helper()
