@@ -1,0 +1,163 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Stop scales the database's StatefulSet to zero and waits until its pod is gone: redis
+// persists on SIGTERM as configured, and the claim keeps the data.
+func (d *Driver) Stop(ctx context.Context, databaseID int) error {
+	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
+	sts, err := api.Get(ctx, Name(databaseID), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("database %d: %w", databaseID, err)
+	}
+	if err := d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
+		if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 0 {
+			return false
+		}
+		sts.Spec.Replicas = ptr(int32(0))
+		return true
+	}); err != nil {
+		return fmt.Errorf("database %d: scaling its statefulset to 0: %w", databaseID, err)
+	}
+	return d.waitGone(ctx, databaseID, "its pod stops", func(ctx context.Context) (bool, error) {
+		_, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, podName(databaseID), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), ignoreNotFound(err)
+	})
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// waitGone polls done until it answers true, for at most defaultStopTimeout.
+func (d *Driver) waitGone(ctx context.Context, databaseID int, what string, done func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, defaultStopTimeout)
+	defer cancel()
+	for {
+		ok, err := done(ctx)
+		if ok {
+			return nil
+		}
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("database %d: waiting until %s: %w", databaseID, what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("database %d: waiting until %s: %w", databaseID, what, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// Remove deletes the database's StatefulSet (its Service and Secret go with it, as its
+// dependents), its claims, and waits until none of its labelled objects is left.
+func (d *Driver) Remove(ctx context.Context, databaseID int) error {
+	bg := metav1.DeletePropagationBackground
+	del := metav1.DeleteOptions{PropagationPolicy: &bg}
+	name := Name(databaseID)
+	if err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
+		return fmt.Errorf("database %d: deleting its statefulset: %w", databaseID, err)
+	}
+	// Owned, so the garbage collector deletes them too; deleting them here does not
+	// depend on it, nor on an object that lost its owner reference.
+	if err := d.cfg.Client.CoreV1().Services(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
+		return fmt.Errorf("database %d: deleting its service: %w", databaseID, err)
+	}
+	if err := d.cfg.Client.CoreV1().Secrets(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
+		return fmt.Errorf("database %d: deleting its secret: %w", databaseID, err)
+	}
+	one := metav1.ListOptions{LabelSelector: LabelDatabase + "=" + strconv.Itoa(databaseID) + "," + managedSelector}
+	if err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).DeleteCollection(ctx, del, one); ignoreNotFound(err) != nil {
+		return fmt.Errorf("database %d: deleting its volumes: %w", databaseID, err)
+	}
+	return d.waitGone(ctx, databaseID, "its objects are gone", func(ctx context.Context) (bool, error) {
+		left, err := d.objects(ctx, one)
+		return err == nil && len(left) == 0, err
+	})
+}
+
+// objects names the driver's objects that match opts: StatefulSets, pods, Services,
+// Secrets and claims.
+func (d *Driver) objects(ctx context.Context, opts metav1.ListOptions) ([]string, error) {
+	var out []string
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range sts.Items {
+		out = append(out, "statefulset/"+o.Name)
+	}
+	pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range pods.Items {
+		out = append(out, "pod/"+o.Name)
+	}
+	svcs, err := d.cfg.Client.CoreV1().Services(d.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range svcs.Items {
+		out = append(out, "service/"+o.Name)
+	}
+	secrets, err := d.cfg.Client.CoreV1().Secrets(d.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range secrets.Items {
+		out = append(out, "secret/"+o.Name)
+	}
+	pvcs, err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range pvcs.Items {
+		out = append(out, "persistentvolumeclaim/"+o.Name)
+	}
+	return out, nil
+}
+
+// Instances lists the databases that have a StatefulSet or a claim (data) in the
+// namespace, by their labels.
+func (d *Driver) Instances(ctx context.Context) ([]int, error) {
+	opts := metav1.ListOptions{LabelSelector: managedSelector}
+	seen := map[int]bool{}
+	add := func(l map[string]string) {
+		if id, err := strconv.Atoi(l[LabelDatabase]); err == nil && id > 0 {
+			seen[id] = true
+		}
+	}
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing statefulsets: %w", err)
+	}
+	for _, o := range sts.Items {
+		add(o.Labels)
+	}
+	pvcs, err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing persistent volume claims: %w", err)
+	}
+	for _, o := range pvcs.Items {
+		add(o.Labels)
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}

@@ -1,0 +1,65 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"clouddb"
+)
+
+// applySecret creates or updates the database's Secret: its redis.conf, the tenant's
+// password and clouddb's own, which is made once and then kept.
+func (d *Driver) applySecret(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) (*corev1.Secret, error) {
+	api := d.cfg.Client.CoreV1().Secrets(d.ns)
+	s, err := api.Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
+	found := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("database %d: reading its secret: %w", in.DatabaseID, err)
+	}
+	internal := ""
+	if found {
+		internal = string(s.Data[keyInternal])
+	} else {
+		s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: Name(in.DatabaseID), Namespace: d.ns}}
+	}
+	if internal == "" {
+		if internal, err = newSecret(); err != nil {
+			return nil, err
+		}
+	}
+	conf, err := renderConfig(in, internal)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string][]byte{keyConfig: conf, keyPassword: []byte(in.Password), keyInternal: []byte(internal)}
+	if found && maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) &&
+		maps.Equal(s.Labels, labels(in.DatabaseID)) && len(s.OwnerReferences) == 1 && s.OwnerReferences[0].UID == sts.UID {
+		return s, nil
+	}
+	s.Labels, s.OwnerReferences, s.Data, s.Type = labels(in.DatabaseID), ownedBy(sts), data, corev1.SecretTypeOpaque
+	if found {
+		s, err = api.Update(ctx, s, metav1.UpdateOptions{})
+	} else {
+		s, err = api.Create(ctx, s, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("database %d: writing its secret: %w", in.DatabaseID, err)
+	}
+	return s, nil
+}
+
+func newSecret() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
