@@ -80,6 +80,9 @@ func (d *Driver) watchLocked(id, pid int, dir string, adopted bool, onExit func(
 
 // waitExits reports the exits of the watched processes, for the life of the process.
 func (d *Driver) waitExits(ep int) {
+	// The watch ends only with this goroutine (stopWatching set d.epoll to -1, so none is
+	// made again): nothing uses ep after it.
+	defer unix.Close(ep)
 	// A panic here would end clouddb for every tenant: the watch ends instead, and the
 	// reconciler's checks find exits (as they do without pidfds).
 	defer func() {
