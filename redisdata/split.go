@@ -51,6 +51,10 @@ func SplitRDB(outs []io.Writer, shardOf func(slot int) int, parts []io.Reader) e
 // ErrNotSplittable: SplitRDB cannot split the data; see SplitRDB.
 var ErrNotSplittable = errors.New("RDB data cannot be split by slot")
 
+// ErrOtherDatabase: SplitRDB met keys of a logical database other than 0, which a cluster
+// does not have.
+var ErrOtherDatabase = errors.New("the data has keys in a logical database other than 0")
+
 // maxSplitKey bounds the key SplitRDB holds in memory to find its slot (a value is never
 // held: it streams through). Keys this long are rare; a longer one takes the key-by-key
 // path, whose throwaway server holds it under the database's memory limit.
@@ -251,7 +255,7 @@ func (sp *splitter) part(r io.Reader, first bool) error {
 			return err
 		}
 		if db != 0 {
-			return fmt.Errorf("the data has keys in logical database %d: a cluster has database 0 only", db)
+			return fmt.Errorf("%w: logical database %d (a cluster has database 0 only)", ErrOtherDatabase, db)
 		}
 		o := sp.outs[sp.shardOf(Slot(key))]
 		if _, err = o.cw.Write(sp.pre); err != nil {

@@ -84,7 +84,7 @@ func (d *Driver) endImport(id int, cause error) {
 var errSlowLoad = errors.New("the files take the key-by-key copy")
 
 // loadFast imports files by a swap, merging several parts into one file first (see
-// redisdata.MergeRDB), or into a cluster by a reload of each shard (see loadCluster). Parts that cannot be merged, or whose merged file the server
+// joinParts), or into a cluster by a reload of each shard (see loadCluster). Parts that cannot be merged, or whose merged file the server
 // refuses (a key in two parts, a part that does not load), return errSlowLoad: loaded
 // one by one, later parts overwrite earlier ones' keys, and a bad part is named.
 func (d *Driver) loadFast(ctx context.Context, in clouddb.Instance, files []string) error {
@@ -110,7 +110,7 @@ func (d *Driver) loadFast(ctx context.Context, in clouddb.Instance, files []stri
 			return err
 		}
 		defer os.Remove(merged.Name())
-		err = redisdata.MergeRDB(merged, files)
+		err = joinParts(merged, files)
 		if cerr := merged.Close(); err == nil {
 			err = cerr
 		}
@@ -586,4 +586,32 @@ func (d *Driver) bgsave(ctx context.Context, c *redis.Client) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// joinParts writes the parts of a backup to dst as one RDB file. A cluster's backup has a
+// part per shard, and each part carries the same functions, which one file may hold once
+// (redis refuses a library loaded twice): SplitRDB, into one output, keeps each library
+// once. Parts it cannot read so (keys outside database 0, data it does not know) are
+// joined as they are (MergeRDB), as a backup of a non-cluster database's parts are.
+func joinParts(dst *os.File, files []string) error {
+	parts := make([]io.Reader, len(files))
+	for i, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		parts[i] = f
+	}
+	err := redisdata.SplitRDB([]io.Writer{dst}, func(int) int { return 0 }, parts)
+	if !errors.Is(err, redisdata.ErrNotSplittable) && !errors.Is(err, redisdata.ErrOtherDatabase) {
+		return err
+	}
+	if _, err = dst.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if err = dst.Truncate(0); err != nil {
+		return err
+	}
+	return redisdata.MergeRDB(dst, files)
 }

@@ -751,3 +751,35 @@ func TestLoad_UnfinishedImportNeverTakesOver(t *testing.T) {
 	require.Equal(t, int64(1), c.DBSize(ctx).Val())
 	require.Equal(t, 1, dbServers(t, filepath.Join(b.dir, "2")), "the loading server is gone")
 }
+
+// TestLoad_ClusterBackupIntoOneServer: a cluster's backup (a part per shard, each with the
+// same functions) imported into a database of one server loads as one file, taken over
+// by a new server, with every key and the functions once: joined as they are, the parts
+// made a file redis refuses (a library twice) and the import copied the keys one by one,
+// without the functions.
+func TestLoad_ClusterBackupIntoOneServer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	src := b.clustered(t, 1, 2, false, "none")
+	sc := clusterClient(t, src)
+	clusterWrite(t, sc, "k", 200)
+	require.NoError(t, sc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		return m.FunctionLoad(ctx, splitLib).Err()
+	}))
+	parts := backupParts(t, b, src)
+	require.Len(t, parts, 2)
+
+	dst := b.instance(t, 2, "none")
+	require.NoError(t, b.driver.Ensure(ctx, dst))
+	before := pid(t, b.driver, 2)
+	require.NoError(t, b.driver.Load(ctx, dst, parts))
+	require.NotEqual(t, before, pid(t, b.driver, 2), "the joined parts are loaded by a new server")
+	c := client(t, dst.Port, dst.Password)
+	require.EqualValues(t, 200, c.DBSize(ctx).Val())
+	requireKeys(t, c, "k", 200)
+	v, err := c.FCall(ctx, "hello", nil).Text()
+	require.NoError(t, err, "the functions came with the data")
+	require.Equal(t, "hi", v)
+	requireRunning(t, b.driver, dst, true)
+}
