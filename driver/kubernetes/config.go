@@ -74,6 +74,10 @@ func renderConfig(in clouddb.Instance, internalSecret string) ([]byte, error) {
 	line("logfile", "")
 	// A snapshot (a backup, an import's copy) starts at once, not after 5 s.
 	line("repl-diskless-sync-delay", "0")
+	// Every node may start as a replica (see replication.go): it logs in to its primary as
+	// clouddb's own user.
+	line("masteruser", redisconf.InternalUser)
+	line("masterauth", internalSecret)
 	return b.Bytes(), nil
 }
 

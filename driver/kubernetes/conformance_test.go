@@ -29,8 +29,8 @@ func init() { conformancePort.Store(30200) }
 // TestConformance runs the drivers' conformance suite on the Kubernetes driver. Each
 // case's driver has a namespace of its own (made for it, deleted after it, not waited
 // for), so that it holds no database at first and the cases run in parallel. The
-// driver refuses replication, OSS Cluster, TLS and replicaOf sources (ErrNotSupported):
-// those cases skip, as do those of the optional interfaces it does not implement.
+// driver refuses OSS Cluster, TLS and replicaOf sources (ErrNotSupported): those cases
+// skip, as do those of the optional interfaces it does not implement.
 func TestConformance(t *testing.T) {
 	needCluster(t)
 	var namespaces sync.Map // *kubernetes.Driver → its namespace, for Reopen
@@ -57,10 +57,26 @@ func TestConformance(t *testing.T) {
 				Shards:          1,
 			}
 		},
+		// Ensure returns once the NodePort routes to the database: it answers at once.
 		Addr: func(t *testing.T, d clouddb.Driver, in clouddb.Instance) string {
 			addr := d.(*kubernetes.Driver).PublicEndpoint(in.Port)
-			waitRouted(t, addr)
+			if err := answers(addr); err != nil {
+				t.Fatalf("no redis server answers at %s: %v", addr, err)
+			}
 			return addr
+		},
+		// The server the endpoint routes to, killed as a crash would: the kubelet starts it
+		// again in its pod at once (empty without persistence), as a replica.
+		Kill: func(t *testing.T, d clouddb.Driver, in clouddb.Instance, addr string) {
+			if want := d.(*kubernetes.Driver).PublicEndpoint(in.Port); addr != want {
+				t.Fatalf("Kill of %s: the database's only address is its endpoint %s", addr, want)
+			}
+			ns, ok := namespaces.Load(d)
+			if !ok {
+				t.Fatal("not a driver of this harness")
+			}
+			ctx := ctxFor(t, time.Minute)
+			killServer(t, ctx, ns.(string), servingPod(t, ctx, ns.(string), in.DatabaseID))
 		},
 		Reopen: func(t *testing.T, d clouddb.Driver) clouddb.Driver {
 			ns, ok := namespaces.Load(d)
@@ -77,6 +93,7 @@ func TestConformance(t *testing.T) {
 		// creation, and moving a live database's data onto a new one is not built yet
 		// (Ensure refuses the change with ErrNotSupported).
 		PersistenceChange: false,
+		Replication:       true,
 	})
 }
 
@@ -101,27 +118,8 @@ func conformanceNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// waitRouted waits until a redis server answers at addr, the NodePort of a database
-// whose pod is Ready: the Ensure that made it Ready returned once the pod answered on its
-// own address, and kube-proxy routes the node's port to a new pod (a new Service, or the
-// pod that replaced a stopped one) a moment later, during which the port refuses
-// connections. Any answer to an unauthenticated PING (NOAUTH included) is a server.
-func waitRouted(t *testing.T, addr string) {
-	t.Helper()
-	start := time.Now()
-	var last error
-	err := poll(context.Background(), 30*time.Second, func() (bool, error) {
-		last = answers(addr)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("no redis server answers at %s: %v (%v)", addr, last, err)
-	}
-	if waited := time.Since(start); waited > 100*time.Millisecond {
-		t.Logf("the NodePort %s routed to the database %v after Ensure returned", addr, waited.Round(time.Millisecond))
-	}
-}
-
+// answers reports whether a redis server answers at addr: any answer to an
+// unauthenticated PING (NOAUTH included) is a server.
 func answers(addr string) error {
 	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {

@@ -19,9 +19,9 @@ import (
 )
 
 // internalEndpoint is the database's running server as clouddb's own user, on its pod's
-// address.
+// address: its primary's, whose replica gets what is written there.
 func (d *Driver) internalEndpoint(ctx context.Context, databaseID int) (redisdata.Endpoint, error) {
-	pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, podName(databaseID), metav1.GetOptions{})
+	pod, err := d.primaryPod(ctx, databaseID)
 	if err != nil {
 		return redisdata.Endpoint{}, fmt.Errorf("database %d: %w", databaseID, err)
 	}

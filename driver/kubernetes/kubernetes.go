@@ -1,14 +1,15 @@
 // Package kubernetes is the data-plane driver that runs each database as Kubernetes
-// objects with client-go, in one namespace: a StatefulSet of one redis pod, a Service
-// that is its endpoint (a NodePort on the database's port), and a Secret with its
+// objects with client-go, in one namespace: a StatefulSet of one redis pod (two with
+// replication: a primary and its replica, see replication.go), a Service that is its
+// endpoint (a NodePort on the database's port, to the primary), and a Secret with its
 // redis.conf (the password, clouddb's own user, the ACL users). The Service and the
 // Secret are owned by the StatefulSet, so that deleting it removes them; the data lives
 // on a PersistentVolumeClaim of the StatefulSet when the database persists, and in the
 // pod (an emptyDir) otherwise. Every object carries the labels LabelManagedBy and
 // LabelDatabase, by which a restarted clouddb finds what exists.
 //
-// Not supported yet, with an explicit error: more than one shard, replication, OSS
-// Cluster, TLS and replicaOf sources.
+// Not supported yet, with an explicit error: more than one shard, OSS Cluster, TLS and
+// replicaOf sources.
 package kubernetes
 
 import (
@@ -125,9 +126,6 @@ func New(cfg Config) (*Driver, error) {
 // Name is the name of the StatefulSet, Service and Secret of a database.
 func Name(databaseID int) string { return "clouddb-db-" + strconv.Itoa(databaseID) }
 
-// podName is the name of the database's one pod (ordinal 0 of its StatefulSet).
-func podName(databaseID int) string { return Name(databaseID) + "-0" }
-
 func labels(databaseID int) map[string]string {
 	return map[string]string{LabelManagedBy: ManagedBy, LabelDatabase: strconv.Itoa(databaseID), labelName: "redis"}
 }
@@ -156,9 +154,6 @@ func (d *Driver) supported(in clouddb.Instance) error {
 	var not []string
 	if in.Shards > 1 {
 		not = append(not, "more than one shard")
-	}
-	if in.Replication {
-		not = append(not, "replication")
 	}
 	if in.OSSCluster {
 		not = append(not, "OSS Cluster")
@@ -196,8 +191,10 @@ func (d *Driver) image(in clouddb.Instance) (string, error) {
 func persistent(in clouddb.Instance) bool { return in.DataPersistence != "none" }
 
 // Ensure makes the database run as in says: it creates its objects, or changes them and
-// the live server (size, policy, persistence settings, password, users) without a restart,
-// and waits until the pod is Ready and answers an authenticated PING.
+// the live servers (size, policy, persistence settings, password, users) without a
+// restart; with replication, it chooses the primary, promotes it and has the other node
+// follow it (see ensureNodes). It waits until the pods are Ready and answer an
+// authenticated PING, and the public endpoint reaches the primary.
 func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err := d.supported(in); err != nil {
 		return err
@@ -219,34 +216,51 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if hasClaim(sts) != persistent(in) {
 		return fmt.Errorf("database %d: changing data persistence between none and a persistent one (its volume): %w", in.DatabaseID, ErrNotSupported)
 	}
+	// The Service first: a replicated database's Secret names its ClusterIP.
+	if _, err = d.applyService(ctx, in, sts, nil); err != nil {
+		return err
+	}
 	secret, err := d.applySecret(ctx, in, sts)
 	if err != nil {
 		return err
 	}
-	if err = d.applyService(ctx, in, sts); err != nil {
-		return err
-	}
 	oldLimit := containerMemory(sts)
 	want := d.statefulSet(in, img)
+	// Replication turned off: the replica goes only once the node that stays is the
+	// primary with every write (see ensureNodes).
+	nodes := *want.Spec.Replicas
+	if sts.Spec.Replicas != nil && *sts.Spec.Replicas > nodes {
+		nodes = *sts.Spec.Replicas
+	}
 	if err = d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
-		if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 1 && templateEqual(sts, want) {
+		if sts.Spec.Replicas != nil && *sts.Spec.Replicas == nodes && templateEqual(sts, want) {
 			return false
 		}
-		sts.Spec.Replicas = want.Spec.Replicas
+		sts.Spec.Replicas = ptr(nodes)
 		sts.Spec.Template = want.Spec.Template
 		return true
 	}); err != nil {
 		return fmt.Errorf("database %d: updating its statefulset: %w", in.DatabaseID, err)
 	}
-	pod, err := d.waitReady(ctx, in.DatabaseID)
+	internal := string(secret.Data[keyInternal])
+	if nodes > 1 {
+		return d.ensureNodes(ctx, in, internal, oldLimit, int(nodes))
+	}
+	pod, err := d.waitReady(ctx, in.DatabaseID, 0)
 	if err != nil {
 		return err
 	}
 	// Onto the running server: the template changes only the pods to come (OnDelete).
-	if err := d.applyLive(ctx, in, pod, string(secret.Data[keyInternal]), oldLimit); err != nil {
+	if err = d.applyLive(ctx, in, pod, internal, oldLimit); err != nil {
 		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
 	}
-	return nil
+	// Its one pod, whatever its label (a turning off of replication cut short).
+	if _, err = d.applyService(ctx, in, sts, ptr(false)); err != nil {
+		return err
+	}
+	c := client(pod, internal)
+	defer c.Close()
+	return d.waitEndpoint(ctx, in, c, "")
 }
 
 // create makes the StatefulSet with no pod, then its Secret and Service owned by it; the

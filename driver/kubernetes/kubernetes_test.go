@@ -597,11 +597,10 @@ func TestNotSupported(t *testing.T) {
 	d := newDriver(t, cluster.client, cluster.ns)
 	base := instance(t, 104, "none")
 	for name, change := range map[string]func(*clouddb.Instance){
-		"shards":      func(in *clouddb.Instance) { in.Shards, in.OSSCluster = 2, true },
-		"replication": func(in *clouddb.Instance) { in.Replication = true },
-		"tls":         func(in *clouddb.Instance) { in.TLS = &clouddb.InstanceTLS{} },
-		"replicaOf":   func(in *clouddb.Instance) { in.ReplicaOf = []clouddb.RedisEndpoint{{Addr: "127.0.0.1:1"}} },
-		"version":     func(in *clouddb.Instance) { in.RedisVersion = "6.2" },
+		"shards":    func(in *clouddb.Instance) { in.Shards, in.OSSCluster = 2, true },
+		"tls":       func(in *clouddb.Instance) { in.TLS = &clouddb.InstanceTLS{} },
+		"replicaOf": func(in *clouddb.Instance) { in.ReplicaOf = []clouddb.RedisEndpoint{{Addr: "127.0.0.1:1"}} },
+		"version":   func(in *clouddb.Instance) { in.RedisVersion = "6.2" },
 	} {
 		in := base
 		change(&in)

@@ -132,7 +132,9 @@ func (d *Driver) applyUsers(ctx context.Context, c *redis.Client, in clouddb.Ins
 }
 
 // Running reports whether the database's pod is Ready, has the memory the instance's
-// size needs and answers an authenticated PING. A pod that cannot run is an error that says why.
+// size needs and answers an authenticated PING; with replication, whether both pods do
+// and play their parts (see runningNodes). A pod that cannot run is an error that says
+// why.
 func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error) {
 	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -141,10 +143,13 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if err != nil {
 		return false, fmt.Errorf("database %d: %w", in.DatabaseID, err)
 	}
-	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 1 || containerMemory(sts) != memoryLimit(in.MaxMemoryBytes) {
+	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != nodeCount(in) || containerMemory(sts) != memoryLimit(in.MaxMemoryBytes) {
 		return false, nil
 	}
-	pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, podName(in.DatabaseID), metav1.GetOptions{})
+	if in.Replication {
+		return d.runningNodes(ctx, in)
+	}
+	pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(in.DatabaseID, 0), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -169,6 +174,10 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	// The configuration the pod starts with is the instance's: its settings, password and
 	// users (Ensure writes it first).
 	if conf, cerr := renderConfig(in, internal); cerr != nil || string(secret.Data[keyConfig]) != string(conf) {
+		return false, nil
+	}
+	// And it starts on its own (REPLICAOF NO ONE), as the primary of no replica.
+	if string(secret.Data[keyPrimaryHost]) != "no" {
 		return false, nil
 	}
 	c := client(pod, internal)

@@ -17,15 +17,15 @@ import (
 	"clouddb/internal/redisconf"
 )
 
-// waitReady waits until the database's pod is Ready, or fails as soon as the pod shows
-// it cannot run (its reason in the error). A pod that runs but is not ready when
-// StartTimeout runs out is ErrServerStarting.
-func (d *Driver) waitReady(ctx context.Context, databaseID int) (*corev1.Pod, error) {
+// waitReady waits until the database's pod of that ordinal is Ready, or fails as soon as
+// the pod shows it cannot run (its reason in the error). A pod that runs but is not
+// ready when StartTimeout runs out is ErrServerStarting.
+func (d *Driver) waitReady(ctx context.Context, databaseID, ordinal int) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 	defer cancel()
 	var last error
 	for {
-		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, podName(databaseID), metav1.GetOptions{})
+		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(databaseID, ordinal), metav1.GetOptions{})
 		switch {
 		case err == nil && pod.DeletionTimestamp == nil:
 			if podReady(pod) && pod.Status.PodIP != "" {
@@ -44,7 +44,7 @@ func (d *Driver) waitReady(ctx context.Context, databaseID int) (*corev1.Pod, er
 		case err == nil:
 			last = fmt.Errorf("pod %s is being deleted", pod.Name)
 		case apierrors.IsNotFound(err):
-			last = fmt.Errorf("pod %s does not exist yet", podName(databaseID))
+			last = fmt.Errorf("pod %s does not exist yet", nodePodName(databaseID, ordinal))
 		case ctx.Err() == nil:
 			last = err
 		}
@@ -84,7 +84,10 @@ var waitingReasons = map[string]bool{
 }
 
 // cannotRun says why the pod cannot run, or "" while it may still come up: a container
-// that waits for a reason that will not pass, or one that ended and is not restarted yet.
+// that waits for a reason that will not pass. A container that ended is not one: the
+// kubelet starts it again at once (a replicated database's crashed primary comes back so,
+// as a replica), and one that keeps failing waits in CrashLoopBackOff, with its last
+// exit's reason and log lines.
 func cannotRun(pod *corev1.Pod) string {
 	for _, cs := range pod.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil && waitingReasons[w.Reason] {
@@ -93,12 +96,9 @@ func cannotRun(pod *corev1.Pod) string {
 				why += ": " + w.Message
 			}
 			if t := cs.LastTerminationState.Terminated; t != nil {
-				why += fmt.Sprintf(" (last exit: %s, code %d)", t.Reason, t.ExitCode)
+				why += fmt.Sprintf(" (last exit: %s, code %d) %s", t.Reason, t.ExitCode, t.Message)
 			}
 			return why
-		}
-		if t := cs.State.Terminated; t != nil {
-			return fmt.Sprintf("container %s terminated: %s, exit code %d %s", cs.Name, t.Reason, t.ExitCode, t.Message)
 		}
 	}
 	if pod.Status.Phase == corev1.PodFailed {

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Stop scales the database's StatefulSet to zero and waits until its pod is gone: redis
-// persists on SIGTERM as configured, and the claim keeps the data.
+// Stop scales the database's StatefulSet to zero and waits until its pods are gone: redis
+// persists on SIGTERM as configured, and the claims keep the data.
 func (d *Driver) Stop(ctx context.Context, databaseID int) error {
 	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
 	sts, err := api.Get(ctx, Name(databaseID), metav1.GetOptions{})
@@ -33,9 +33,9 @@ func (d *Driver) Stop(ctx context.Context, databaseID int) error {
 	}); err != nil {
 		return fmt.Errorf("database %d: scaling its statefulset to 0: %w", databaseID, err)
 	}
-	return d.waitGone(ctx, databaseID, "its pod stops", func(ctx context.Context) (bool, error) {
-		_, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, podName(databaseID), metav1.GetOptions{})
-		return apierrors.IsNotFound(err), ignoreNotFound(err)
+	return d.waitGone(ctx, databaseID, "its pods stop", func(ctx context.Context) (bool, error) {
+		pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(databaseID)})})
+		return err == nil && len(pods.Items) == 0, err
 	})
 }
 

@@ -16,7 +16,9 @@ import (
 )
 
 // applySecret creates or updates the database's Secret: its redis.conf, the tenant's
-// password and clouddb's own, which is made once and then kept.
+// password and clouddb's own, which is made once and then kept, and the primary a
+// starting node replicates (see primaryKeys: the Service's, while sts runs two nodes or
+// the instance wants them).
 func (d *Driver) applySecret(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) (*corev1.Secret, error) {
 	api := d.cfg.Client.CoreV1().Secrets(d.ns)
 	s, err := api.Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
@@ -40,6 +42,11 @@ func (d *Driver) applySecret(ctx context.Context, in clouddb.Instance, sts *apps
 		return nil, err
 	}
 	data := map[string][]byte{keyConfig: conf, keyPassword: []byte(in.Password), keyInternal: []byte(internal)}
+	primary, err := d.primaryKeysOf(ctx, in, sts)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(data, primary)
 	if found && maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) &&
 		maps.Equal(s.Labels, labels(in.DatabaseID)) && len(s.OwnerReferences) == 1 && s.OwnerReferences[0].UID == sts.UID {
 		return s, nil

@@ -15,37 +15,46 @@ import (
 )
 
 // applyService creates or updates the database's NodePort Service: the database's port
-// on every node, to the pod's redis port.
-func (d *Driver) applyService(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) error {
+// on every node, to the pod's redis port; of the primary pod only when primaryOnly is
+// true (see serviceSelector), of every pod when false, and when nil as it is (a new
+// Service: as the instance wants), since only Ensure's choice of the primary moves it.
+func (d *Driver) applyService(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, primaryOnly *bool) (*corev1.Service, error) {
 	api := d.cfg.Client.CoreV1().Services(d.ns)
 	svc, err := api.Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
 	found := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("database %d: reading its service: %w", in.DatabaseID, err)
+		return nil, fmt.Errorf("database %d: reading its service: %w", in.DatabaseID, err)
+	}
+	sel := serviceSelector(in.DatabaseID, in.Replication)
+	switch {
+	case primaryOnly != nil:
+		sel = serviceSelector(in.DatabaseID, *primaryOnly)
+	case found:
+		sel = serviceSelector(in.DatabaseID, svc.Spec.Selector[LabelRole] != "")
 	}
 	port := corev1.ServicePort{Name: "redis", Protocol: corev1.ProtocolTCP, Port: redisPort, TargetPort: intstr.FromInt32(redisPort), NodePort: int32(in.Port)}
 	if found {
 		if svc.Spec.Type == corev1.ServiceTypeNodePort && len(svc.Spec.Ports) == 1 && svc.Spec.Ports[0].NodePort == port.NodePort &&
-			maps.Equal(svc.Spec.Selector, selector(in.DatabaseID)) && len(svc.OwnerReferences) == 1 && svc.OwnerReferences[0].UID == sts.UID {
-			return nil
+			maps.Equal(svc.Spec.Selector, sel) && len(svc.OwnerReferences) == 1 && svc.OwnerReferences[0].UID == sts.UID {
+			return svc, nil
 		}
 	} else {
 		svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: Name(in.DatabaseID), Namespace: d.ns}}
 	}
 	svc.Labels, svc.OwnerReferences = labels(in.DatabaseID), ownedBy(sts)
 	svc.Spec.Type = corev1.ServiceTypeNodePort
-	svc.Spec.Selector = selector(in.DatabaseID)
+	svc.Spec.Selector = sel
 	svc.Spec.Ports = []corev1.ServicePort{port}
 	if found {
-		_, err = api.Update(ctx, svc, metav1.UpdateOptions{})
+		svc, err = api.Update(ctx, svc, metav1.UpdateOptions{})
 	} else {
-		_, err = api.Create(ctx, svc, metav1.CreateOptions{})
+		svc, err = api.Create(ctx, svc, metav1.CreateOptions{})
 	}
 	if err != nil {
 		if apierrors.IsInvalid(err) {
-			return fmt.Errorf("database %d: its port %d must be a free NodePort of the cluster (its range is 30000-32767 by default: give clouddb a --db-ports range within it): %w", in.DatabaseID, in.Port, err)
+			return nil, fmt.Errorf("database %d: its port %d must be a free NodePort of the cluster (its range is 30000-32767 by default: give clouddb a --db-ports range within it): %w", in.DatabaseID, in.Port, err)
 		}
-		return fmt.Errorf("database %d: writing its service: %w", in.DatabaseID, err)
+		return nil, fmt.Errorf("database %d: writing its service: %w", in.DatabaseID, err)
 	}
-	return nil
+	return svc, nil
 }

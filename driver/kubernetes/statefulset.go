@@ -16,7 +16,7 @@ import (
 	"clouddb"
 )
 
-// statefulSet is the StatefulSet the instance wants, Replicas 1.
+// statefulSet is the StatefulSet the instance wants, with its number of nodes as Replicas.
 func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSet {
 	id := in.DatabaseID
 	limit := resource.NewQuantity(memoryLimit(in.MaxMemoryBytes), resource.BinarySI)
@@ -25,7 +25,8 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 		Name:            "redis",
 		Image:           img,
 		ImagePullPolicy: d.cfg.ImagePullPolicy,
-		Command:         []string{"redis-server", confDir + "/" + confFile},
+		Command:         serverCommand(),
+		Env:             primaryEnv(in.DatabaseID),
 		Ports:           []corev1.ContainerPort{{Name: "redis", ContainerPort: redisPort}},
 		Resources:       corev1.ResourceRequirements{Requests: res, Limits: res},
 		// A size change resizes the running container (see applyLive), not restart it.
@@ -80,7 +81,7 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: Name(id), Namespace: d.ns, Labels: labels(id)},
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr(int32(1)),
+			Replicas:    ptr(nodeCount(in)),
 			ServiceName: Name(id),
 			Selector:    &metav1.LabelSelector{MatchLabels: selector(id)},
 			// OnDelete: a changed template (a new size) never restarts the server, which may
@@ -149,7 +150,7 @@ func templateEqual(have, want *appsv1.StatefulSet) bool {
 	if len(h) != 1 || len(w) != 1 {
 		return false
 	}
-	return h[0].Image == w[0].Image && slices.Equal(h[0].Command, w[0].Command) &&
+	return h[0].Image == w[0].Image && slices.Equal(h[0].Command, w[0].Command) && envEqual(h[0].Env, w[0].Env) &&
 		h[0].Resources.Limits.Memory().Cmp(*w[0].Resources.Limits.Memory()) == 0 &&
 		h[0].Resources.Requests.Memory().Cmp(*w[0].Resources.Requests.Memory()) == 0 &&
 		maps.Equal(have.Spec.Template.Labels, want.Spec.Template.Labels)

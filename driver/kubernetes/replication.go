@@ -1,0 +1,609 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"clouddb"
+)
+
+// A replicated database runs two pods of its StatefulSet: one is the primary, which its
+// Service routes to (by the label LabelRole), the other replicates it. Which one is the
+// primary only Ensure decides, never a pod's start: a pod that starts (after a crash, or
+// as a new pod of a non-persistent database, empty) is always a replica of whichever pod
+// the Service routes to, through the Service's ClusterIP (stable, and reached without
+// cluster DNS). Had the crashed primary come back a primary, empty, its replica would
+// have resynced from it and lost every key; a replica of a replica, or of itself, syncs
+// nothing (redis refuses SYNC while its own link is down), so both keep what they hold
+// until Ensure promotes the node that holds the most.
+//
+// The pod learns what to replicate at each start from two keys of the database's Secret,
+// through environment variables (see serverCommand): the kubelet reads them at each
+// container start from its watch of the Secret, so that a change is seen at once, where a
+// mounted file would follow it up to a minute later.
+
+// LabelRole marks the pod of a replicated database that serves as its primary: the
+// database's Service selects it.
+const (
+	LabelRole   = "clouddb.io/role"
+	rolePrimary = "primary"
+)
+
+// Keys of a database's Secret: the host and port of the primary a starting node
+// replicates, "no" and "one" for a database of one node (redis' REPLICAOF NO ONE).
+const (
+	keyPrimaryHost = "primary-host"
+	keyPrimaryPort = "primary-port"
+	envPrimaryHost = "CLOUDDB_PRIMARY_HOST"
+	envPrimaryPort = "CLOUDDB_PRIMARY_PORT"
+)
+
+// nodeCount is the number of pods the instance runs: a primary and, with replication, a
+// replica.
+func nodeCount(in clouddb.Instance) int32 {
+	if in.Replication {
+		return 2
+	}
+	return 1
+}
+
+// serverCommand runs redis-server on the database's config, replicating what the
+// Secret's primary keys say (Kubernetes expands $(VAR) in a command: the image needs no
+// shell).
+func serverCommand() []string {
+	return []string{"redis-server", confDir + "/" + confFile,
+		"--replicaof", "$(" + envPrimaryHost + ")", "$(" + envPrimaryPort + ")"}
+}
+
+func primaryEnv(databaseID int) []corev1.EnvVar {
+	ref := func(key string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: Name(databaseID)}, Key: key,
+		}}
+	}
+	return []corev1.EnvVar{
+		{Name: envPrimaryHost, ValueFrom: ref(keyPrimaryHost)},
+		{Name: envPrimaryPort, ValueFrom: ref(keyPrimaryPort)},
+	}
+}
+
+func envEqual(have, want []corev1.EnvVar) bool {
+	return slices.EqualFunc(have, want, func(a, b corev1.EnvVar) bool {
+		return a.Name == b.Name && a.Value == b.Value && (a.ValueFrom == nil) == (b.ValueFrom == nil) &&
+			(a.ValueFrom == nil || a.ValueFrom.SecretKeyRef != nil && b.ValueFrom.SecretKeyRef != nil &&
+				a.ValueFrom.SecretKeyRef.Name == b.ValueFrom.SecretKeyRef.Name && a.ValueFrom.SecretKeyRef.Key == b.ValueFrom.SecretKeyRef.Key)
+	})
+}
+
+// primaryKeys are the Secret's primary keys for a database that runs replicated (two
+// nodes, or two until the replica goes) behind svc.
+func primaryKeys(replicated bool, svc *corev1.Service) (map[string][]byte, error) {
+	if !replicated {
+		return map[string][]byte{keyPrimaryHost: []byte("no"), keyPrimaryPort: []byte("one")}, nil
+	}
+	if net.ParseIP(svc.Spec.ClusterIP) == nil {
+		return nil, fmt.Errorf("its service %s has no cluster IP (%q) for its replicas to reach the primary by", svc.Name, svc.Spec.ClusterIP)
+	}
+	return map[string][]byte{keyPrimaryHost: []byte(svc.Spec.ClusterIP), keyPrimaryPort: []byte(strconv.Itoa(redisPort))}, nil
+}
+
+// serviceSelector is the selector of the database's Service: its pods, and only the
+// primary when it runs replicated.
+func serviceSelector(databaseID int, replicated bool) map[string]string {
+	s := selector(databaseID)
+	if replicated {
+		s[LabelRole] = rolePrimary
+	}
+	return s
+}
+
+// nodePodName is the name of the database's pod of that ordinal.
+func nodePodName(databaseID, ordinal int) string {
+	return Name(databaseID) + "-" + strconv.Itoa(ordinal)
+}
+
+// nodeState is what Ensure reads of a node to choose the primary.
+type nodeState struct {
+	labelled   bool // it carries LabelRole=primary
+	master     bool
+	offset     int64 // master_repl_offset: how far in the replication stream its data is
+	keys       int64
+	masterHost string // the primary it replicates, "" for a master
+	linkUp     bool
+	runID      string
+}
+
+// elect chooses the primary among the nodes (by ordinal): the labelled node while it
+// serves as a master, since clients write to it; else a master (a node of a database
+// that was not replicated, or promoted by an Ensure cut short) with the most data; else
+// the node with the most data, the labelled one and then the lowest ordinal on a tie
+// (a new database, or one started again: each starts as a replica).
+func elect(nodes []nodeState) int {
+	for i, n := range nodes {
+		if n.labelled && n.master {
+			return i
+		}
+	}
+	masters := slices.ContainsFunc(nodes, func(n nodeState) bool { return n.master })
+	best := -1
+	for i, n := range nodes {
+		if masters && !n.master {
+			continue
+		}
+		if best < 0 || more(n, nodes[best]) {
+			best = i
+		}
+	}
+	return best
+}
+
+// more reports whether a holds more data than b, the labelled one on a tie.
+func more(a, b nodeState) bool {
+	if a.offset != b.offset {
+		return a.offset > b.offset
+	}
+	if a.keys != b.keys {
+		return a.keys > b.keys
+	}
+	return a.labelled && !b.labelled
+}
+
+// readState reads a node's role, replication offset and number of keys.
+func readState(ctx context.Context, c *redis.Client, pod *corev1.Pod) (nodeState, error) {
+	s := nodeState{labelled: pod.Labels[LabelRole] == rolePrimary}
+	if err := ping(ctx, c); err != nil {
+		return s, fmt.Errorf("PING: %w", err)
+	}
+	info, err := c.Info(ctx, "replication", "server").Result()
+	if err != nil {
+		return s, fmt.Errorf("INFO: %w", err)
+	}
+	s.master = infoField(info, "role") == "master"
+	if s.offset, err = strconv.ParseInt(infoField(info, "master_repl_offset"), 10, 64); err != nil {
+		return s, fmt.Errorf("INFO replication: master_repl_offset: %w", err)
+	}
+	if !s.master {
+		s.masterHost = infoField(info, "master_host")
+		s.linkUp = infoField(info, "master_link_status") == "up"
+	}
+	s.runID = infoField(info, "run_id")
+	if s.keys, err = c.DBSize(ctx).Result(); err != nil {
+		return s, fmt.Errorf("DBSIZE: %w", err)
+	}
+	return s, nil
+}
+
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// ensureNodes is Ensure of a database of n > 1 pods (replicated, or whose replication is
+// being turned off): it waits for its pods, chooses the primary and promotes it, has the
+// other follow it, points the Service at it, and applies the instance live to each node.
+// Turning replication off makes node 0 the primary first (a switchover that waits for it
+// to have every write), then lets node 1 go.
+func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, internal string, oldLimit int64, n int) error {
+	id := in.DatabaseID
+	pods := make([]*corev1.Pod, n)
+	clients := make([]*redis.Client, n)
+	states := make([]nodeState, n)
+	for i := range n {
+		pod, c, s, err := d.readNode(ctx, id, i, internal)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		pods[i], clients[i], states[i] = pod, c, s
+	}
+	p := elect(states)
+	if !states[p].master {
+		if err := clients[p].Do(ctx, "replicaof", "no", "one").Err(); err != nil {
+			return fmt.Errorf("database %d: promoting pod %s: REPLICAOF NO ONE: %w", id, pods[p].Name, err)
+		}
+		d.log.Warn("no node of a replicated database served as its primary: promoted the one with the most data",
+			"database_id", id, "pod", pods[p].Name, "offset", states[p].offset, "keys", states[p].keys)
+		states[p].master, states[p].masterHost, states[p].linkUp = true, "", false
+	}
+	if err := d.follow(ctx, in, pods, clients, states, p); err != nil {
+		return err
+	}
+	if !in.Replication && p != 0 {
+		if err := d.switchover(ctx, in, pods, clients, p, 0); err != nil {
+			return err
+		}
+		p = 0
+		states[0].master, states[1].master = true, false
+	}
+	if err := d.labelPrimary(ctx, id, pods, p); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if _, err = d.applyService(ctx, in, sts, ptr(true)); err != nil {
+		return err
+	}
+	if !in.Replication {
+		return d.dropReplica(ctx, in, pods[0], internal, oldLimit)
+	}
+	for _, pod := range pods {
+		if err := d.applyLive(ctx, in, pod, internal, oldLimit); err != nil {
+			return fmt.Errorf("database %d: pod %s: %w", id, pod.Name, err)
+		}
+	}
+	if err := d.waitSynced(ctx, in, pods, clients, p); err != nil {
+		return err
+	}
+	return d.waitEndpoint(ctx, in, clients[p], states[p].runID)
+}
+
+// readNode waits until the node's pod is Ready and its server answers, and reads its
+// state. A pod may still look Ready for a moment after its server died (the kubelet has
+// not seen it yet), so a server that does not answer is asked again, for at most
+// StartTimeout.
+func (d *Driver) readNode(ctx context.Context, databaseID, ordinal int, internal string) (*corev1.Pod, *redis.Client, nodeState, error) {
+	deadline := time.Now().Add(d.cfg.StartTimeout)
+	for {
+		pod, err := d.waitReady(ctx, databaseID, ordinal)
+		if err != nil {
+			return nil, nil, nodeState{}, err
+		}
+		c := client(pod, internal)
+		s, err := readState(ctx, c, pod)
+		if err == nil {
+			return pod, c, s, nil
+		}
+		c.Close()
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, nil, nodeState{}, fmt.Errorf("database %d: pod %s: %w", databaseID, pod.Name, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// follow has every node but p replicate p, on p's pod address (the ClusterIP a node
+// starts with routes to p only once the label moved, and not through a connection made
+// before).
+func (d *Driver) follow(ctx context.Context, in clouddb.Instance, pods []*corev1.Pod, clients []*redis.Client, states []nodeState, p int) error {
+	ip := pods[p].Status.PodIP
+	for i := range pods {
+		if i == p || !states[i].master && states[i].masterHost == ip {
+			continue
+		}
+		if err := clients[i].Do(ctx, "replicaof", ip, strconv.Itoa(redisPort)).Err(); err != nil {
+			return fmt.Errorf("database %d: pod %s: REPLICAOF the primary %s: %w", in.DatabaseID, pods[i].Name, pods[p].Name, err)
+		}
+		states[i].master, states[i].masterHost, states[i].linkUp = false, ip, false
+	}
+	return nil
+}
+
+// switchover makes node to, a replica of node from, the primary once it has every write
+// of from (redis' FAILOVER: from pauses its clients' writes until to caught up, then
+// the two swap roles).
+func (d *Driver) switchover(ctx context.Context, in clouddb.Instance, pods []*corev1.Pod, clients []*redis.Client, from, to int) error {
+	id := in.DatabaseID
+	if err := d.waitSynced(ctx, in, pods, clients, from); err != nil {
+		return err
+	}
+	err := clients[from].Do(ctx, "failover", "to", pods[to].Status.PodIP, strconv.Itoa(redisPort), "timeout", "10000").Err()
+	if err != nil {
+		return fmt.Errorf("database %d: FAILOVER from pod %s to pod %s: %w", id, pods[from].Name, pods[to].Name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for {
+		role, err := clients[to].Do(ctx, "role").Slice()
+		if err == nil && len(role) > 0 && role[0] == "master" {
+			d.log.Info("switched a database's primary over to its first node, whose replica goes", "database_id", id, "pod", pods[to].Name)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("database %d: FAILOVER from pod %s to pod %s: not done: %w", id, pods[from].Name, pods[to].Name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// labelPrimary moves LabelRole onto pods[p] alone: off the others first, so that the
+// Service never routes to two servers.
+func (d *Driver) labelPrimary(ctx context.Context, databaseID int, pods []*corev1.Pod, p int) error {
+	api := d.cfg.Client.CoreV1().Pods(d.ns)
+	for i, pod := range pods {
+		if i == p || pod.Labels[LabelRole] == "" {
+			continue
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, LabelRole)
+		if _, err := api.Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("taking the primary's label off pod %s: %w", pod.Name, err)
+		}
+	}
+	if pods[p].Labels[LabelRole] == rolePrimary {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, LabelRole, rolePrimary)
+	if _, err := api.Patch(ctx, pods[p].Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("labelling pod %s the primary: %w", pods[p].Name, err)
+	}
+	d.log.Info("a database's endpoint routes to a new primary", "database_id", databaseID, "pod", pods[p].Name)
+	return nil
+}
+
+// waitSynced waits until every node but p has its link to p up, for at most
+// StartTimeout; a replica still syncing then is ErrServerStarting.
+func (d *Driver) waitSynced(ctx context.Context, in clouddb.Instance, pods []*corev1.Pod, clients []*redis.Client, p int) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+	defer cancel()
+	ip := pods[p].Status.PodIP
+	for i := range pods {
+		if i == p {
+			continue
+		}
+		for {
+			info, err := clients[i].Info(ctx, "replication").Result()
+			if err == nil && infoField(info, "master_host") == ip && infoField(info, "master_link_status") == "up" {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				why := "its link is not up"
+				if err != nil {
+					why = err.Error()
+				}
+				return fmt.Errorf("database %d: pod %s does not replicate pod %s yet: %s: %w", in.DatabaseID, pods[i].Name, pods[p].Name, why, clouddb.ErrServerStarting)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// dropReplica ends replication turned off: node 0 is the primary (labelled, the Service
+// on it), so node 1 goes; then node 0 starts on its own at its next start, and the
+// Service selects the database's one pod.
+func (d *Driver) dropReplica(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, internal string, oldLimit int64) error {
+	id := in.DatabaseID
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if err = d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
+		if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 1 {
+			return false
+		}
+		sts.Spec.Replicas = ptr(int32(1))
+		return true
+	}); err != nil {
+		return fmt.Errorf("database %d: scaling its statefulset to one pod: %w", id, err)
+	}
+	if err = d.waitGone(ctx, id, "its replica's pod is gone", func(ctx context.Context) (bool, error) {
+		_, gerr := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, 1), metav1.GetOptions{})
+		return apierrors.IsNotFound(gerr), ignoreNotFound(gerr)
+	}); err != nil {
+		return err
+	}
+	if sts, err = d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if _, err = d.applySecret(ctx, in, sts); err != nil {
+		return err
+	}
+	if _, err = d.applyService(ctx, in, sts, ptr(false)); err != nil {
+		return err
+	}
+	d.log.Info("turned a database's replication off: its replica is gone", "database_id", id)
+	if err = d.applyLive(ctx, in, pod, internal, oldLimit); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	c := client(pod, internal)
+	defer c.Close()
+	return d.waitEndpoint(ctx, in, c, "")
+}
+
+// waitEndpoint waits until the database's public endpoint (Config.NodeAddress and its
+// NodePort) reaches the server behind c, for at most StartTimeout: kube-proxy routes a
+// new Service, a new pod, or a Service whose primary changed a moment after the pod is
+// ready. It checks the server's run_id, three times in a row on new connections, so
+// that a route to another server (the primary before a failover) is not taken for it.
+// Without a NodeAddress there is no endpoint to wait for.
+func (d *Driver) waitEndpoint(ctx context.Context, in clouddb.Instance, c *redis.Client, runID string) error {
+	if d.cfg.NodeAddress == "" {
+		return nil
+	}
+	if runID == "" {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return fmt.Errorf("database %d: INFO server: %w", in.DatabaseID, err)
+		}
+		runID = infoField(info, "run_id")
+	}
+	addr := d.PublicEndpoint(in.Port)
+	o := c.Options()
+	// reaches reports whether a new connection to addr reaches the server of runID.
+	reaches := func(ctx context.Context) error {
+		// A plain dial first: a port kube-proxy does not route yet refuses, and go-redis
+		// would log each refusal.
+		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		conn.Close()
+		pc := redis.NewClient(&redis.Options{Addr: addr, Username: o.Username, Password: o.Password, MaxRetries: -1,
+			PoolSize: 1, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, DisableIdentity: true, ContextTimeoutEnabled: true})
+		defer pc.Close()
+		info, err := pc.Info(ctx, "server").Result()
+		if err != nil {
+			return err
+		}
+		if infoField(info, "run_id") != runID {
+			return errors.New("it reaches another server")
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+	defer cancel()
+	for ok := 0; ok < 3; {
+		last := reaches(ctx)
+		if last == nil {
+			ok++
+			continue
+		}
+		ok = 0
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("database %d: its endpoint %s does not reach its server yet: %v: %w", in.DatabaseID, addr, last, clouddb.ErrServerStarting)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// primaryKeysOf are the Secret's primary keys for the instance on sts: replicated while
+// the instance wants it or sts still runs more than one node (a replica whose going waits
+// for the switchover).
+func (d *Driver) primaryKeysOf(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) (map[string][]byte, error) {
+	replicated := in.Replication || sts.Spec.Replicas != nil && *sts.Spec.Replicas > 1
+	if !replicated {
+		return primaryKeys(false, nil)
+	}
+	svc, err := d.cfg.Client.CoreV1().Services(d.ns).Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("database %d: reading its service: %w", in.DatabaseID, err)
+	}
+	keys, err := primaryKeys(true, svc)
+	if err != nil {
+		return nil, fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
+	return keys, nil
+}
+
+// primaryPod is the database's pod labelled its primary, or its first pod when none is
+// (a database that never ran replicated).
+func (d *Driver) primaryPod(ctx context.Context, databaseID int) (*corev1.Pod, error) {
+	sel := metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: serviceSelector(databaseID, true)})
+	pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	switch len(pods.Items) {
+	case 0:
+		return d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(databaseID, 0), metav1.GetOptions{})
+	case 1:
+		return &pods.Items[0], nil
+	}
+	return nil, fmt.Errorf("%d pods are labelled its primary", len(pods.Items))
+}
+
+// runningNodes is Running of a replicated database (its StatefulSet runs two pods):
+// whether its Secret and Service are as Ensure writes them, both pods are Ready with the
+// memory the size needs, exactly one is labelled the primary and serves as a master,
+// the other replicates it with its link up, and both run with the instance's settings
+// and users.
+func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, error) {
+	id := in.DatabaseID
+	n := int(nodeCount(in))
+	pods := make([]*corev1.Pod, n)
+	primary := -1
+	for i := range n {
+		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, i), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("database %d: %w", id, err)
+		}
+		if why := cannotRun(pod); why != "" {
+			return false, fmt.Errorf("database %d: pod %s cannot run: %s", id, pod.Name, why)
+		}
+		if why := unschedulable(pod); why != "" {
+			return false, fmt.Errorf("database %d: pod %s is %s", id, pod.Name, why)
+		}
+		if !podReady(pod) || pod.Status.PodIP == "" || podMemory(pod) < memoryLimit(in.MaxMemoryBytes) {
+			return false, nil
+		}
+		if pod.Labels[LabelRole] == rolePrimary {
+			if primary >= 0 {
+				return false, nil
+			}
+			primary = i
+		}
+		pods[i] = pod
+	}
+	if primary < 0 {
+		return false, nil
+	}
+	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("database %d: reading its secret: %w", id, err)
+	}
+	internal := string(secret.Data[keyInternal])
+	if conf, cerr := renderConfig(in, internal); cerr != nil || string(secret.Data[keyConfig]) != string(conf) {
+		return false, nil
+	}
+	svc, err := d.cfg.Client.CoreV1().Services(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("database %d: reading its service: %w", id, err)
+	}
+	keys, err := primaryKeys(true, svc)
+	if err != nil || !maps.Equal(svc.Spec.Selector, serviceSelector(id, true)) {
+		return false, nil
+	}
+	for k, v := range keys {
+		if string(secret.Data[k]) != string(v) {
+			return false, nil
+		}
+	}
+	for i, pod := range pods {
+		ok, err := d.nodeRunning(ctx, in, pod, internal, i == primary, pods[primary].Status.PodIP)
+		if err != nil {
+			d.log.Warn("a database's pod is ready but its state cannot be read", "database_id", id, "pod", pod.Name, "error", err)
+			return false, nil
+		}
+		if !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// nodeRunning reports whether the node plays its part, the primary or the replica of the
+// primary at primaryIP with its link up, with the instance's settings and users.
+func (d *Driver) nodeRunning(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, internal string, primary bool, primaryIP string) (bool, error) {
+	c := client(pod, internal)
+	defer c.Close()
+	s, err := readState(ctx, c, pod)
+	if err != nil {
+		return false, err
+	}
+	if primary != s.master || !primary && (s.masterHost != primaryIP || !s.linkUp) {
+		return false, nil
+	}
+	return liveAsAsked(ctx, c, in)
+}

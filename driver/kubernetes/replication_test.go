@@ -1,0 +1,218 @@
+package kubernetes_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"clouddb/driver/kubernetes"
+)
+
+// TestFailoverBehindClouddbsBack: the primary of a replicated database that is not
+// persistent dies while clouddb is not looking, and Kubernetes starts it again, empty,
+// before any Ensure: first in the same pod (its server killed), then as a new pod (the
+// pod deleted). Neither time does the replica lose a key to the empty node; Running
+// says the database needs Ensure, and Ensure promotes the replica, moves the primary's
+// label and with it the Service, and has the empty node follow the new primary.
+func TestFailoverBehindClouddbsBack(t *testing.T) {
+	needCluster(t)
+	ctx := ctxFor(t, 6*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 111, "none")
+	in.Replication = true
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	name := kubernetes.Name(in.DatabaseID)
+	requirePrimary(t, ctx, in.DatabaseID, name+"-0")
+
+	tenant := connect(t, d, in, "", in.Password)
+	for i := range 300 {
+		if err := tenant.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := tenant.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 = %d, %v; want the replica's acknowledgement", n, err)
+	}
+	internal := internalPassword(t, ctx, in.DatabaseID)
+
+	for round, kill := range []struct {
+		name string
+		do   func(primary *corev1.Pod)
+		back func(primary, p *corev1.Pod) bool
+	}{
+		{"its server killed", func(primary *corev1.Pod) {
+			killServer(t, ctx, cluster.ns, primary.Name)
+		}, func(primary, p *corev1.Pod) bool { return p.UID == primary.UID && restarts(p) > restarts(primary) }},
+		{"its pod deleted", func(primary *corev1.Pod) {
+			if err := cluster.client.CoreV1().Pods(cluster.ns).Delete(ctx, primary.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+				t.Fatal(err)
+			}
+		}, func(primary, p *corev1.Pod) bool { return p.UID != primary.UID }},
+	} {
+		primaryName := servingPod(t, ctx, cluster.ns, in.DatabaseID)
+		primary := podNamed(t, ctx, primaryName)
+		replica := podNamed(t, ctx, otherPod(name, primaryName))
+		kill.do(primary)
+		start := time.Now()
+		var back *corev1.Pod
+		if err := poll(ctx, 90*time.Second, func() (bool, error) {
+			p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, primaryName, metav1.GetOptions{})
+			back = p
+			return err == nil && kill.back(primary, p) && ready(p), nil
+		}); err != nil {
+			t.Fatalf("round %d (%s): the primary's pod did not come back: %v", round, kill.name, err)
+		}
+		t.Logf("round %d (%s): the primary's pod was back and ready in %v", round, kill.name, time.Since(start).Round(time.Millisecond))
+		// Time for a full sync of the replica from the empty node, had it started a primary.
+		time.Sleep(3 * time.Second)
+		r := redisClient(t, replica.Status.PodIP+":6379", "clouddb-internal", internal)
+		if n, err := r.DBSize(ctx).Result(); err != nil || n != 300 {
+			t.Fatalf("round %d (%s): the replica holds %d keys (%v) before Ensure, want 300", round, kill.name, n, err)
+		}
+		b := redisClient(t, back.Status.PodIP+":6379", "clouddb-internal", internal)
+		if role := roleOf(t, ctx, b); role != "slave" {
+			t.Fatalf("round %d (%s): the node back after the crash is a %s, want a replica", round, kill.name, role)
+		}
+		if up, err := d.Running(ctx, in); err != nil || up {
+			t.Fatalf("round %d (%s): Running before Ensure = %v, %v; want false, nil", round, kill.name, up, err)
+		}
+
+		ensureRunning(t, ctx, d, in)
+		requirePrimary(t, ctx, in.DatabaseID, replica.Name)
+		if got := servingPod(t, ctx, cluster.ns, in.DatabaseID); got != replica.Name {
+			t.Fatalf("round %d (%s): the service routes to %s, want the promoted %s", round, kill.name, got, replica.Name)
+		}
+		tenant = connect(t, d, in, "", in.Password)
+		if n, err := tenant.DBSize(ctx).Result(); err != nil || n != 300 {
+			t.Fatalf("round %d (%s): the endpoint's server holds %d keys (%v), want 300", round, kill.name, n, err)
+		}
+		if role := roleOf(t, ctx, tenant); role != "master" {
+			t.Fatalf("round %d (%s): the endpoint reaches a %s", round, kill.name, role)
+		}
+		if n, err := b.DBSize(ctx).Result(); err != nil || n != 300 {
+			t.Fatalf("round %d (%s): the new replica holds %d keys (%v), want 300 (Ensure returns once it synced)", round, kill.name, n, err)
+		}
+	}
+}
+
+// requirePrimary checks that the database's pod named want alone carries the primary's
+// label.
+func requirePrimary(t *testing.T, ctx context.Context, id int, want string) {
+	t.Helper()
+	pods, err := cluster.client.CoreV1().Pods(cluster.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: kubernetes.LabelDatabase + "=" + strconv.Itoa(id) + "," + kubernetes.LabelRole + "=primary",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 || pods.Items[0].Name != want {
+		var names []string
+		for _, p := range pods.Items {
+			names = append(names, p.Name)
+		}
+		t.Fatalf("pods labelled the primary: %v, want %s", names, want)
+	}
+}
+
+func podNamed(t *testing.T, ctx context.Context, name string) *corev1.Pod {
+	t.Helper()
+	p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// otherPod is the name of the other pod of a replicated database's StatefulSet name.
+func otherPod(name, pod string) string {
+	if strings.HasSuffix(pod, "-0") {
+		return name + "-1"
+	}
+	return name + "-0"
+}
+
+func roleOf(t *testing.T, ctx context.Context, c *redis.Client) string {
+	t.Helper()
+	text, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(text, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "role:"); ok {
+			return v
+		}
+	}
+	t.Fatal("INFO replication has no role")
+	return ""
+}
+
+// TestReplicationOffKeepsData: a replicated database whose primary is its second node
+// (after a failover) turned back to one node keeps every key on its first, which serves
+// the endpoint alone; turned on again, a new replica syncs.
+func TestReplicationOffKeepsData(t *testing.T) {
+	needCluster(t)
+	ctx := ctxFor(t, 5*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 112, "none")
+	in.Replication = true
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	name := kubernetes.Name(in.DatabaseID)
+	tenant := connect(t, d, in, "", in.Password)
+	if err := tenant.Set(ctx, "before", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := tenant.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 = %d, %v", n, err)
+	}
+	killServer(t, ctx, cluster.ns, name+"-0")
+	ensureRunning(t, ctx, d, in)
+	requirePrimary(t, ctx, in.DatabaseID, name+"-1")
+	tenant = connect(t, d, in, "", in.Password)
+	// Written on node 1 just before the switch back, unacknowledged.
+	for i := range 100 {
+		if err := tenant.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	in.Replication = false
+	if up, err := d.Running(ctx, in); err != nil || up {
+		t.Fatalf("Running with replication off before Ensure = %v, %v; want false, nil", up, err)
+	}
+	ensureRunning(t, ctx, d, in)
+	if _, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name+"-1", metav1.GetOptions{}); err == nil {
+		t.Fatal("the replica's pod is still there")
+	}
+	tenant = connect(t, d, in, "", in.Password)
+	if n, err := tenant.DBSize(ctx).Result(); err != nil || n != 101 {
+		t.Fatalf("the database holds %d keys (%v), want 101", n, err)
+	}
+	if got := servingPod(t, ctx, cluster.ns, in.DatabaseID); got != name+"-0" {
+		t.Fatalf("the service routes to %s", got)
+	}
+	if role := roleOf(t, ctx, tenant); role != "master" {
+		t.Fatalf("node 0 is a %s", role)
+	}
+	svc, err := cluster.client.CoreV1().Services(cluster.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := svc.Spec.Selector[kubernetes.LabelRole]; ok {
+		t.Fatalf("the service of a database of one node selects by role: %v", svc.Spec.Selector)
+	}
+
+	in.Replication = true
+	ensureRunning(t, ctx, d, in)
+	tenant = connect(t, d, in, "", in.Password)
+	if n, err := tenant.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 after replication was turned on again = %d, %v", n, err)
+	}
+}
