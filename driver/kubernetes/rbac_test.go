@@ -81,6 +81,7 @@ func TestRBAC(t *testing.T) {
 
 	d := newDriver(t, sa, ns.Name)
 	in := instance(t, 201, "snapshot-every-1-hour")
+	in.Replication = true // its primary is labelled (a patch of the pod)
 	if err := d.Ensure(ctx, in); err != nil {
 		t.Fatalf("Ensure with the Role's rights: %v", err)
 	}
