@@ -29,8 +29,8 @@ func init() { conformancePort.Store(30200) }
 // TestConformance runs the drivers' conformance suite on the Kubernetes driver. Each
 // case's driver has a namespace of its own (made for it, deleted after it, not waited
 // for), so that it holds no database at first and the cases run in parallel. The
-// driver refuses replication, OSS Cluster, TLS and replicaOf sources (ErrNotSupported):
-// those cases skip, as do those of the optional interfaces it does not implement.
+// driver refuses replication and OSS Cluster (ErrNotSupported): those cases skip, as do
+// those of the optional interfaces it does not implement.
 func TestConformance(t *testing.T) {
 	needCluster(t)
 	var namespaces sync.Map // *kubernetes.Driver → its namespace, for Reopen
@@ -59,7 +59,11 @@ func TestConformance(t *testing.T) {
 		},
 		Addr: func(t *testing.T, d clouddb.Driver, in clouddb.Instance) string {
 			addr := d.(*kubernetes.Driver).PublicEndpoint(in.Port)
-			waitRouted(t, addr)
+			if in.TLS != nil {
+				waitRoutedTLS(t, addr)
+			} else {
+				waitRouted(t, addr)
+			}
 			return addr
 		},
 		Reopen: func(t *testing.T, d clouddb.Driver) clouddb.Driver {
@@ -73,10 +77,10 @@ func TestConformance(t *testing.T) {
 		Timeout:     3 * time.Minute,
 		Parallel:    true,
 		Persistence: true,
-		// PersistenceChange false: a StatefulSet's volume claims are fixed at its
-		// creation, and moving a live database's data onto a new one is not built yet
-		// (Ensure refuses the change with ErrNotSupported).
-		PersistenceChange: false,
+		// A new StatefulSet, the data moved over (see persistence.go).
+		PersistenceChange: true,
+		TLS:               true,
+		CA:                testCA.CertificatePEM(),
 	})
 }
 

@@ -14,12 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"clouddb"
-	"clouddb/internal/redisconf"
 	"clouddb/redisdata"
 )
 
 // internalEndpoint is the database's running server as clouddb's own user, on its pod's
-// address.
+// address (see podEndpoint).
 func (d *Driver) internalEndpoint(ctx context.Context, databaseID int) (redisdata.Endpoint, error) {
 	pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, podName(databaseID), metav1.GetOptions{})
 	if err != nil {
@@ -32,13 +31,13 @@ func (d *Driver) internalEndpoint(ctx context.Context, databaseID int) (redisdat
 	if err != nil {
 		return redisdata.Endpoint{}, fmt.Errorf("database %d: reading its secret: %w", databaseID, err)
 	}
-	return redisdata.Endpoint{
-		Addr:     net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(redisPort)),
-		Username: redisconf.InternalUser,
-		Password: string(secret.Data[keyInternal]),
-		// Large RESTOREs of an import must not be cut by the tenants' client memory limit.
-		NoEvict: true,
-	}, nil
+	// Over TLS as the pod serves; NoEvict: large RESTOREs of an import must not be cut
+	// by the tenants' client memory limit.
+	ep, err := d.podEndpoint(pod, secret)
+	if err != nil {
+		return redisdata.Endpoint{}, fmt.Errorf("database %d: %w", databaseID, err)
+	}
+	return ep, nil
 }
 
 // Snapshot writes an RDB snapshot of the database's live data to w, taken over the

@@ -163,12 +163,6 @@ func (d *Driver) supported(in clouddb.Instance) error {
 	if in.OSSCluster {
 		not = append(not, "OSS Cluster")
 	}
-	if in.TLS != nil {
-		not = append(not, "TLS")
-	}
-	if len(in.ReplicaOf) > 0 {
-		not = append(not, "replicaOf sources")
-	}
 	if len(not) > 0 {
 		return fmt.Errorf("database %d: %s: %w", in.DatabaseID, strings.Join(not, ", "), ErrNotSupported)
 	}
@@ -178,7 +172,7 @@ func (d *Driver) supported(in clouddb.Instance) error {
 	if in.MaxMemoryBytes <= 0 {
 		return fmt.Errorf("database %d: no memory limit", in.DatabaseID)
 	}
-	return nil
+	return validateTLS(in)
 }
 
 func (d *Driver) image(in clouddb.Instance) (string, error) {
@@ -217,7 +211,10 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
 	}
 	if hasClaim(sts) != persistent(in) {
-		return fmt.Errorf("database %d: changing data persistence between none and a persistent one (its volume): %w", in.DatabaseID, ErrNotSupported)
+		// A volume claim template is immutable: a new StatefulSet (persistence.go).
+		if sts, err = d.changePersistence(ctx, in, sts, img); err != nil {
+			return err
+		}
 	}
 	secret, err := d.applySecret(ctx, in, sts)
 	if err != nil {
@@ -228,6 +225,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	}
 	oldLimit := containerMemory(sts)
 	want := d.statefulSet(in, img)
+	withTLS(want, in, secret.Data)
 	if err = d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
 		if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 1 && templateEqual(sts, want) {
 			return false
@@ -242,8 +240,17 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err != nil {
 		return err
 	}
+	// A pod of another TLS than the template's is replaced, and data saved before a new
+	// pod or StatefulSet is loaded (persistence.go).
+	if pod, err = d.settle(ctx, in, secret, want, pod); err != nil {
+		return err
+	}
+	tc, err := d.podTLS(pod, secret)
+	if err != nil {
+		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
 	// Onto the running server: the template changes only the pods to come (OnDelete).
-	if err := d.applyLive(ctx, in, pod, string(secret.Data[keyInternal]), oldLimit); err != nil {
+	if err := d.applyLive(ctx, in, pod, string(secret.Data[keyInternal]), tc, oldLimit); err != nil {
 		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
 	}
 	return nil

@@ -116,6 +116,7 @@ func newDriver(t *testing.T, c k8s.Interface, ns string) *kubernetes.Driver {
 		StorageClass:    storageClass,
 		StartTimeout:    90 * time.Second,
 		NodeAddress:     nodeIP,
+		CA:              testCA,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,10 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -72,6 +74,10 @@ func (d *Driver) Remove(ctx context.Context, databaseID int) error {
 	bg := metav1.DeletePropagationBackground
 	del := metav1.DeleteOptions{PropagationPolicy: &bg}
 	name := Name(databaseID)
+	// Data saved for a new pod (persistence.go) goes with the database.
+	if err := os.Remove(d.pendingFile(databaseID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("database %d: %w", databaseID, err)
+	}
 	if err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
 		return fmt.Errorf("database %d: deleting its statefulset: %w", databaseID, err)
 	}

@@ -35,11 +35,17 @@ func (d *Driver) applySecret(ctx context.Context, in clouddb.Instance, sts *apps
 			return nil, err
 		}
 	}
-	conf, err := renderConfig(in, internal)
-	if err != nil {
+	data := map[string][]byte{keyPassword: []byte(in.Password), keyInternal: []byte(internal)}
+	var old map[string][]byte
+	if found {
+		old = s.Data
+	}
+	if err = d.addTLSData(in, old, data); err != nil {
 		return nil, err
 	}
-	data := map[string][]byte{keyConfig: conf, keyPassword: []byte(in.Password), keyInternal: []byte(internal)}
+	if data[keyConfig], err = podConfig(in, internal, data); err != nil {
+		return nil, err
+	}
 	if found && maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) &&
 		maps.Equal(s.Labels, labels(in.DatabaseID)) && len(s.OwnerReferences) == 1 && s.OwnerReferences[0].UID == sts.UID {
 		return s, nil
