@@ -80,6 +80,7 @@ func TestConformance(t *testing.T) {
 		// A new StatefulSet, the data moved over (see persistence.go).
 		PersistenceChange: true,
 		TLS:               true,
+		ReplicaOf:         true,
 		CA:                testCA.CertificatePEM(),
 	})
 }

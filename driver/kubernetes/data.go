@@ -93,7 +93,8 @@ func (d *Driver) CopyFrom(ctx context.Context, in clouddb.Instance, src clouddb.
 	defer os.Remove(tmp.Name())
 	ep, own := d.ownEndpoint(ctx, src)
 	if !own {
-		ep = redisdata.Endpoint{Addr: src.Addr, Username: src.Username, Password: src.Password, Dial: d.cfg.DialSource}
+		// Dialled as replicaOf's sources: Config.DialSource's guard, no cluster address.
+		ep = redisdata.Endpoint{Addr: src.Addr, Username: src.Username, Password: src.Password, Dial: d.sourceDial}
 		if src.TLS {
 			ep.TLS = d.sourceTLS()
 		}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -89,15 +90,21 @@ type Config struct {
 	// for the address guard, since users choose those addresses.
 	DialSource func(ctx context.Context, network, addr string) (net.Conn, error)
 	// CA is the installation's certificate authority, which TLS import sources may be
-	// signed by.
+	// signed by, and which issues the certificates of TLS databases.
 	CA clouddb.CertificateAuthority
+	// ClusterNetworks are the cluster's own address ranges (its pod and service
+	// networks): a source a tenant names (replicaOf, an import) there is refused, as are
+	// the node address, the API server's and the addresses of the namespace's pods and
+	// Services, which the driver finds itself.
+	ClusterNetworks []netip.Prefix
 }
 
 // Driver is a clouddb.Driver on a Kubernetes cluster.
 type Driver struct {
-	cfg Config
-	ns  string
-	log *slog.Logger
+	cfg  Config
+	ns   string
+	log  *slog.Logger
+	repl replicators // of the databases that follow sources (replicaof.go)
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -253,7 +260,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err := d.applyLive(ctx, in, pod, string(secret.Data[keyInternal]), tc, oldLimit); err != nil {
 		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
 	}
-	return nil
+	return d.syncSources(ctx, in, pod, secret)
 }
 
 // create makes the StatefulSet with no pod, then its Secret and Service owned by it; the

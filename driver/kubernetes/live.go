@@ -111,6 +111,19 @@ func (d *Driver) applyUsers(ctx context.Context, c *redis.Client, in clouddb.Ins
 	if err := set("default", redisconf.DefaultUser("#"+redisconf.PasswordHash(in.Password), readOnly(in), in.DefaultUserOff)); err != nil {
 		return fmt.Errorf("ACL SETUSER default: %w", err)
 	}
+	return setNamedUsers(ctx, c, in)
+}
+
+// setNamedUsers gives the live server the instance's named users and deletes any other
+// user but the default user and clouddb's own.
+func setNamedUsers(ctx context.Context, c *redis.Client, in clouddb.Instance) error {
+	set := func(name string, rules []string) error {
+		args := []any{"acl", "setuser", name}
+		for _, r := range rules {
+			args = append(args, r)
+		}
+		return c.Do(ctx, args...).Err()
+	}
 	want := map[string]bool{"default": true, redisconf.InternalUser: true}
 	for _, u := range in.Users {
 		want[u.Name] = true
@@ -184,6 +197,9 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	defer c.Close()
 	if err = ping(ctx, c); err != nil {
 		d.log.Warn("a database's pod is ready but does not answer PING", "database_id", in.DatabaseID, "error", err)
+		return false, nil
+	}
+	if !d.following(ctx, in, pod, secret) {
 		return false, nil
 	}
 	// And the live server runs with them: Ensure applies them after it wrote them.

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"clouddb"
@@ -180,10 +179,7 @@ func (d *Driver) loadPending(ctx context.Context, in clouddb.Instance, pod *core
 	d.log.Info("loaded a database's data into its new pod", "database_id", id)
 	if !persistent(in) {
 		// The claim of the StatefulSet of before, which the data no longer needs.
-		err = d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).Delete(ctx, claimName(id), metav1.DeleteOptions{})
-		if ignoreNotFound(err) != nil {
-			return fmt.Errorf("database %d: deleting its former claim: %w", id, err)
-		}
+		return d.deleteClaim(ctx, id)
 	}
 	return nil
 }
@@ -202,7 +198,10 @@ func (d *Driver) settle(ctx context.Context, in clouddb.Instance, secret *corev1
 	if err := d.saveForRestart(ctx, in, pod, secret); err != nil {
 		return nil, err
 	}
-	if err := d.deletePod(ctx, id, pod.UID); err != nil {
+	if err := d.scale(ctx, id, 0); err != nil {
+		return nil, err
+	}
+	if err := d.scale(ctx, id, 1); err != nil {
 		return nil, err
 	}
 	pod, err := d.waitReady(ctx, id)
@@ -219,24 +218,47 @@ func (d *Driver) settle(ctx context.Context, in clouddb.Instance, secret *corev1
 	return pod, nil
 }
 
-// deletePod deletes the pod of UID uid and waits until it is gone.
-func (d *Driver) deletePod(ctx context.Context, id int, uid types.UID) error {
-	api := d.cfg.Client.CoreV1().Pods(d.ns)
-	err := api.Delete(ctx, podName(id), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if ignoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-		return fmt.Errorf("database %d: deleting its pod: %w", id, err)
+// scale sets the database's StatefulSet's replicas to n; to 0, it waits until the pod
+// is gone. A pod is replaced so, not deleted: the driver's role may not delete pods.
+func (d *Driver) scale(ctx context.Context, id int, n int32) error {
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
 	}
-	return d.waitGone(ctx, id, "its old pod is gone", func(ctx context.Context) (bool, error) {
-		p, err := api.Get(ctx, podName(id), metav1.GetOptions{})
-		return apierrors.IsNotFound(err) || (err == nil && p.UID != uid), ignoreNotFound(err)
+	if err = d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
+		if sts.Spec.Replicas != nil && *sts.Spec.Replicas == n {
+			return false
+		}
+		sts.Spec.Replicas = ptr(n)
+		return true
+	}); err != nil {
+		return fmt.Errorf("database %d: scaling its statefulset to %d: %w", id, n, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	return d.waitGone(ctx, id, "its pod is gone", func(ctx context.Context) (bool, error) {
+		_, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, podName(id), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), ignoreNotFound(err)
 	})
+}
+
+// deleteClaim deletes the database's claim, if any (by a collection: the driver's role
+// deletes claims so only).
+func (d *Driver) deleteClaim(ctx context.Context, id int) error {
+	err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{FieldSelector: "metadata.name=" + claimName(id)})
+	if err != nil {
+		return fmt.Errorf("database %d: deleting its claim: %w", id, err)
+	}
+	return nil
 }
 
 // changePersistence replaces the StatefulSet of a database whose persistence changes
 // between none and a persistent one, its data kept, and returns the new one (no pod yet,
-// as create makes it): the data is saved, the StatefulSet deleted with its dependents
-// orphaned (Ensure gives the Secret and the Service to the new one), the pod deleted,
-// and a stale claim too before one that the new StatefulSet would take over.
+// as create makes it): the data is saved, the StatefulSet scaled to 0 and deleted with
+// its dependents orphaned (Ensure gives the Secret and the Service to the new one), and
+// a stale claim deleted before one that the new StatefulSet would take over.
 func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, img string) (*appsv1.StatefulSet, error) {
 	id := in.DatabaseID
 	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
@@ -262,6 +284,9 @@ func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts
 			return nil, err
 		}
 	}
+	if err = d.scale(ctx, id, 0); err != nil {
+		return nil, err
+	}
 	d.log.Info("replacing a database's statefulset for its persistence", "database_id", id, "persistent", persistent(in))
 	orphan := metav1.DeletePropagationOrphan
 	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
@@ -275,17 +300,10 @@ func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts
 	}); err != nil {
 		return nil, err
 	}
-	if pod, perr := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, podName(id), metav1.GetOptions{}); perr == nil {
-		if err = d.deletePod(ctx, id, pod.UID); err != nil {
-			return nil, err
-		}
-	} else if !apierrors.IsNotFound(perr) {
-		return nil, fmt.Errorf("database %d: %w", id, perr)
-	}
 	if persistent(in) {
 		claims := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns)
-		if err = claims.Delete(ctx, claimName(id), metav1.DeleteOptions{}); ignoreNotFound(err) != nil {
-			return nil, fmt.Errorf("database %d: deleting a stale claim: %w", id, err)
+		if err = d.deleteClaim(ctx, id); err != nil {
+			return nil, err
 		}
 		if err = d.waitGone(ctx, id, "a stale claim is gone", func(ctx context.Context) (bool, error) {
 			_, gerr := claims.Get(ctx, claimName(id), metav1.GetOptions{})

@@ -18,6 +18,7 @@ import (
 // Stop scales the database's StatefulSet to zero and waits until its pod is gone: redis
 // persists on SIGTERM as configured, and the claim keeps the data.
 func (d *Driver) Stop(ctx context.Context, databaseID int) error {
+	d.stopSources(databaseID)
 	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
 	sts, err := api.Get(ctx, Name(databaseID), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -74,6 +75,7 @@ func (d *Driver) Remove(ctx context.Context, databaseID int) error {
 	bg := metav1.DeletePropagationBackground
 	del := metav1.DeleteOptions{PropagationPolicy: &bg}
 	name := Name(databaseID)
+	d.stopSources(databaseID)
 	// Data saved for a new pod (persistence.go) goes with the database.
 	if err := os.Remove(d.pendingFile(databaseID)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("database %d: %w", databaseID, err)
