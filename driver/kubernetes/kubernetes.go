@@ -7,8 +7,10 @@
 // pod (an emptyDir) otherwise. Every object carries the labels LabelManagedBy and
 // LabelDatabase, by which a restarted clouddb finds what exists.
 //
-// Not supported yet, with an explicit error: more than one shard, replication, OSS
-// Cluster, TLS and replicaOf sources.
+// TLS (tls.go), a persistence change (persistence.go) and replicaOf sources, followed by
+// clouddb itself (replicaof.go), are supported as by driver/local; so are UserSetter and
+// StreamLoader. Not supported yet, with an explicit error: more than one shard,
+// replication and OSS Cluster.
 package kubernetes
 
 import (
