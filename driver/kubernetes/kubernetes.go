@@ -209,6 +209,9 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err != nil {
 		return err
 	}
+	if err = d.checkSources(ctx, in); err != nil {
+		return err
+	}
 	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -67,6 +67,20 @@ func (d *Driver) sourceEndpoints(ctx context.Context, in clouddb.Instance, targe
 	return eps, addrs, nil
 }
 
+// checkSources refuses the instance's sources that are not the driver's databases and
+// whose address is the cluster's, before Ensure makes or changes anything.
+func (d *Driver) checkSources(ctx context.Context, in clouddb.Instance) error {
+	for _, s := range in.ReplicaOf {
+		if _, own := d.ownEndpoint(ctx, s); own {
+			continue
+		}
+		if err := d.checkSource(ctx, s.Addr); err != nil {
+			return fmt.Errorf("database %d: source %s: %w", in.DatabaseID, s.Addr, err)
+		}
+	}
+	return nil
+}
+
 // syncSources makes the database's replicator follow exactly in.ReplicaOf into pod:
 // started, restarted with a new list or addresses, or stopped.
 func (d *Driver) syncSources(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, secret *corev1.Secret) error {
