@@ -54,10 +54,10 @@ func renderConfig(in clouddb.Instance, internalSecret string) ([]byte, error) {
 	// Every address of the pod: the Service and the driver reach it on its pod IP.
 	line("bind", "0.0.0.0")
 	line("protected-mode", "yes")
-	line("user", append([]string{"default"}, redisconf.DefaultUser(">"+in.Password, false, in.DefaultUserOff)...)...)
+	line("user", append([]string{"default"}, redisconf.DefaultUser(">"+in.Password, readOnly(in), in.DefaultUserOff)...)...)
 	line("user", append([]string{redisconf.InternalUser}, redisconf.InternalUserRules(">"+internalSecret)...)...)
 	for _, u := range in.Users {
-		line("user", append([]string{u.Name}, redisconf.UserRules("#"+redisconf.PasswordHash(u.Password), u.Rule, false)...)...)
+		line("user", append([]string{u.Name}, redisconf.UserRules("#"+redisconf.PasswordHash(u.Password), u.Rule, readOnly(in))...)...)
 	}
 	line("maxmemory", strconv.FormatInt(in.MaxMemoryBytes, 10))
 	line("maxmemory-policy", in.EvictionPolicy)
@@ -79,6 +79,20 @@ func renderConfig(in clouddb.Instance, internalSecret string) ([]byte, error) {
 	line("masteruser", redisconf.InternalUser)
 	line("masterauth", internalSecret)
 	return b.Bytes(), nil
+}
+
+// readOnly: the tenant's users may not write while the database follows sources, whose
+// data clouddb's replicator writes as its own user.
+func readOnly(in clouddb.Instance) bool { return len(in.ReplicaOf) > 0 }
+
+// appendLine appends a redis.conf line, its arguments quoted as renderConfig's.
+func appendLine(b []byte, name string, args ...string) []byte {
+	b = append(b, name...)
+	for _, a := range args {
+		b = append(b, ' ')
+		b = append(b, redisconf.Quote(a)...)
+	}
+	return append(b, '\n')
 }
 
 // liveSettings are the settings Ensure applies to a running server with CONFIG SET, in

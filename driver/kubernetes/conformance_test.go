@@ -29,8 +29,8 @@ func init() { conformancePort.Store(30200) }
 // TestConformance runs the drivers' conformance suite on the Kubernetes driver. Each
 // case's driver has a namespace of its own (made for it, deleted after it, not waited
 // for), so that it holds no database at first and the cases run in parallel. The
-// driver refuses OSS Cluster, TLS and replicaOf sources (ErrNotSupported): those cases
-// skip, as do those of the optional interfaces it does not implement.
+// driver refuses OSS Cluster (ErrNotSupported): those cases skip, as do those of the
+// optional interfaces it does not implement.
 func TestConformance(t *testing.T) {
 	needCluster(t)
 	var namespaces sync.Map // *kubernetes.Driver → its namespace, for Reopen
@@ -60,7 +60,9 @@ func TestConformance(t *testing.T) {
 		// Ensure returns once the NodePort routes to the database: it answers at once.
 		Addr: func(t *testing.T, d clouddb.Driver, in clouddb.Instance) string {
 			addr := d.(*kubernetes.Driver).PublicEndpoint(in.Port)
-			if err := answers(addr); err != nil {
+			if in.TLS != nil {
+				waitRoutedTLS(t, addr)
+			} else if err := answers(addr); err != nil {
 				t.Fatalf("no redis server answers at %s: %v", addr, err)
 			}
 			return addr
@@ -89,11 +91,12 @@ func TestConformance(t *testing.T) {
 		Timeout:     3 * time.Minute,
 		Parallel:    true,
 		Persistence: true,
-		// PersistenceChange false: a StatefulSet's volume claims are fixed at its
-		// creation, and moving a live database's data onto a new one is not built yet
-		// (Ensure refuses the change with ErrNotSupported).
-		PersistenceChange: false,
+		// A new StatefulSet, the data moved over (see persistence.go).
+		PersistenceChange: true,
 		Replication:       true,
+		TLS:               true,
+		ReplicaOf:         true,
+		CA:                testCA.CertificatePEM(),
 	})
 }
 

@@ -14,12 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"clouddb"
-	"clouddb/internal/redisconf"
 	"clouddb/redisdata"
 )
 
 // internalEndpoint is the database's running server as clouddb's own user, on its pod's
-// address: its primary's, whose replica gets what is written there.
+// address: its primary's, whose replica gets what is written there (see podEndpoint).
 func (d *Driver) internalEndpoint(ctx context.Context, databaseID int) (redisdata.Endpoint, error) {
 	pod, err := d.primaryPod(ctx, databaseID)
 	if err != nil {
@@ -32,13 +31,13 @@ func (d *Driver) internalEndpoint(ctx context.Context, databaseID int) (redisdat
 	if err != nil {
 		return redisdata.Endpoint{}, fmt.Errorf("database %d: reading its secret: %w", databaseID, err)
 	}
-	return redisdata.Endpoint{
-		Addr:     net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(redisPort)),
-		Username: redisconf.InternalUser,
-		Password: string(secret.Data[keyInternal]),
-		// Large RESTOREs of an import must not be cut by the tenants' client memory limit.
-		NoEvict: true,
-	}, nil
+	// Over TLS as the pod serves; NoEvict: large RESTOREs of an import must not be cut
+	// by the tenants' client memory limit.
+	ep, err := d.podEndpoint(pod, secret)
+	if err != nil {
+		return redisdata.Endpoint{}, fmt.Errorf("database %d: %w", databaseID, err)
+	}
+	return ep, nil
 }
 
 // Snapshot writes an RDB snapshot of the database's live data to w, taken over the
@@ -94,7 +93,8 @@ func (d *Driver) CopyFrom(ctx context.Context, in clouddb.Instance, src clouddb.
 	defer os.Remove(tmp.Name())
 	ep, own := d.ownEndpoint(ctx, src)
 	if !own {
-		ep = redisdata.Endpoint{Addr: src.Addr, Username: src.Username, Password: src.Password, Dial: d.cfg.DialSource}
+		// Dialled as replicaOf's sources: Config.DialSource's guard, no cluster address.
+		ep = redisdata.Endpoint{Addr: src.Addr, Username: src.Username, Password: src.Password, Dial: d.sourceDial}
 		if src.TLS {
 			ep.TLS = d.sourceTLS()
 		}

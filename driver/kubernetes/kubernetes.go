@@ -8,8 +8,10 @@
 // pod (an emptyDir) otherwise. Every object carries the labels LabelManagedBy and
 // LabelDatabase, by which a restarted clouddb finds what exists.
 //
-// Not supported yet, with an explicit error: more than one shard, OSS Cluster, TLS and
-// replicaOf sources.
+// TLS (tls.go), a persistence change (persistence.go) and replicaOf sources, followed by
+// clouddb itself (replicaof.go), are supported as by driver/local; so are UserSetter and
+// StreamLoader. Not supported yet, with an explicit error: more than one shard, OSS
+// Cluster, and TLS or a persistence change of a replicated database.
 package kubernetes
 
 import (
@@ -18,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -90,15 +93,21 @@ type Config struct {
 	// for the address guard, since users choose those addresses.
 	DialSource func(ctx context.Context, network, addr string) (net.Conn, error)
 	// CA is the installation's certificate authority, which TLS import sources may be
-	// signed by.
+	// signed by, and which issues the certificates of TLS databases.
 	CA clouddb.CertificateAuthority
+	// ClusterNetworks are the cluster's own address ranges (its pod and service
+	// networks): a source a tenant names (replicaOf, an import) there is refused, as are
+	// the node address, the API server's and the addresses of the namespace's pods and
+	// Services, which the driver finds itself.
+	ClusterNetworks []netip.Prefix
 }
 
 // Driver is a clouddb.Driver on a Kubernetes cluster.
 type Driver struct {
-	cfg Config
-	ns  string
-	log *slog.Logger
+	cfg  Config
+	ns   string
+	log  *slog.Logger
+	repl replicators // of the databases that follow sources (replicaof.go)
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -158,11 +167,9 @@ func (d *Driver) supported(in clouddb.Instance) error {
 	if in.OSSCluster {
 		not = append(not, "OSS Cluster")
 	}
-	if in.TLS != nil {
-		not = append(not, "TLS")
-	}
-	if len(in.ReplicaOf) > 0 {
-		not = append(not, "replicaOf sources")
+	// A TLS change replaces the pod (persistence.go), of one pod only so far.
+	if in.TLS != nil && in.Replication {
+		not = append(not, "TLS with replication")
 	}
 	if len(not) > 0 {
 		return fmt.Errorf("database %d: %s: %w", in.DatabaseID, strings.Join(not, ", "), ErrNotSupported)
@@ -173,7 +180,7 @@ func (d *Driver) supported(in clouddb.Instance) error {
 	if in.MaxMemoryBytes <= 0 {
 		return fmt.Errorf("database %d: no memory limit", in.DatabaseID)
 	}
-	return nil
+	return validateTLS(in)
 }
 
 func (d *Driver) image(in clouddb.Instance) (string, error) {
@@ -203,6 +210,9 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err != nil {
 		return err
 	}
+	if err = d.checkSources(ctx, in); err != nil {
+		return err
+	}
 	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -214,7 +224,13 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
 	}
 	if hasClaim(sts) != persistent(in) {
-		return fmt.Errorf("database %d: changing data persistence between none and a persistent one (its volume): %w", in.DatabaseID, ErrNotSupported)
+		if in.Replication || sts.Spec.Replicas != nil && *sts.Spec.Replicas > 1 {
+			return fmt.Errorf("database %d: changing the data persistence of a replicated database: %w", in.DatabaseID, ErrNotSupported)
+		}
+		// A volume claim template is immutable: a new StatefulSet (persistence.go).
+		if sts, err = d.changePersistence(ctx, in, sts, img); err != nil {
+			return err
+		}
 	}
 	// The Service first: a replicated database's Secret names its ClusterIP.
 	if _, err = d.applyService(ctx, in, sts, nil); err != nil {
@@ -226,6 +242,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	}
 	oldLimit := containerMemory(sts)
 	want := d.statefulSet(in, img)
+	withTLS(want, in, secret.Data)
 	// Replication turned off: the replica goes only once the node that stays is the
 	// primary with every write (see ensureNodes).
 	nodes := *want.Spec.Replicas
@@ -244,21 +261,33 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	}
 	internal := string(secret.Data[keyInternal])
 	if nodes > 1 {
-		return d.ensureNodes(ctx, in, internal, oldLimit, int(nodes))
+		return d.ensureNodes(ctx, in, secret, oldLimit, int(nodes))
 	}
 	pod, err := d.waitReady(ctx, in.DatabaseID, 0)
 	if err != nil {
 		return err
 	}
+	// A pod of another TLS than the template's is replaced, and data saved before a new
+	// pod or StatefulSet is loaded (persistence.go).
+	if pod, err = d.settle(ctx, in, secret, want, pod); err != nil {
+		return err
+	}
+	tc, err := d.podTLS(pod, secret)
+	if err != nil {
+		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
 	// Onto the running server: the template changes only the pods to come (OnDelete).
-	if err = d.applyLive(ctx, in, pod, internal, oldLimit); err != nil {
+	if err = d.applyLive(ctx, in, pod, internal, tc, oldLimit); err != nil {
 		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
 	}
 	// Its one pod, whatever its label (a turning off of replication cut short).
 	if _, err = d.applyService(ctx, in, sts, ptr(false)); err != nil {
 		return err
 	}
-	c := client(pod, internal)
+	if err = d.syncSources(ctx, in, pod, secret); err != nil {
+		return err
+	}
+	c := client(pod, internal, tc)
 	defer c.Close()
 	return d.waitEndpoint(ctx, in, c, "")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -116,6 +117,7 @@ func newDriver(t *testing.T, c k8s.Interface, ns string) *kubernetes.Driver {
 		StorageClass:    storageClass,
 		StartTimeout:    90 * time.Second,
 		NodeAddress:     nodeIP,
+		CA:              testCA,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -597,10 +599,9 @@ func TestNotSupported(t *testing.T) {
 	d := newDriver(t, cluster.client, cluster.ns)
 	base := instance(t, 104, "none")
 	for name, change := range map[string]func(*clouddb.Instance){
-		"shards":    func(in *clouddb.Instance) { in.Shards, in.OSSCluster = 2, true },
-		"tls":       func(in *clouddb.Instance) { in.TLS = &clouddb.InstanceTLS{} },
-		"replicaOf": func(in *clouddb.Instance) { in.ReplicaOf = []clouddb.RedisEndpoint{{Addr: "127.0.0.1:1"}} },
-		"version":   func(in *clouddb.Instance) { in.RedisVersion = "6.2" },
+		"shards":               func(in *clouddb.Instance) { in.Shards, in.OSSCluster = 2, true },
+		"tls with replication": func(in *clouddb.Instance) { in.TLS, in.Replication = &clouddb.InstanceTLS{}, true },
+		"version":              func(in *clouddb.Instance) { in.RedisVersion = "6.2" },
 	} {
 		in := base
 		change(&in)
@@ -611,16 +612,15 @@ func TestNotSupported(t *testing.T) {
 	if got := labelled(t, ctx, base.DatabaseID); len(got) != 0 {
 		t.Fatalf("objects made for refused instances: %v", got)
 	}
-	// A persistence change that would need a volume the StatefulSet does not have.
-	t.Cleanup(func() { _ = d.Remove(context.Background(), base.DatabaseID) })
-	ensureRunning(t, ctx, d, base)
+	// A source inside the cluster is refused before anything is made, too.
 	in := base
-	in.DataPersistence = "aof-every-1-second"
-	if err := d.Ensure(ctx, in); !errors.Is(err, kubernetes.ErrNotSupported) {
-		t.Fatalf("Ensure from none to aof = %v, want ErrNotSupported", err)
+	in.ReplicaOf = []clouddb.RedisEndpoint{{Addr: net.JoinHostPort(nodeIP, "10250")}}
+	if err := d.Ensure(ctx, in); !errors.Is(err, kubernetes.ErrSourceForbidden) {
+		t.Errorf("replicaOf the kubelet: Ensure = %v, want ErrSourceForbidden", err)
 	}
-	// Between persistent kinds and back to the same is fine: a live setting.
-	ensureRunning(t, ctx, d, base)
+	if got := labelled(t, ctx, base.DatabaseID); len(got) != 0 {
+		t.Fatalf("objects made for a refused source: %v", got)
+	}
 }
 
 // TestRunAsUser: with Config.RunAsUser the server runs as that user and reads its config

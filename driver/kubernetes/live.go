@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,8 +22,8 @@ import (
 // applyLive brings the running server in line: its container's memory limit (resized in
 // place before a larger maxmemory, so that the server never has more than its
 // container), its settings and its users.
-func (d *Driver) applyLive(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, internal string, oldLimit int64) error {
-	c := client(pod, internal)
+func (d *Driver) applyLive(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, internal string, tc *tls.Config, oldLimit int64) error {
+	c := client(pod, internal, tc)
 	defer c.Close()
 	if err := ping(ctx, c); err != nil {
 		return fmt.Errorf("PING: %w", err)
@@ -107,13 +108,26 @@ func (d *Driver) applyUsers(ctx context.Context, c *redis.Client, in clouddb.Ins
 		}
 		return c.Do(ctx, args...).Err()
 	}
-	if err := set("default", redisconf.DefaultUser("#"+redisconf.PasswordHash(in.Password), false, in.DefaultUserOff)); err != nil {
+	if err := set("default", redisconf.DefaultUser("#"+redisconf.PasswordHash(in.Password), readOnly(in), in.DefaultUserOff)); err != nil {
 		return fmt.Errorf("ACL SETUSER default: %w", err)
+	}
+	return setNamedUsers(ctx, c, in)
+}
+
+// setNamedUsers gives the live server the instance's named users and deletes any other
+// user but the default user and clouddb's own.
+func setNamedUsers(ctx context.Context, c *redis.Client, in clouddb.Instance) error {
+	set := func(name string, rules []string) error {
+		args := []any{"acl", "setuser", name}
+		for _, r := range rules {
+			args = append(args, r)
+		}
+		return c.Do(ctx, args...).Err()
 	}
 	want := map[string]bool{"default": true, redisconf.InternalUser: true}
 	for _, u := range in.Users {
 		want[u.Name] = true
-		if err := set(u.Name, redisconf.UserRules("#"+redisconf.PasswordHash(u.Password), u.Rule, false)); err != nil {
+		if err := set(u.Name, redisconf.UserRules("#"+redisconf.PasswordHash(u.Password), u.Rule, readOnly(in))); err != nil {
 			return fmt.Errorf("ACL SETUSER %s: %w", u.Name, err)
 		}
 	}
@@ -173,17 +187,28 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	internal := string(secret.Data[keyInternal])
 	// The configuration the pod starts with is the instance's: its settings, password and
 	// users (Ensure writes it first).
-	if conf, cerr := renderConfig(in, internal); cerr != nil || string(secret.Data[keyConfig]) != string(conf) {
+	if conf, cerr := podConfig(in, internal, secret.Data); cerr != nil || string(secret.Data[keyConfig]) != string(conf) {
 		return false, nil
 	}
 	// And it starts on its own (REPLICAOF NO ONE), as the primary of no replica.
 	if string(secret.Data[keyPrimaryHost]) != "no" {
 		return false, nil
 	}
-	c := client(pod, internal)
+	// The pod serves the TLS files of the Secret (or none), and no load is pending.
+	if pod.Annotations[annotationTLS] != tlsDigest(in, secret.Data) || secret.Annotations[annotationPendingLoad] != "" {
+		return false, nil
+	}
+	tc, err := d.podTLS(pod, secret)
+	if err != nil {
+		return false, fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
+	c := client(pod, internal, tc)
 	defer c.Close()
 	if err = ping(ctx, c); err != nil {
 		d.log.Warn("a database's pod is ready but does not answer PING", "database_id", in.DatabaseID, "error", err)
+		return false, nil
+	}
+	if !d.following(ctx, in, pod, secret) {
 		return false, nil
 	}
 	// And the live server runs with them: Ensure applies them after it wrote them.

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -118,9 +119,11 @@ func unschedulable(pod *corev1.Pod) string {
 	return ""
 }
 
-// client opens a connection to the pod's server as clouddb's own user.
-func client(pod *corev1.Pod, internal string) *redis.Client {
+// client opens a connection to the pod's server as clouddb's own user, over TLS with tc
+// when not nil (see podTLS).
+func client(pod *corev1.Pod, internal string, tc *tls.Config) *redis.Client {
 	return redis.NewClient(&redis.Options{
+		TLSConfig:             tc,
 		Addr:                  net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(redisPort)),
 		Username:              redisconf.InternalUser,
 		Password:              internal,

@@ -2,8 +2,10 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -16,6 +18,7 @@ import (
 // Stop scales the database's StatefulSet to zero and waits until its pods are gone: redis
 // persists on SIGTERM as configured, and the claims keep the data.
 func (d *Driver) Stop(ctx context.Context, databaseID int) error {
+	d.stopSources(databaseID)
 	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
 	sts, err := api.Get(ctx, Name(databaseID), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -72,6 +75,11 @@ func (d *Driver) Remove(ctx context.Context, databaseID int) error {
 	bg := metav1.DeletePropagationBackground
 	del := metav1.DeleteOptions{PropagationPolicy: &bg}
 	name := Name(databaseID)
+	d.stopSources(databaseID)
+	// Data saved for a new pod (persistence.go) goes with the database.
+	if err := os.Remove(d.pendingFile(databaseID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("database %d: %w", databaseID, err)
+	}
 	if err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
 		return fmt.Errorf("database %d: deleting its statefulset: %w", databaseID, err)
 	}

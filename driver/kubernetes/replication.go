@@ -201,8 +201,9 @@ func infoField(info, field string) string {
 // other follow it, points the Service at it, and applies the instance live to each node.
 // Turning replication off makes node 0 the primary first (a switchover that waits for it
 // to have every write), then lets node 1 go.
-func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, internal string, oldLimit int64, n int) error {
+func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, secret *corev1.Secret, oldLimit int64, n int) error {
 	id := in.DatabaseID
+	internal := string(secret.Data[keyInternal])
 	pods := make([]*corev1.Pod, n)
 	clients := make([]*redis.Client, n)
 	states := make([]nodeState, n)
@@ -226,6 +227,11 @@ func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, internal 
 	if err := d.follow(ctx, in, pods, clients, states, p); err != nil {
 		return err
 	}
+	// Data saved for a new pod (persistence.go) goes to the primary, and from it to the
+	// replica.
+	if err := d.loadPending(ctx, in, pods[p], secret); err != nil {
+		return err
+	}
 	if !in.Replication && p != 0 {
 		if err := d.switchover(ctx, in, pods, clients, p, 0); err != nil {
 			return err
@@ -244,14 +250,21 @@ func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, internal 
 		return err
 	}
 	if !in.Replication {
-		return d.dropReplica(ctx, in, pods[0], internal, oldLimit)
+		if err := d.dropReplica(ctx, in, pods[0], internal, oldLimit); err != nil {
+			return err
+		}
+		return d.syncSources(ctx, in, pods[0], secret)
 	}
 	for _, pod := range pods {
-		if err := d.applyLive(ctx, in, pod, internal, oldLimit); err != nil {
+		if err := d.applyLive(ctx, in, pod, internal, nil, oldLimit); err != nil {
 			return fmt.Errorf("database %d: pod %s: %w", id, pod.Name, err)
 		}
 	}
 	if err := d.waitSynced(ctx, in, pods, clients, p); err != nil {
+		return err
+	}
+	// replicaOf sources write into the primary (a new one after a failover).
+	if err := d.syncSources(ctx, in, pods[p], secret); err != nil {
 		return err
 	}
 	return d.waitEndpoint(ctx, in, clients[p], states[p].runID)
@@ -268,7 +281,7 @@ func (d *Driver) readNode(ctx context.Context, databaseID, ordinal int, internal
 		if err != nil {
 			return nil, nil, nodeState{}, err
 		}
-		c := client(pod, internal)
+		c := client(pod, internal, nil)
 		s, err := readState(ctx, c, pod)
 		if err == nil {
 			return pod, c, s, nil
@@ -416,10 +429,10 @@ func (d *Driver) dropReplica(ctx context.Context, in clouddb.Instance, pod *core
 		return err
 	}
 	d.log.Info("turned a database's replication off: its replica is gone", "database_id", id)
-	if err = d.applyLive(ctx, in, pod, internal, oldLimit); err != nil {
+	if err = d.applyLive(ctx, in, pod, internal, nil, oldLimit); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
-	c := client(pod, internal)
+	c := client(pod, internal, nil)
 	defer c.Close()
 	return d.waitEndpoint(ctx, in, c, "")
 }
@@ -452,7 +465,7 @@ func (d *Driver) waitEndpoint(ctx context.Context, in clouddb.Instance, c *redis
 			return err
 		}
 		conn.Close()
-		pc := redis.NewClient(&redis.Options{Addr: addr, Username: o.Username, Password: o.Password, MaxRetries: -1,
+		pc := redis.NewClient(&redis.Options{Addr: addr, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, MaxRetries: -1,
 			PoolSize: 1, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, DisableIdentity: true, ContextTimeoutEnabled: true})
 		defer pc.Close()
 		info, err := pc.Info(ctx, "server").Result()
@@ -561,7 +574,10 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 		return false, fmt.Errorf("database %d: reading its secret: %w", id, err)
 	}
 	internal := string(secret.Data[keyInternal])
-	if conf, cerr := renderConfig(in, internal); cerr != nil || string(secret.Data[keyConfig]) != string(conf) {
+	if conf, cerr := podConfig(in, internal, secret.Data); cerr != nil || string(secret.Data[keyConfig]) != string(conf) {
+		return false, nil
+	}
+	if secret.Annotations[annotationPendingLoad] != "" {
 		return false, nil
 	}
 	svc, err := d.cfg.Client.CoreV1().Services(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
@@ -590,13 +606,14 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 			return false, nil
 		}
 	}
-	return true, nil
+	// replicaOf sources are followed into the primary (replicaof.go).
+	return d.following(ctx, in, pods[primary], secret), nil
 }
 
 // nodeRunning reports whether the node plays its part, the primary or the replica of the
 // primary at primaryIP with its link up, with the instance's settings and users.
 func (d *Driver) nodeRunning(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, internal string, primary bool, primaryIP string) (bool, error) {
-	c := client(pod, internal)
+	c := client(pod, internal, nil)
 	defer c.Close()
 	s, err := readState(ctx, c, pod)
 	if err != nil {

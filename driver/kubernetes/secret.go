@@ -37,11 +37,17 @@ func (d *Driver) applySecret(ctx context.Context, in clouddb.Instance, sts *apps
 			return nil, err
 		}
 	}
-	conf, err := renderConfig(in, internal)
-	if err != nil {
+	data := map[string][]byte{keyPassword: []byte(in.Password), keyInternal: []byte(internal)}
+	var old map[string][]byte
+	if found {
+		old = s.Data
+	}
+	if err = d.addTLSData(in, old, data); err != nil {
 		return nil, err
 	}
-	data := map[string][]byte{keyConfig: conf, keyPassword: []byte(in.Password), keyInternal: []byte(internal)}
+	if data[keyConfig], err = podConfig(in, internal, data); err != nil {
+		return nil, err
+	}
 	primary, err := d.primaryKeysOf(ctx, in, sts)
 	if err != nil {
 		return nil, err

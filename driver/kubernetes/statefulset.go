@@ -153,5 +153,6 @@ func templateEqual(have, want *appsv1.StatefulSet) bool {
 	return h[0].Image == w[0].Image && slices.Equal(h[0].Command, w[0].Command) && envEqual(h[0].Env, w[0].Env) &&
 		h[0].Resources.Limits.Memory().Cmp(*w[0].Resources.Limits.Memory()) == 0 &&
 		h[0].Resources.Requests.Memory().Cmp(*w[0].Resources.Requests.Memory()) == 0 &&
-		maps.Equal(have.Spec.Template.Labels, want.Spec.Template.Labels)
+		maps.Equal(have.Spec.Template.Labels, want.Spec.Template.Labels) &&
+		have.Spec.Template.Annotations[annotationTLS] == want.Spec.Template.Annotations[annotationTLS]
 }

@@ -1,0 +1,316 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"clouddb"
+	"clouddb/internal/redisconf"
+	"clouddb/redisdata"
+)
+
+// Restarts with the data kept. What a running pod cannot take (TLS files, see tls.go) or
+// a StatefulSet cannot (its volume claim: a change of persistence between none and a
+// persistent one) needs a new pod, which starts without the data of a pod that did not
+// persist. So, first, the old server stops taking writes (CLIENT PAUSE WRITE: a client's
+// write waits and, the pod going, is never acknowledged), a snapshot of its data is
+// written to pendingFile on clouddb's machine and the database's Secret is marked with
+// it (annotationPendingLoad); then the pod (or the StatefulSet, orphaning its Secret,
+// Service and claim) is replaced; once the new pod is ready the file is loaded into it
+// and the mark removed. An Ensure that fails anywhere in between leaves the mark, and the
+// next one loads the file (it never takes a new snapshot over a pending one): nothing is
+// lost unless clouddb's TempDir is. The downtime is the new pod's start and the load.
+
+// annotationPendingLoad on a database's Secret names the snapshot file to load into its
+// next pod.
+const annotationPendingLoad = "clouddb.io/pending-load"
+
+// pendingFile is where a database's data waits for its new pod.
+func (d *Driver) pendingFile(id int) string {
+	dir := d.cfg.TempDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, fmt.Sprintf("clouddb-k8s-%s-%d.rdb", d.ns, id))
+}
+
+func claimName(id int) string { return "data-" + Name(id) + "-0" }
+
+// podEndpoint is the pod's server as clouddb's own user.
+func (d *Driver) podEndpoint(pod *corev1.Pod, secret *corev1.Secret) (redisdata.Endpoint, error) {
+	tc, err := d.podTLS(pod, secret)
+	if err != nil {
+		return redisdata.Endpoint{}, err
+	}
+	return redisdata.Endpoint{
+		Addr:     net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(redisPort)),
+		Username: redisconf.InternalUser,
+		Password: string(secret.Data[keyInternal]),
+		TLS:      tc,
+		NoEvict:  true,
+	}, nil
+}
+
+// saveForRestart pauses the pod's writes, saves its data to pendingFile and marks the
+// Secret with it; a pending file is kept as it is (the pod may be one it was not loaded
+// into yet).
+func (d *Driver) saveForRestart(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, secret *corev1.Secret) error {
+	if secret.Annotations[annotationPendingLoad] != "" {
+		return nil
+	}
+	id := in.DatabaseID
+	ep, err := d.podEndpoint(pod, secret)
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	tc, _ := d.podTLS(pod, secret)
+	c := client(pod, ep.Password, tc)
+	defer c.Close()
+	// Long enough for the new pod to start; the old one goes before then.
+	pause := d.cfg.StartTimeout + 2*time.Minute
+	if err = c.Do(ctx, "client", "pause", strconv.FormatInt(pause.Milliseconds(), 10), "write").Err(); err != nil {
+		return fmt.Errorf("database %d: CLIENT PAUSE: %w", id, err)
+	}
+	unpause := func() { _ = c.Do(context.WithoutCancel(ctx), "client", "unpause").Err() }
+	file := d.pendingFile(id)
+	if err = saveSnapshot(ctx, ep, file); err != nil {
+		unpause()
+		return fmt.Errorf("database %d: saving its data before its new pod: %w", id, err)
+	}
+	if err = d.markPending(ctx, id, file); err != nil {
+		unpause()
+		return err
+	}
+	d.log.Info("saved a database's data for its new pod", "database_id", id, "file", file)
+	return nil
+}
+
+// saveSnapshot writes a snapshot of ep to file, whole or not at all.
+func saveSnapshot(ctx context.Context, ep redisdata.Endpoint, file string) error {
+	tmp := file + ".part"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	_, err = redisdata.Snapshot(ctx, ep, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
+}
+
+// markPending sets (file) or clears ("") the Secret's pending load.
+func (d *Driver) markPending(ctx context.Context, id int, file string) error {
+	api := d.cfg.Client.CoreV1().Secrets(d.ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := api.Get(ctx, Name(id), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s.Annotations[annotationPendingLoad] == file {
+			return nil
+		}
+		if file == "" {
+			delete(s.Annotations, annotationPendingLoad)
+		} else {
+			if s.Annotations == nil {
+				s.Annotations = map[string]string{}
+			}
+			s.Annotations[annotationPendingLoad] = file
+		}
+		_, err = api.Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("database %d: marking its secret's pending load: %w", id, err)
+	}
+	return nil
+}
+
+// loadPending loads the Secret's pending file, if any, into the pod, then forgets it.
+func (d *Driver) loadPending(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, secret *corev1.Secret) error {
+	file := secret.Annotations[annotationPendingLoad]
+	if file == "" {
+		return nil
+	}
+	id := in.DatabaseID
+	if _, err := os.Stat(file); err != nil {
+		return fmt.Errorf("database %d: the data saved before its new pod cannot be loaded: %w", id, err)
+	}
+	dst, err := d.podEndpoint(pod, secret)
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	// No limit: it is the database's own data, which it held a moment ago.
+	temps, err := redisdata.LoadChecked(ctx, redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir}, []string{file}, 0)
+	if err != nil {
+		return fmt.Errorf("database %d: reading the data saved before its new pod: %w", id, err)
+	}
+	defer temps[0].Close()
+	if _, err = redisdata.CopyKeys(ctx, temps[0].Endpoint(), dst, redisdata.CopyOptions{Replace: true}); err != nil {
+		return fmt.Errorf("database %d: loading the data saved before its new pod: %w", id, err)
+	}
+	if err = d.markPending(ctx, id, ""); err != nil {
+		return err
+	}
+	delete(secret.Annotations, annotationPendingLoad)
+	if err = os.Remove(file); err != nil && !errors.Is(err, os.ErrNotExist) {
+		d.log.Warn("cannot remove a loaded snapshot file", "database_id", id, "error", err)
+	}
+	d.log.Info("loaded a database's data into its new pod", "database_id", id)
+	if !persistent(in) {
+		// The claim of the StatefulSet of before, which the data no longer needs.
+		return d.deleteClaim(ctx, id)
+	}
+	return nil
+}
+
+// settle loads a pending file into the pod, and replaces a pod whose TLS is not the
+// template's (want) with one that is, its data kept. It returns the pod that serves.
+func (d *Driver) settle(ctx context.Context, in clouddb.Instance, secret *corev1.Secret, want *appsv1.StatefulSet, pod *corev1.Pod) (*corev1.Pod, error) {
+	if err := d.loadPending(ctx, in, pod, secret); err != nil {
+		return nil, err
+	}
+	if pod.Annotations[annotationTLS] == want.Spec.Template.Annotations[annotationTLS] {
+		return pod, nil
+	}
+	id := in.DatabaseID
+	d.log.Info("replacing a database's pod for its TLS settings", "database_id", id, "pod", pod.Name)
+	if err := d.saveForRestart(ctx, in, pod, secret); err != nil {
+		return nil, err
+	}
+	if err := d.scale(ctx, id, 0); err != nil {
+		return nil, err
+	}
+	if err := d.scale(ctx, id, 1); err != nil {
+		return nil, err
+	}
+	pod, err := d.waitReady(ctx, id, 0)
+	if err != nil {
+		return nil, err
+	}
+	secret, err = d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("database %d: reading its secret: %w", id, err)
+	}
+	if err = d.loadPending(ctx, in, pod, secret); err != nil {
+		return nil, err
+	}
+	return pod, nil
+}
+
+// scale sets the database's StatefulSet's replicas to n; to 0, it waits until the pod
+// is gone. A pod is replaced so, not deleted: the driver's role may not delete pods.
+func (d *Driver) scale(ctx context.Context, id int, n int32) error {
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if err = d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
+		if sts.Spec.Replicas != nil && *sts.Spec.Replicas == n {
+			return false
+		}
+		sts.Spec.Replicas = ptr(n)
+		return true
+	}); err != nil {
+		return fmt.Errorf("database %d: scaling its statefulset to %d: %w", id, n, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	return d.waitGone(ctx, id, "its pod is gone", func(ctx context.Context) (bool, error) {
+		_, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, 0), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), ignoreNotFound(err)
+	})
+}
+
+// deleteClaim deletes the database's claim, if any (by a collection: the driver's role
+// deletes claims so only).
+func (d *Driver) deleteClaim(ctx context.Context, id int) error {
+	err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{FieldSelector: "metadata.name=" + claimName(id)})
+	if err != nil {
+		return fmt.Errorf("database %d: deleting its claim: %w", id, err)
+	}
+	return nil
+}
+
+// changePersistence replaces the StatefulSet of a database whose persistence changes
+// between none and a persistent one, its data kept, and returns the new one (no pod yet,
+// as create makes it): the data is saved, the StatefulSet scaled to 0 and deleted with
+// its dependents orphaned (Ensure gives the Secret and the Service to the new one), and
+// a stale claim deleted before one that the new StatefulSet would take over.
+func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, img string) (*appsv1.StatefulSet, error) {
+	id := in.DatabaseID
+	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("database %d: reading its secret: %w", id, err)
+	}
+	if secret.Annotations[annotationPendingLoad] == "" {
+		// A stopped database runs first: its data is in its pod, or on its claim.
+		if err = d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
+			if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 1 {
+				return false
+			}
+			sts.Spec.Replicas = ptr(int32(1))
+			return true
+		}); err != nil {
+			return nil, fmt.Errorf("database %d: starting it: %w", id, err)
+		}
+		pod, werr := d.waitReady(ctx, id, 0)
+		if werr != nil {
+			return nil, werr
+		}
+		if err = d.saveForRestart(ctx, in, pod, secret); err != nil {
+			return nil, err
+		}
+	}
+	if err = d.scale(ctx, id, 0); err != nil {
+		return nil, err
+	}
+	d.log.Info("replacing a database's statefulset for its persistence", "database_id", id, "persistent", persistent(in))
+	orphan := metav1.DeletePropagationOrphan
+	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
+	err = api.Delete(ctx, sts.Name, metav1.DeleteOptions{PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &sts.UID}})
+	if ignoreNotFound(err) != nil {
+		return nil, fmt.Errorf("database %d: deleting its statefulset: %w", id, err)
+	}
+	if err = d.waitGone(ctx, id, "its old statefulset is gone", func(ctx context.Context) (bool, error) {
+		s, gerr := api.Get(ctx, sts.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(gerr) || (gerr == nil && s.UID != sts.UID), ignoreNotFound(gerr)
+	}); err != nil {
+		return nil, err
+	}
+	if persistent(in) {
+		claims := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns)
+		if err = d.deleteClaim(ctx, id); err != nil {
+			return nil, err
+		}
+		if err = d.waitGone(ctx, id, "a stale claim is gone", func(ctx context.Context) (bool, error) {
+			_, gerr := claims.Get(ctx, claimName(id), metav1.GetOptions{})
+			return apierrors.IsNotFound(gerr), ignoreNotFound(gerr)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return d.create(ctx, in, img)
+}

@@ -1,0 +1,265 @@
+package kubernetes
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"clouddb"
+)
+
+// TLS. A database with TLS serves its port with TLS only (port 0, tls-port), with a
+// server certificate of Config.CA for the names a client reaches it by (the node address
+// of its NodePort, its Service's DNS names). The material lives in the database's Secret
+// and is mounted read-only with its redis.conf: the CA bundle (the CA, so that clouddb's
+// own client certificate is accepted, and the tenant's client certificates, required when
+// there is any), the server's certificate and key, and the client certificate clouddb
+// presents. A pod's volumes are fixed at its creation and the kubelet refreshes a mounted
+// Secret only after a minute or more, so the mounted files are named after their content
+// and the pod template carries a digest of them (annotationTLS): any change of TLS (on,
+// off, new client certificates, a renewed certificate) is a new pod, which Ensure makes
+// with the data kept (see restartKept). The material stays in the Secret while TLS is
+// off, for the pod that still serves it until then.
+
+// Keys of the TLS material in a database's Secret.
+const (
+	keyTLSCA         = "tls-ca.pem"
+	keyTLSCert       = "tls-server.crt"
+	keyTLSKey        = "tls-server.key"
+	keyTLSClientCert = "tls-client.crt"
+	keyTLSClientKey  = "tls-client.key"
+)
+
+// annotationTLS on the pod template is the digest of the TLS files the pod's server
+// serves with, "" or absent when it serves plain TCP: clouddb's own connections to a pod
+// follow it.
+const annotationTLS = "clouddb.io/tls"
+
+// renewBefore is how long before its end a certificate is replaced.
+const renewBefore = 30 * 24 * time.Hour
+
+var tlsKeys = []string{keyTLSCA, keyTLSCert, keyTLSKey, keyTLSClientCert, keyTLSClientKey}
+
+// tlsPath is where the value of Secret key k is mounted: named after its content.
+func tlsPath(k string, v []byte) string {
+	sum := sha256.Sum256(v)
+	base, ext, _ := strings.Cut(k, ".")
+	return base + "-" + hex.EncodeToString(sum[:6]) + "." + ext
+}
+
+// tlsDigest identifies the TLS files of a Secret's data, "" when the instance has no TLS.
+func tlsDigest(in clouddb.Instance, data map[string][]byte) string {
+	if in.TLS == nil {
+		return ""
+	}
+	h := sha256.New()
+	for _, k := range tlsKeys {
+		fmt.Fprintf(h, "%s %d\n", k, len(data[k]))
+		h.Write(data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// tlsHosts are the names and addresses a client reaches the database by, which its
+// server certificate names.
+func (d *Driver) tlsHosts(id int) []string {
+	n := Name(id)
+	hosts := []string{n, n + "." + d.ns, serverName(n, d.ns), serverName(n, d.ns) + ".cluster.local"}
+	if d.cfg.NodeAddress != "" {
+		hosts = append(hosts, d.cfg.NodeAddress)
+	}
+	return hosts
+}
+
+// serverName is the name clouddb verifies a database's certificate by when it dials its
+// pod by address.
+func serverName(name, ns string) string { return name + "." + ns + ".svc" }
+
+// addTLSData puts the instance's TLS material into data, the Secret's new content: the
+// certificates of old (its current content) while they are usable, new ones otherwise,
+// and the CA bundle of the instance's client certificates. Without TLS the old material
+// is kept as it is.
+func (d *Driver) addTLSData(in clouddb.Instance, old, data map[string][]byte) error {
+	for _, k := range tlsKeys {
+		if v, ok := old[k]; ok {
+			data[k] = v
+		}
+	}
+	if in.TLS == nil {
+		return nil
+	}
+	if d.cfg.CA == nil {
+		return fmt.Errorf("database %d: TLS needs the installation's certificate authority (Config.CA)", in.DatabaseID)
+	}
+	if !d.leafUsable(data[keyTLSCert], data[keyTLSKey], x509.ExtKeyUsageServerAuth, d.tlsHosts(in.DatabaseID)) {
+		cert, key, err := d.cfg.CA.IssueServer(d.tlsHosts(in.DatabaseID))
+		if err != nil {
+			return fmt.Errorf("database %d: issuing a server certificate: %w", in.DatabaseID, err)
+		}
+		data[keyTLSCert], data[keyTLSKey] = cert, key
+		d.log.Info("issued a server certificate", "database_id", in.DatabaseID, "hosts", d.tlsHosts(in.DatabaseID))
+	}
+	if !d.leafUsable(data[keyTLSClientCert], data[keyTLSClientKey], x509.ExtKeyUsageClientAuth, nil) {
+		cert, key, err := d.cfg.CA.IssueClient(fmt.Sprintf("clouddb database %d", in.DatabaseID))
+		if err != nil {
+			return fmt.Errorf("database %d: issuing a client certificate: %w", in.DatabaseID, err)
+		}
+		data[keyTLSClientCert], data[keyTLSClientKey] = cert, key
+	}
+	bundle := append([]byte(nil), d.cfg.CA.CertificatePEM()...)
+	for _, c := range in.TLS.ClientCertificates {
+		bundle = append(bundle, '\n')
+		bundle = append(bundle, strings.TrimSpace(c)...)
+		bundle = append(bundle, '\n')
+	}
+	data[keyTLSCA] = bundle
+	return nil
+}
+
+// validateTLS refuses client certificates that are not PEM certificates: redis would
+// refuse the whole bundle at start, after the old pod is gone.
+func validateTLS(in clouddb.Instance) error {
+	if in.TLS == nil {
+		return nil
+	}
+	for i, c := range in.TLS.ClientCertificates {
+		b, rest := pem.Decode([]byte(strings.TrimSpace(c)))
+		if b == nil || b.Type != "CERTIFICATE" || len(strings.TrimSpace(string(rest))) != 0 {
+			return fmt.Errorf("database %d: client certificate %d is not one PEM certificate", in.DatabaseID, i+1)
+		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return fmt.Errorf("database %d: client certificate %d: %w", in.DatabaseID, i+1, err)
+		}
+	}
+	return nil
+}
+
+// leafUsable reports whether a certificate and its key can serve on: the pair matches,
+// the installation's CA issued the certificate for usage, it does not end within
+// renewBefore, and it names every one of hosts.
+func (d *Driver) leafUsable(certPEM, keyPEM []byte, usage x509.ExtKeyUsage, hosts []string) bool {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil || len(pair.Certificate) == 0 {
+		return false
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return false
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(d.cfg.CA.CertificatePEM()) {
+		return false
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}, CurrentTime: time.Now().Add(renewBefore)}); err != nil {
+		return false
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			if !slices.ContainsFunc(leaf.IPAddresses, ip.Equal) {
+				return false
+			}
+		} else if !slices.ContainsFunc(leaf.DNSNames, func(n string) bool { return strings.EqualFold(n, h) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// tlsLines are the redis.conf lines of a TLS database, after renderConfig's (a later
+// "port" wins): its files as mounted, client certificates required when the tenant gave
+// any, and TLS for replication, whose client certificate is clouddb's.
+func tlsLines(in clouddb.Instance, data map[string][]byte) ([][]string, error) {
+	if in.TLS == nil {
+		return nil, nil
+	}
+	for _, k := range tlsKeys {
+		if len(data[k]) == 0 {
+			return nil, fmt.Errorf("database %d: its secret has no %s", in.DatabaseID, k)
+		}
+	}
+	path := func(k string) string { return confDir + "/" + tlsPath(k, data[k]) }
+	auth := "no"
+	if len(in.TLS.ClientCertificates) > 0 {
+		auth = "yes"
+	}
+	return [][]string{
+		{"port", "0"},
+		{"tls-port", fmt.Sprint(redisPort)},
+		{"tls-cert-file", path(keyTLSCert)},
+		{"tls-key-file", path(keyTLSKey)},
+		{"tls-ca-cert-file", path(keyTLSCA)},
+		{"tls-auth-clients", auth},
+		{"tls-replication", "yes"},
+		{"tls-client-cert-file", path(keyTLSClientCert)},
+		{"tls-client-key-file", path(keyTLSClientKey)},
+	}, nil
+}
+
+// podConfig is the redis.conf of the instance's pod: renderConfig's, and its TLS lines
+// with the files of the Secret's data.
+func podConfig(in clouddb.Instance, internal string, data map[string][]byte) ([]byte, error) {
+	conf, err := renderConfig(in, internal)
+	if err != nil {
+		return nil, err
+	}
+	lines, err := tlsLines(in, data)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range lines {
+		conf = appendLine(conf, l[0], l[1:]...)
+	}
+	return conf, nil
+}
+
+// withTLS mounts the TLS files of the Secret's data into the pods of sts, the instance's
+// StatefulSet as renderConfig's, and marks its template with their digest.
+func withTLS(sts *appsv1.StatefulSet, in clouddb.Instance, data map[string][]byte) {
+	digest := tlsDigest(in, data)
+	if digest == "" {
+		return
+	}
+	t := &sts.Spec.Template
+	if t.Annotations == nil {
+		t.Annotations = map[string]string{}
+	}
+	t.Annotations[annotationTLS] = digest
+	for i := range t.Spec.Volumes {
+		if s := t.Spec.Volumes[i].Secret; s != nil && t.Spec.Volumes[i].Name == "config" {
+			for _, k := range tlsKeys {
+				s.Items = append(s.Items, corev1.KeyToPath{Key: k, Path: tlsPath(k, data[k])})
+			}
+		}
+	}
+}
+
+// podTLS is how clouddb's own connections reach the pod: nil when its server serves plain
+// TCP, else TLS verified against the installation's CA by the Service's name (the pod is
+// dialled by address), with clouddb's client certificate of the Secret.
+func (d *Driver) podTLS(pod *corev1.Pod, secret *corev1.Secret) (*tls.Config, error) {
+	if pod.Annotations[annotationTLS] == "" {
+		return nil, nil
+	}
+	if d.cfg.CA == nil {
+		return nil, errors.New("the database serves TLS and the driver has no certificate authority (Config.CA)")
+	}
+	pair, err := tls.X509KeyPair(secret.Data[keyTLSClientCert], secret.Data[keyTLSClientKey])
+	if err != nil {
+		return nil, fmt.Errorf("clouddb's client certificate in secret %s: %w", secret.Name, err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(d.cfg.CA.CertificatePEM())
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: []tls.Certificate{pair},
+		ServerName: serverName(secret.Name, d.ns)}, nil
+}

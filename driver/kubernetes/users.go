@@ -1,0 +1,100 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"clouddb"
+	"clouddb/internal/redisconf"
+)
+
+var _ clouddb.UserSetter = (*Driver)(nil)
+
+// SetUsers gives the database's named users (read-only while it follows sources) to the
+// redis.conf of its Secret, which its next pod starts with, and to its running server if
+// its pod is ready; nothing else changes (the rest of the redis.conf is kept as it is).
+func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
+	id := in.DatabaseID
+	api := d.cfg.Client.CoreV1().Secrets(d.ns)
+	var secret *corev1.Secret
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := api.Get(ctx, Name(id), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		conf := withUsers(s.Data[keyConfig], in)
+		if !bytes.Equal(conf, s.Data[keyConfig]) {
+			s.Data[keyConfig] = conf
+			if s, err = api.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		secret = s
+		return nil
+	})
+	if apierrors.IsNotFound(err) {
+		return nil // no server, nor anything it would start with
+	}
+	if err != nil {
+		return fmt.Errorf("database %d: writing its users to its secret: %w", id, err)
+	}
+	// Every node (two at most: a primary and its replica): a replica's users are those
+	// its clients log in with after a failover.
+	for ordinal := range 2 {
+		if err = d.setNodeUsers(ctx, in, nodePodName(id, ordinal), secret); err != nil {
+			return fmt.Errorf("database %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// setNodeUsers gives the named users to the server of the pod, if it serves.
+func (d *Driver) setNodeUsers(ctx context.Context, in clouddb.Instance, name string, secret *corev1.Secret) error {
+	pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !podReady(pod) || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
+		// Not serving: it starts with the Secret's users, or runs out without clients.
+		return nil
+	}
+	tc, err := d.podTLS(pod, secret)
+	if err != nil {
+		return err
+	}
+	c := client(pod, string(secret.Data[keyInternal]), tc)
+	defer c.Close()
+	return setNamedUsers(ctx, c, in)
+}
+
+// withUsers is the redis.conf conf with the instance's named users instead of its own,
+// after clouddb's user's line, every other line as it is.
+func withUsers(conf []byte, in clouddb.Instance) []byte {
+	// The starts of the user lines kept, the name quoted as appendLine does and ended by
+	// the space before the rules (a user "default2" is not the default user).
+	prefix := func(name string) []byte { l := appendLine(nil, "user", name); return append(l[:len(l)-1], ' ') }
+	defaultLine, internalLine := prefix("default"), prefix(redisconf.InternalUser)
+	keep := func(l []byte) bool { return bytes.HasPrefix(l, defaultLine) || bytes.HasPrefix(l, internalLine) }
+	var out []byte
+	for _, l := range bytes.SplitAfter(conf, []byte("\n")) {
+		if bytes.HasPrefix(l, []byte("user ")) && !keep(l) {
+			continue
+		}
+		out = append(out, l...)
+		if bytes.HasPrefix(l, internalLine) {
+			for _, u := range in.Users {
+				out = appendLine(out, "user", append([]string{u.Name}, redisconf.UserRules("#"+redisconf.PasswordHash(u.Password), u.Rule, readOnly(in))...)...)
+			}
+		}
+	}
+	return out
+}
