@@ -90,8 +90,10 @@ current-context: c
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- serve.Wait() }()
+	// exited closes when it has, waitErr then says how.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = serve.Wait(); close(exited) }()
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
@@ -104,9 +106,9 @@ current-context: c
 	})
 	if err := poll(ctx, 60*time.Second, func() (bool, error) {
 		select {
-		case err := <-exited:
+		case <-exited:
 			stopped = true
-			return false, fmt.Errorf("it exited: %v", err)
+			return false, fmt.Errorf("it exited: %v", waitErr)
 		default:
 		}
 		_, err := os.Stat(filepath.Join(data, "api-url"))
@@ -300,8 +302,8 @@ current-context: c
 		t.Fatal(err)
 	}
 	stopped = true
-	if err := <-exited; err != nil {
-		t.Fatalf("clouddb serve after SIGTERM: %v", err)
+	if <-exited; waitErr != nil {
+		t.Fatalf("clouddb serve after SIGTERM: %v", waitErr)
 	}
 	sts, stsErr := admin.AppsV1().StatefulSets(ns.Name).Get(ctx, left.Items[0].Name, metav1.GetOptions{})
 	if stsErr != nil || sts.Spec.Replicas == nil || *sts.Spec.Replicas != 1 {
