@@ -19,6 +19,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -78,6 +79,11 @@ type Config struct {
 	// NodeAddress is where the NodePort Services are reached from outside the cluster (a
 	// node's address): PublicEndpoint names it.
 	NodeAddress string
+	// ServiceType is the type of the databases' Services, their publicEndpoint:
+	// NodePort (empty means it) or LoadBalancer, whose address the cluster's load-balancer
+	// controller gives; Ensure waits IngressTimeout for it (default DefaultIngressTimeout).
+	ServiceType    corev1.ServiceType
+	IngressTimeout time.Duration
 	// Logger receives the driver's logs; it never receives a password.
 	Logger *slog.Logger
 	// RedisServer is the redis-server binary of clouddb's own machine that Load checks
@@ -98,6 +104,8 @@ type Driver struct {
 	cfg Config
 	ns  string
 	log *slog.Logger
+	// ingress holds the load balancers' addresses by database id (LoadBalancer Services).
+	ingress sync.Map
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -115,6 +123,9 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if err := cfg.checkServiceType(); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -140,13 +151,18 @@ func selector(databaseID int) map[string]string {
 // managedSelector picks every object the driver made.
 const managedSelector = LabelManagedBy + "=" + ManagedBy
 
-// PrivateEndpoint is the database's in-cluster address: its Service's DNS name.
-func (d *Driver) PrivateEndpoint(databaseID int) string {
-	return net.JoinHostPort(Name(databaseID)+"."+d.ns+".svc", strconv.Itoa(redisPort))
+// PrivateEndpoint is the database's in-cluster address: its Service's DNS name, and the
+// Service's port (6379; the database's port with LoadBalancer Services).
+func (d *Driver) PrivateEndpoint(databaseID, port int) string {
+	if d.serviceType() == corev1.ServiceTypeNodePort {
+		port = redisPort
+	}
+	return net.JoinHostPort(Name(databaseID)+"."+d.ns+".svc", strconv.Itoa(port))
 }
 
-// PublicEndpoint is where a client outside the cluster reaches the database: its
-// NodePort, which is the database's port, on Config.NodeAddress.
+// PublicEndpoint is where a client outside the cluster reaches a database of NodePort
+// Services: its NodePort, which is the database's port, on Config.NodeAddress.
+// PublicEndpointOf is the database's whatever the type of its Service.
 func (d *Driver) PublicEndpoint(port int) string {
 	return net.JoinHostPort(d.cfg.NodeAddress, strconv.Itoa(port))
 }
@@ -246,7 +262,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err := d.applyLive(ctx, in, pod, string(secret.Data[keyInternal]), oldLimit); err != nil {
 		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
 	}
-	return nil
+	return d.waitIngress(ctx, in)
 }
 
 // create makes the StatefulSet with no pod, then its Secret and Service owned by it; the
