@@ -284,9 +284,12 @@ func regexRulesView(rules []string) []regexRuleView {
 func (s *Server) newDatabaseView(sub *clouddb.Subscription, d *clouddb.Database) databaseView {
 	spec := &d.Spec
 	endpoint := net.JoinHostPort(s.AdvertiseHost, strconv.Itoa(d.Port))
+	if s.PublicEndpoint != nil {
+		endpoint = s.PublicEndpoint(d.ID, d.Port)
+	}
 	private := endpoint
 	if s.PrivateEndpoint != nil {
-		private = s.PrivateEndpoint(d.ID)
+		private = s.PrivateEndpoint(d.ID, d.Port)
 	}
 	// Exactly the major.minor stored (Terraform compares it with its configuration);
 	// one stored before versions were has the default.

@@ -36,9 +36,12 @@ type Server struct {
 	Tasks Submitter
 	// AdvertiseHost is the host put in database endpoints.
 	AdvertiseHost string
+	// PublicEndpoint, if set, is a database's publicEndpoint (such as a Kubernetes load
+	// balancer's address); nil means AdvertiseHost and the database's port.
+	PublicEndpoint func(databaseID, port int) string
 	// PrivateEndpoint, if set, is a database's privateEndpoint (the data plane's own
 	// address for it, such as a Kubernetes Service's DNS name); nil means the public one.
-	PrivateEndpoint func(databaseID int) string
+	PrivateEndpoint func(databaseID, port int) string
 	Logger          *slog.Logger
 	Now             func() time.Time
 	MaxBodyBytes    int64

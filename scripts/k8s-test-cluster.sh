@@ -55,10 +55,22 @@ redis_image() {
   echo "localhost/clouddb-redis:${v:-unknown}"
 }
 
+# The newest PostgreSQL server of this machine (Debian's layout), which the PostgreSQL
+# image is made of; empty when there is none.
+postgres_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
+
+postgres_image() {
+  local b
+  b=$(postgres_bin)
+  [ -n "$b" ] && [ -x "$b/postgres" ] && echo "localhost/clouddb-postgres:$(basename "$(dirname "$b")")"
+}
+
 print_env() {
   cat <<E
 export CLOUDDB_K8S_KUBECONFIG=$STATE/admin.kubeconfig
 export CLOUDDB_K8S_REDIS_IMAGE=$(redis_image)
+export CLOUDDB_K8S_POSTGRES_IMAGE=$(postgres_image)
+export CLOUDDB_K8S_CONTAINERD=$CTRD/containerd.sock
 export CLOUDDB_K8S_NODE_IP=$NODE_IP
 export CLOUDDB_K8S_STORAGE_CLASS=clouddb-hostpath
 E
@@ -194,6 +206,173 @@ G
     mkimage "$r" "$ref" "$tar" /usr/bin/redis-server
     rm -rf "$r"
   fi
+  postgres_image_tar
+}
+
+# copy_with_libs ROOT FILE...: the files at the same paths under ROOT, with the libraries
+# they link.
+copy_with_libs() {
+  local r=$1 f l
+  shift
+  for f in "$@"; do
+    mkdir -p "$r$(dirname "$f")" && cp -L "$f" "$r$f"
+    for l in $(ldd "$f" | grep -oE '/[^ ]+'); do
+      [ -e "$r$l" ] || { mkdir -p "$r$(dirname "$l")" && cp -L "$l" "$r$l"; }
+    done
+  done
+}
+
+# postgres_entrypoint: the Go source of the PostgreSQL image's entrypoint.
+postgres_entrypoint() {
+  cat <<'G'
+// The entrypoint of the test cluster's PostgreSQL image, as the official image's: on an
+// empty PGDATA, initdb with POSTGRES_USER (default postgres) and POSTGRES_PASSWORD
+// (required), password logins from anywhere (scram-sha-256), POSTGRES_DB (default the
+// user) created; then postgres, as uid 999, listening on every address.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+const uid, gid = 999, 999
+
+func env(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func fail(f string, a ...any) {
+	fmt.Fprintf(os.Stderr, "postgres entrypoint: "+f+"\n", a...)
+	os.Exit(1)
+}
+
+func run(stdin string, name string, args ...string) {
+	cmd := exec.Command(name, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	if err := cmd.Run(); err != nil {
+		fail("%s: %v", name, err)
+	}
+}
+
+func main() {
+	bin := filepath.Dir(os.Args[0])
+	user, pw := env("POSTGRES_USER", "postgres"), os.Getenv("POSTGRES_PASSWORD")
+	db, data := env("POSTGRES_DB", user), env("PGDATA", "/var/lib/postgresql/data")
+	if pw == "" {
+		fail("POSTGRES_PASSWORD is empty: set it")
+	}
+	for _, d := range []string{data, "/var/run/postgresql"} {
+		// Its parents open to the server's user: the volume's mount point among them,
+		// which a provisioner may have made root's alone.
+		if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
+			fail("%v", err)
+		}
+		if fi, err := os.Stat(filepath.Dir(d)); err != nil || os.Chmod(filepath.Dir(d), fi.Mode().Perm()|0o011) != nil {
+			fail("cannot open %s to the server's user", filepath.Dir(d))
+		}
+		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
+			fail("%v", err)
+		}
+		if err := os.Chown(d, uid, gid); err != nil {
+			fail("%v", err)
+		}
+	}
+	if err := os.Chmod(data, 0o700); err != nil { // postgres refuses a PGDATA others can read
+		fail("%v", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+		pwfile := filepath.Join("/tmp", "pwfile")
+		if err := os.WriteFile(pwfile, []byte(pw+"\n"), 0o600); err != nil {
+			fail("%v", err)
+		}
+		if err := os.Chown(pwfile, uid, gid); err != nil {
+			fail("%v", err)
+		}
+		run("", filepath.Join(bin, "initdb"), "-D", data, "-U", user, "--pwfile", pwfile, "-E", "UTF8", "--no-locale",
+			"--auth-local", "trust", "--auth-host", "scram-sha-256")
+		os.Remove(pwfile)
+		hba, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err == nil {
+			_, err = hba.WriteString("host all all all scram-sha-256\n")
+			hba.Close()
+		}
+		if err != nil {
+			fail("pg_hba.conf: %v", err)
+		}
+		if db != "postgres" {
+			run(`CREATE DATABASE "`+strings.ReplaceAll(db, `"`, `""`)+`";`+"\n", filepath.Join(bin, "postgres"), "--single", "-D", data, "-j", "postgres")
+		}
+	}
+	if err := syscall.Setgid(gid); err != nil {
+		fail("%v", err)
+	}
+	if err := syscall.Setuid(uid); err != nil {
+		fail("%v", err)
+	}
+	pg := filepath.Join(bin, "postgres")
+	fail("%v", syscall.Exec(pg, []string{pg, "-D", data, "-c", "listen_addresses=*"}, os.Environ()))
+}
+G
+}
+
+# postgres_tar: the cached image of postgres_image, named by its version and its
+# entrypoint's source, so that a changed entrypoint makes a new one.
+postgres_tar() {
+  local ref
+  ref=$(postgres_image) || return 1
+  echo "$IMAGES/postgres-${ref##*:}-$(postgres_entrypoint | sha256sum | cut -c1-12).tar"
+}
+
+# The PostgreSQL of deploy/kubernetes/clouddb.yaml (which names the official postgres:15)
+# for TestDeploy: this machine's server, its extensions and data files, and an entrypoint
+# that honours the official image's POSTGRES_PASSWORD, POSTGRES_USER, POSTGRES_DB and
+# PGDATA. Skipped, with a notice, when the machine has no PostgreSQL server: TestDeploy
+# then fails saying so.
+postgres_image_tar() {
+  local ref bin tar
+  ref=$(postgres_image) || true
+  if [ -z "$ref" ]; then
+    say "no PostgreSQL server here (/usr/lib/postgresql/*/bin): no PostgreSQL image for TestDeploy"
+    return
+  fi
+  bin=$(postgres_bin)
+  tar=$(postgres_tar)
+  [ -f "$tar" ] && return
+  rm -f "$IMAGES"/postgres-*.tar # older entrypoints
+  local w r base f
+  w=$(mktemp -d)
+  r=$w/root
+  base=$(dirname "$bin")
+  mkdir -p "$r/etc" "$r/tmp" "$r/var/run/postgresql" "$r/var/lib/postgresql" "$w/src"
+  chmod 1777 "$r/tmp"
+  # initdb runs postgres through popen, hence /bin/sh (dash, with /bin/sh's name).
+  copy_with_libs "$r" "$bin/postgres" "$bin/initdb" /bin/sh
+  # Extensions and conversions initdb loads (plpgsql, dict_snowball, ...); not the JIT,
+  # which links LLVM (hundreds of MB) and is optional.
+  for f in "$base"/lib/*.so; do
+    case $(basename "$f") in llvmjit*) continue ;; esac
+    copy_with_libs "$r" "$f"
+  done
+  mkdir -p "$r/usr/share/postgresql"
+  cp -a "/usr/share/postgresql/$(basename "$base")" "$r/usr/share/postgresql/"
+  cp -a /usr/share/zoneinfo "$r/usr/share/"
+  printf 'root:x:0:0::/root:/bin/false\npostgres:x:999:999::/var/lib/postgresql:/bin/false\n' >"$r/etc/passwd"
+  printf 'root:x:0:\npostgres:x:999:\n' >"$r/etc/group"
+  postgres_entrypoint >"$w/src/main.go"
+  printf 'module entrypoint\n\ngo 1.22\n' >"$w/src/go.mod"
+  (cd "$w/src" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -ldflags='-s -w' -o "$r$bin/docker-entrypoint" .)
+  mkimage "$r" "$ref" "$tar" "$bin/docker-entrypoint"
+  rm -rf "$w"
+  say "PostgreSQL image $ref: $(du -h "$tar" | cut -f1)"
 }
 
 # ---- running the daemons -------------------------------------------------------------------
@@ -341,6 +520,9 @@ T
   waitfor "containerd up" 30 ctr -a "$CTRD/containerd.sock" version
   ctr -a "$CTRD/containerd.sock" -n k8s.io images import "$IMAGES/pause.tar" >/dev/null
   ctr -a "$CTRD/containerd.sock" -n k8s.io images import "$IMAGES/redis-$(redis_image | sed 's/.*://').tar" >/dev/null
+  local pg
+  pg=$(postgres_tar) || true
+  [ -z "$pg" ] || ctr -a "$CTRD/containerd.sock" -n k8s.io images import "$pg" >/dev/null
   say "images imported"
   local kl=$STATE/kubelet
   mkdir -p "$kl"

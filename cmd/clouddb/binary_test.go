@@ -296,7 +296,7 @@ func TestFlags(t *testing.T) {
 	require.Equal(t, Config{DataDir: "/from/env", Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: "40000-40100",
 		DBMemory: "8GiB", ProvisioningDelay: 3 * time.Second, RateLimit: 400, TaskLease: 30 * time.Second, DataTimeout: time.Hour, LogLevel: "info",
 		Store: "postgres://clouddb@127.0.0.1/clouddb", EncryptionKey: "the-key",
-		Driver: "local", Namespace: DefaultNamespace, RedisImage: DefaultRedisImage}, m.Config)
+		Driver: "local", Namespace: DefaultNamespace, RedisImage: DefaultRedisImage, ServiceType: DefaultServiceType}, m.Config)
 	t.Setenv("CLOUDDB_STORE", "")
 	t.Setenv("CLOUDDB_ENCRYPTION_KEY", "")
 	err := NewMain(os.Stdout, os.Stderr).ParseFlags(nil)
@@ -362,7 +362,7 @@ func TestFlagDefaultsAndTwins(t *testing.T) {
 	require.NoError(t, m.ParseFlags(nil))
 	require.Equal(t, Config{DataDir: "./clouddb-data", Listen: "127.0.0.1:8080", BrowserListen: "127.0.0.1:5540", AdvertiseHost: "127.0.0.1",
 		DBPorts: "10000-19999", DBMemory: "auto", RateLimit: 400, TaskLease: 30 * time.Second, DataTimeout: time.Hour, LogLevel: "info",
-		Driver: "local", Namespace: "clouddb", RedisImage: "redis:7.0.15"}, m.Config)
+		Driver: "local", Namespace: "clouddb", RedisImage: "redis:7.0.15", ServiceType: "NodePort"}, m.Config)
 
 	twins := map[string]string{
 		"CLOUDDB_DATA_DIR": "/srv/clouddb", "CLOUDDB_LISTEN": "127.0.0.1:9999", "CLOUDDB_BROWSER_LISTEN": "127.0.0.1:5541",
@@ -371,6 +371,7 @@ func TestFlagDefaultsAndTwins(t *testing.T) {
 		"CLOUDDB_BACKUP_DIRS": "/srv/backups", "CLOUDDB_STORE": "postgres://clouddb@127.0.0.1/clouddb", "CLOUDDB_DATA_TIMEOUT": "90s",
 		"CLOUDDB_DRIVER": "kubernetes", "CLOUDDB_KUBECONFIG": "/srv/kubeconfig", "CLOUDDB_NAMESPACE": "dbs",
 		"CLOUDDB_K8S_REDIS_IMAGE": "7.2.4=registry.example/redis:7.2", "CLOUDDB_K8S_STORAGE_CLASS": "fast",
+		"CLOUDDB_K8S_SERVICE_TYPE": "LoadBalancer",
 	}
 	for k, v := range twins {
 		t.Setenv(k, v)
@@ -380,7 +381,8 @@ func TestFlagDefaultsAndTwins(t *testing.T) {
 	require.Equal(t, Config{DataDir: "/srv/clouddb", Listen: "127.0.0.1:9999", BrowserListen: "127.0.0.1:5541", AdvertiseHost: "127.0.0.3",
 		DBPorts: "20000-20099", ProvisioningDelay: 250 * time.Millisecond, RateLimit: 7, TaskLease: 5 * time.Second, LogLevel: "debug",
 		DBMemory: "1GiB", BackupDirs: "/srv/backups", Store: "postgres://clouddb@127.0.0.1/clouddb", DataTimeout: 90 * time.Second,
-		Driver: "kubernetes", Kubeconfig: "/srv/kubeconfig", Namespace: "dbs", RedisImage: "7.2.4=registry.example/redis:7.2", StorageClass: "fast"}, m.Config)
+		Driver: "kubernetes", Kubeconfig: "/srv/kubeconfig", Namespace: "dbs", RedisImage: "7.2.4=registry.example/redis:7.2", StorageClass: "fast",
+		ServiceType: "LoadBalancer"}, m.Config)
 }
 
 // TestDriverFlags: --driver kubernetes takes the NodePort range for the databases' ports
@@ -398,6 +400,8 @@ func TestDriverFlags(t *testing.T) {
 		"--driver kubernetes --k8s-redis-image redis":             "--k8s-redis-image",
 		"--driver kubernetes --k8s-redis-image 7=redis:7":         "--k8s-redis-image",
 		"--driver kubernetes --k8s-redis-image registry:5000/red": "--k8s-redis-image",
+		"--driver kubernetes --k8s-service-type ClusterIP":        "--k8s-service-type",
+		"--driver kubernetes --k8s-service-type loadbalancer":     "--k8s-service-type",
 	} {
 		err := NewMain(io.Discard, io.Discard).ParseFlags(strings.Fields(args))
 		require.ErrorContains(t, err, want, args)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -29,6 +30,8 @@ const (
 const (
 	DefaultNamespace  = "clouddb"
 	DefaultRedisImage = "redis:7.0.15"
+	// DefaultServiceType makes each database's endpoint a NodePort.
+	DefaultServiceType = string(corev1.ServiceTypeNodePort)
 	// defaultNodePorts is Kubernetes' default NodePort range: with --driver kubernetes a
 	// database's port is its Service's NodePort.
 	defaultNodePorts = "30000-32767"
@@ -72,6 +75,9 @@ func validateDriver(c *Config) error {
 	if c.Namespace == "" {
 		return errors.New("--namespace must not be empty")
 	}
+	if t := corev1.ServiceType(c.ServiceType); t != corev1.ServiceTypeNodePort && t != corev1.ServiceTypeLoadBalancer {
+		return fmt.Errorf("--k8s-service-type %q: want NodePort or LoadBalancer", c.ServiceType)
+	}
 	_, _, err := redisImage(c.RedisImage)
 	return err
 }
@@ -105,6 +111,7 @@ func newKubernetesDriver(c Config, log *slog.Logger, ca clouddb.CertificateAutho
 		DefaultVersion: versions.Default,
 		StorageClass:   c.StorageClass,
 		NodeAddress:    c.AdvertiseHost,
+		ServiceType:    corev1.ServiceType(c.ServiceType),
 		Logger:         log,
 		// Imports are checked in a throwaway server of this machine (see Driver.Load).
 		RedisServer: firstOr(c.RedisServers, local.DefaultRedisServer),

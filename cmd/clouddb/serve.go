@@ -76,12 +76,14 @@ type Config struct {
 	// default) or "kubernetes" (a StatefulSet per database, see driver/kubernetes), with
 	// the cluster of Kubeconfig (empty: the one clouddb runs in), the Namespace that
 	// holds the databases, the RedisImage they run ("VERSION=IMAGE", or an image tagged
-	// with its version) and the StorageClass of their volumes (empty: the default).
+	// with its version), the StorageClass of their volumes (empty: the default) and the
+	// ServiceType of their endpoints (NodePort or LoadBalancer).
 	Driver       string
 	Kubeconfig   string
 	Namespace    string
 	RedisImage   string
 	StorageClass string
+	ServiceType  string
 }
 
 // Defaults of `clouddb serve`.
@@ -146,7 +148,7 @@ func newHTTPServer(h http.Handler, t httpTimeouts) *http.Server {
 func NewMain(stdout, stderr io.Writer) *Main {
 	return &Main{
 		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts, DBMemory: DefaultDBMemory,
-			Driver: driverLocal, Namespace: DefaultNamespace, RedisImage: DefaultRedisImage,
+			Driver: driverLocal, Namespace: DefaultNamespace, RedisImage: DefaultRedisImage, ServiceType: DefaultServiceType,
 			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, DataTimeout: task.DefaultDataTimeout, LogLevel: "info"},
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}), timeouts: defaultHTTPTimeouts,
 	}
@@ -179,6 +181,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "with --driver kubernetes: the namespace of the databases' objects (give clouddb deploy/kubernetes/rbac.yaml's Role there)")
 	fs.StringVar(&c.RedisImage, "k8s-redis-image", c.RedisImage, "with --driver kubernetes: the redis image the databases run, VERSION=IMAGE or an image tagged with its Redis version")
 	fs.StringVar(&c.StorageClass, "k8s-storage-class", c.StorageClass, "with --driver kubernetes: the StorageClass of persistent databases' volumes; empty: the cluster's default")
+	fs.StringVar(&c.ServiceType, "k8s-service-type", c.ServiceType, "with --driver kubernetes: the type of the databases' Services, their publicEndpoint: NodePort (the database's port on --advertise-host, a node's address) or LoadBalancer (the database's port on the address the cluster's load-balancer controller gives)")
 	if err := envFlags(fs, args); err != nil {
 		return err
 	}
@@ -357,17 +360,17 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Reconciler.Store, m.Reconciler.Driver = task.RecordUpgradeOutcomes(db), dataPlane
 	m.Engine.Store, m.Engine.Driver = db, dataPlane
 	m.Engine.Ports = &task.Ports{Low: low, High: high, Host: c.AdvertiseHost}
-	var privateEndpoint func(int) string
+	var privateEndpoint, publicEndpoint func(databaseID, port int) string
 	if k, ok := dataPlane.(*k8sdriver.Driver); ok {
 		// A NodePort is no socket of this host to probe: the Service's creation says
 		// when something else holds it.
 		m.Engine.Ports.Free = func(string, int) bool { return true }
-		privateEndpoint = k.PrivateEndpoint
+		privateEndpoint, publicEndpoint = k.PrivateEndpoint, k.PublicEndpointOf
 	}
 	m.Engine.MemoryLimit, _ = dbMemory(c.DBMemory)
 	m.Engine.Blob, m.Engine.TempDir = blobOpts, tmpDir
 	m.Engine.RedisVersions = versions
-	api := &cloudapi.Server{Store: db, Tasks: m.Engine, CA: ca, AdvertiseHost: c.AdvertiseHost, PrivateEndpoint: privateEndpoint,
+	api := &cloudapi.Server{Store: db, Tasks: m.Engine, CA: ca, AdvertiseHost: c.AdvertiseHost, PrivateEndpoint: privateEndpoint, PublicEndpoint: publicEndpoint,
 		RedisVersions: versions, Logger: m.logger, RateLimit: c.RateLimit}
 
 	ln, err := net.Listen("tcp", c.Listen)

@@ -23,6 +23,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -82,6 +83,11 @@ type Config struct {
 	// NodeAddress is where the NodePort Services are reached from outside the cluster (a
 	// node's address): PublicEndpoint names it.
 	NodeAddress string
+	// ServiceType is the type of the databases' Services, their publicEndpoint:
+	// NodePort (empty means it) or LoadBalancer, whose address the cluster's load-balancer
+	// controller gives; Ensure waits IngressTimeout for it (default DefaultIngressTimeout).
+	ServiceType    corev1.ServiceType
+	IngressTimeout time.Duration
 	// Logger receives the driver's logs; it never receives a password.
 	Logger *slog.Logger
 	// RedisServer is the redis-server binary of clouddb's own machine that Load checks
@@ -108,6 +114,8 @@ type Driver struct {
 	ns   string
 	log  *slog.Logger
 	repl replicators // of the databases that follow sources (replicaof.go)
+	// ingress holds the load balancers' addresses by database id (LoadBalancer Services).
+	ingress sync.Map
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -125,6 +133,9 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if err := cfg.checkServiceType(); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -147,13 +158,18 @@ func selector(databaseID int) map[string]string {
 // managedSelector picks every object the driver made.
 const managedSelector = LabelManagedBy + "=" + ManagedBy
 
-// PrivateEndpoint is the database's in-cluster address: its Service's DNS name.
-func (d *Driver) PrivateEndpoint(databaseID int) string {
-	return net.JoinHostPort(Name(databaseID)+"."+d.ns+".svc", strconv.Itoa(redisPort))
+// PrivateEndpoint is the database's in-cluster address: its Service's DNS name, and the
+// Service's port (6379; the database's port with LoadBalancer Services).
+func (d *Driver) PrivateEndpoint(databaseID, port int) string {
+	if d.serviceType() == corev1.ServiceTypeNodePort {
+		port = redisPort
+	}
+	return net.JoinHostPort(Name(databaseID)+"."+d.ns+".svc", strconv.Itoa(port))
 }
 
-// PublicEndpoint is where a client outside the cluster reaches the database: its
-// NodePort, which is the database's port, on Config.NodeAddress.
+// PublicEndpoint is where a client outside the cluster reaches a database of NodePort
+// Services: its NodePort, which is the database's port, on Config.NodeAddress.
+// PublicEndpointOf is the database's whatever the type of its Service.
 func (d *Driver) PublicEndpoint(port int) string {
 	return net.JoinHostPort(d.cfg.NodeAddress, strconv.Itoa(port))
 }

@@ -98,7 +98,12 @@ func primaryKeys(replicated bool, svc *corev1.Service) (map[string][]byte, error
 	if net.ParseIP(svc.Spec.ClusterIP) == nil {
 		return nil, fmt.Errorf("its service %s has no cluster IP (%q) for its replicas to reach the primary by", svc.Name, svc.Spec.ClusterIP)
 	}
-	return map[string][]byte{keyPrimaryHost: []byte(svc.Spec.ClusterIP), keyPrimaryPort: []byte(strconv.Itoa(redisPort))}, nil
+	if len(svc.Spec.Ports) != 1 {
+		return nil, fmt.Errorf("its service %s has %d ports, not one", svc.Name, len(svc.Spec.Ports))
+	}
+	// The Service's port: redisPort behind a NodePort, the database's behind a load balancer.
+	port := strconv.Itoa(int(svc.Spec.Ports[0].Port))
+	return map[string][]byte{keyPrimaryHost: []byte(svc.Spec.ClusterIP), keyPrimaryPort: []byte(port)}, nil
 }
 
 // serviceSelector is the selector of the database's Service: its pods, and only the
@@ -444,6 +449,10 @@ func (d *Driver) dropReplica(ctx context.Context, in clouddb.Instance, pod *core
 // that a route to another server (the primary before a failover) is not taken for it.
 // Without a NodeAddress there is no endpoint to wait for.
 func (d *Driver) waitEndpoint(ctx context.Context, in clouddb.Instance, c *redis.Client, runID string) error {
+	// A load balancer's address: its own (see waitIngress); clouddb may not reach it.
+	if d.serviceType() == corev1.ServiceTypeLoadBalancer {
+		return d.waitIngress(ctx, in)
+	}
 	if d.cfg.NodeAddress == "" {
 		return nil
 	}
