@@ -705,10 +705,14 @@ func (m *Main) printWelcome(creds *credentials) {
 	}
 	credsFile := filepath.Join(dataDir, "credentials.json")
 	fmt.Fprintf(w, "\nTo use the CLI from another shell, paste:\n  export CLOUDDB_URL=%s\n", api)
-	if creds != nil {
+	switch {
+	case creds != nil && creds.secretGiven:
+		fmt.Fprintf(w, "  export CLOUDDB_API_KEY=%s\n  export CLOUDDB_API_SECRET_KEY=\"$CLOUDDB_BOOTSTRAP_SECRET_KEY\"\n", creds.APIKey)
+		fmt.Fprintf(w, "(a default account was made on this first start, with the secret clouddb was given in CLOUDDB_BOOTSTRAP_SECRET_KEY; its key pair is also in %s)\n", credsFile)
+	case creds != nil:
 		fmt.Fprintf(w, "  export CLOUDDB_API_KEY=%s\n  export CLOUDDB_API_SECRET_KEY=%s\n", creds.APIKey, creds.SecretKey)
 		fmt.Fprintf(w, "(a default account was made on this first start; its key pair, shown once, is also in %s)\n", credsFile)
-	} else {
+	default:
 		fmt.Fprintf(w, "  export CLOUDDB_DATA_DIR=%s\n", dataDir)
 		fmt.Fprintf(w, "(the CLI reads the default account's key pair from %s)\n", credsFile)
 	}
@@ -771,6 +775,9 @@ type credentials struct {
 	AccountID int    `json:"accountId"`
 	APIKey    string `json:"apiKey"`
 	SecretKey string `json:"secretKey"`
+	// secretGiven: the secret came from CLOUDDB_BOOTSTRAP_SECRET_KEY, which its operator
+	// holds: the welcome does not print it (into a pod's log, say).
+	secretGiven bool
 }
 
 // bootstrap creates, on first start, the default account (flexible plan), its payment
@@ -795,7 +802,7 @@ func bootstrap(ctx context.Context, store clouddb.Store, dataDir string) (*crede
 		if err != nil {
 			return err
 		}
-		creds = &credentials{AccountID: a.ID, APIKey: k.Key, SecretKey: secret}
+		creds = &credentials{AccountID: a.ID, APIKey: k.Key, SecretKey: secret, secretGiven: os.Getenv("CLOUDDB_BOOTSTRAP_SECRET_KEY") != ""}
 		b, _ := json.MarshalIndent(creds, "", "  ")
 		return os.WriteFile(filepath.Join(dataDir, "credentials.json"), append(b, '\n'), 0o600)
 	})
