@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -402,10 +403,14 @@ func TestDriverFlags(t *testing.T) {
 		"--driver kubernetes --k8s-redis-image registry:5000/red": "--k8s-redis-image",
 		"--driver kubernetes --k8s-service-type ClusterIP":        "--k8s-service-type",
 		"--driver kubernetes --k8s-service-type loadbalancer":     "--k8s-service-type",
+		"--driver kubernetes --k8s-cluster-networks 10.96.0.0":    "--k8s-cluster-networks",
 	} {
 		err := NewMain(io.Discard, io.Discard).ParseFlags(strings.Fields(args))
 		require.ErrorContains(t, err, want, args)
 	}
+	nets, err := clusterNetworks(" 10.244.0.0/16, 10.96.1.2/12 ")
+	require.NoError(t, err)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.96.0.0/12")}, nets)
 	full, image, err := redisImage("localhost/clouddb-redis:7.0.15")
 	require.NoError(t, err)
 	require.Equal(t, []string{"7.0.15", "localhost/clouddb-redis:7.0.15"}, []string{full, image})

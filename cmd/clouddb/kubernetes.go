@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,8 +79,27 @@ func validateDriver(c *Config) error {
 	if t := corev1.ServiceType(c.ServiceType); t != corev1.ServiceTypeNodePort && t != corev1.ServiceTypeLoadBalancer {
 		return fmt.Errorf("--k8s-service-type %q: want NodePort or LoadBalancer", c.ServiceType)
 	}
+	if _, err := clusterNetworks(c.ClusterNetworks); err != nil {
+		return err
+	}
 	_, _, err := redisImage(c.RedisImage)
 	return err
+}
+
+// clusterNetworks parses --k8s-cluster-networks.
+func clusterNetworks(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("--k8s-cluster-networks: %q is not a CIDR such as 10.96.0.0/12", f)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // newKubernetesDriver is the data plane of --driver kubernetes: the cluster of
@@ -103,16 +123,21 @@ func newKubernetesDriver(c Config, log *slog.Logger, ca clouddb.CertificateAutho
 	if err != nil {
 		return nil, clouddb.RedisVersions{}, err
 	}
+	networks, err := clusterNetworks(c.ClusterNetworks)
+	if err != nil {
+		return nil, clouddb.RedisVersions{}, err
+	}
 	versions := clouddb.OneRedisVersion(full)
 	d, err := k8sdriver.New(k8sdriver.Config{
-		Client:         client,
-		Namespace:      c.Namespace,
-		Images:         map[string]string{versions.Default: image},
-		DefaultVersion: versions.Default,
-		StorageClass:   c.StorageClass,
-		NodeAddress:    c.AdvertiseHost,
-		ServiceType:    corev1.ServiceType(c.ServiceType),
-		Logger:         log,
+		ClusterNetworks: networks,
+		Client:          client,
+		Namespace:       c.Namespace,
+		Images:          map[string]string{versions.Default: image},
+		DefaultVersion:  versions.Default,
+		StorageClass:    c.StorageClass,
+		NodeAddress:     c.AdvertiseHost,
+		ServiceType:     corev1.ServiceType(c.ServiceType),
+		Logger:          log,
 		// Imports are checked in a throwaway server of this machine (see Driver.Load).
 		RedisServer: firstOr(c.RedisServers, local.DefaultRedisServer),
 		CA:          ca,
