@@ -46,9 +46,10 @@ test: test-deps vet lint
 # always torn down (scripts/k8s-test-cluster.sh run; root; one run at a time on a
 # machine). The first run builds Kubernetes from the Go module proxy, about six minutes;
 # later ones start it in about ten seconds.
-# -parallel 4: TestConformance's cases (a namespace each) mostly wait for pods, not CPU.
+# -parallel 6: the package's tests and TestConformance's cases (their own databases, most in
+# namespaces of their own) mostly wait for pods, not CPU.
 test-k8s:
-	@scripts/k8s-test-cluster.sh run -- $(GO) test $(TESTFLAGS) -parallel 4 -count=1 -v ./driver/kubernetes/
+	@scripts/k8s-test-cluster.sh run -- $(GO) test $(TESTFLAGS) -parallel 6 -count=1 -v ./driver/kubernetes/
 
 # A bounded soak (a few minutes): several accounts, mixed requests, random restarts.
 soak: deps

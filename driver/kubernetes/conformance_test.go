@@ -33,6 +33,7 @@ func init() { conformancePort.Store(30200) }
 // optional interfaces it does not implement.
 func TestConformance(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	var namespaces sync.Map // *kubernetes.Driver → its namespace, for Reopen
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) clouddb.Driver {

@@ -17,6 +17,7 @@ import (
 // as it was.
 func TestData(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	ctx := ctxFor(t, 4*time.Minute)
 	d := newDriver(t, cluster.client, cluster.ns)
 	src, dst := instance(t, 301, "none"), instance(t, 302, "aof-every-1-second")

@@ -51,6 +51,7 @@ var (
 //   - the databases' ports and the API's NodePort are ones no other test here uses.
 func TestDeploy(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds clouddb's image and runs it in the cluster")
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,13 +136,14 @@ func password(t *testing.T) string {
 
 // nextPort hands each database of the run a NodePort of its own, from 31000 up and well
 // below the end of the NodePort range, 32767 (TestConformance uses 30201-30999).
-var nextPort = 31000 + int(time.Now().Unix()%800)*2
+var nextPort atomic.Int32
+
+func init() { nextPort.Store(31000 + int32(time.Now().Unix()%800)*2) }
 
 func instance(t *testing.T, id int, persistence string) clouddb.Instance {
-	nextPort++
 	return clouddb.Instance{
 		DatabaseID:      id,
-		Port:            nextPort,
+		Port:            int(nextPort.Add(1)),
 		Password:        password(t),
 		MaxMemoryBytes:  100 << 20,
 		EvictionPolicy:  "volatile-lru",
@@ -289,6 +291,7 @@ func instances(t *testing.T, ctx context.Context, d *kubernetes.Driver) []int {
 // removed, its data kept throughout.
 func TestLifecycle(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	ctx := ctxFor(t, 8*time.Minute)
 	d := newDriver(t, cluster.client, cluster.ns)
 	in := instance(t, 101, "aof-every-1-second")
@@ -494,6 +497,7 @@ func limitOf(p *corev1.Pod) int64 {
 // rule) runs the data commands and none of the server's administration.
 func TestTenantCannotAdminister(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	ctx := ctxFor(t, 3*time.Minute)
 	d := newDriver(t, cluster.client, cluster.ns)
 	in := instance(t, 102, "none")
@@ -560,6 +564,7 @@ func TestTenantCannotAdminister(t *testing.T) {
 // it too.
 func TestCannotRun(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	ctx := ctxFor(t, 3*time.Minute)
 	c := cluster.client
 	d, err := kubernetes.New(kubernetes.Config{
@@ -595,6 +600,7 @@ func TestCannotRun(t *testing.T) {
 // object is made.
 func TestNotSupported(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	ctx := ctxFor(t, time.Minute)
 	d := newDriver(t, cluster.client, cluster.ns)
 	base := instance(t, 104, "none")
@@ -629,6 +635,7 @@ func TestNotSupported(t *testing.T) {
 // Running say why in redis's own words (the container's last log lines).
 func TestRunAsUser(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	ctx := ctxFor(t, 3*time.Minute)
 	d, err := kubernetes.New(kubernetes.Config{
 		Client: cluster.client, Namespace: cluster.ns, Images: map[string]string{redisVersion: redisImage},

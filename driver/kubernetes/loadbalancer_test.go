@@ -22,6 +22,7 @@ import (
 // (the node's address, which kube-proxy then routes for the Service's port).
 func TestLoadBalancer(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	ctx := ctxFor(t, 3*time.Minute)
 	newLB := func() *kubernetes.Driver {
 		d, err := kubernetes.New(kubernetes.Config{

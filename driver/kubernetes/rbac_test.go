@@ -53,6 +53,7 @@ func applyManifest(t *testing.T, ctx context.Context, path, ns string) {
 // namespace, and nothing outside it.
 func TestRBAC(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	ctx := ctxFor(t, 5*time.Minute)
 	admin := cluster.client
 	ns, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "clouddb-rbac-"}}, metav1.CreateOptions{})

@@ -22,6 +22,7 @@ import (
 // password still works.
 func TestSourceGuard(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	ctx := ctxFor(t, 4*time.Minute)
 	d := newDriver(t, cluster.client, cluster.ns)
 	src, dst := instance(t, 401, "none"), instance(t, 402, "none")

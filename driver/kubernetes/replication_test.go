@@ -22,6 +22,7 @@ import (
 // label and with it the Service, and has the empty node follow the new primary.
 func TestFailoverBehindClouddbsBack(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	ctx := ctxFor(t, 6*time.Minute)
 	d := newDriver(t, cluster.client, cluster.ns)
 	in := instance(t, 111, "none")
@@ -158,6 +159,7 @@ func roleOf(t *testing.T, ctx context.Context, c *redis.Client) string {
 // the endpoint alone; turned on again, a new replica syncs.
 func TestReplicationOffKeepsData(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	ctx := ctxFor(t, 5*time.Minute)
 	d := newDriver(t, cluster.client, cluster.ns)
 	in := instance(t, 112, "none")

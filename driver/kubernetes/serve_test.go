@@ -36,6 +36,7 @@ import (
 // databases running.
 func TestServe(t *testing.T) {
 	needCluster(t)
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the clouddb binary")
 	}
