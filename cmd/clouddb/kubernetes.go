@@ -115,6 +115,10 @@ func newKubernetesDriver(c Config, log *slog.Logger, ca clouddb.CertificateAutho
 	if err != nil {
 		return nil, clouddb.RedisVersions{}, fmt.Errorf("--kubeconfig: %w", err)
 	}
+	// Ensure polls a database's pods while it waits for them, and the reconciler ensures
+	// databases side by side: client-go's default rate (5 requests a second, bursts of
+	// 10) would queue one database's Ensure behind the others'.
+	cfg.QPS, cfg.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, clouddb.RedisVersions{}, err

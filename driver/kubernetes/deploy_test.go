@@ -147,8 +147,19 @@ func TestDeploy(t *testing.T) {
 	}
 	t.Logf("clouddb ready %v after the manifest was applied", time.Since(applied).Round(time.Millisecond))
 
-	// A user of the API, through the Service's NodePort, with the CLI.
+	// A user of the API, through the Service's NodePort, with the CLI: once kube-proxy
+	// routes the new Service's port (a moment after the pod is ready; longer on a busy
+	// machine), which refuses connections until then.
 	url := "http://" + net.JoinHostPort(nodeIP, "30090")
+	if err = poll(ctx, 30*time.Second, func() (bool, error) {
+		conn, dialErr := net.DialTimeout("tcp", net.JoinHostPort(nodeIP, "30090"), 2*time.Second)
+		if dialErr != nil {
+			return false, nil
+		}
+		return true, conn.Close()
+	}); err != nil {
+		t.Fatalf("the API's NodePort 30090 is not routed: %v\n%s", err, podReport(t, ns.Name))
+	}
 	cli := func(args ...string) string {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, bin, append(args, "--url", url, "--api-key", apiKey, "--api-secret-key", secretKey, "--quiet")...)

@@ -63,6 +63,9 @@ func withNamespace(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The tests, in parallel, share this client and its rate limiter: client-go's default
+	// (5 requests a second) made them wait on each other.
+	cfg.QPS, cfg.Burst = 100, 200
 	c, err := k8s.NewForConfig(cfg)
 	if err != nil {
 		return 0, err
