@@ -277,7 +277,15 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	}
 	internal := string(secret.Data[keyInternal])
 	if nodes > 1 {
-		return d.ensureNodes(ctx, in, secret, oldLimit, int(nodes))
+		// Again when a node's container restarted while it was being configured (its
+		// status had not shown the crash yet): the next pass finds it as it now runs.
+		for attempt := 1; ; attempt++ {
+			err = d.ensureNodes(ctx, in, secret, oldLimit, int(nodes))
+			if !errors.Is(err, errNodeRestarted) || attempt == 3 {
+				return err
+			}
+			d.log.Info("a node of a database restarted while Ensure configured it: once more", "database_id", in.DatabaseID, "error", err)
+		}
 	}
 	pod, err := d.waitReady(ctx, in.DatabaseID, 0)
 	if err != nil {

@@ -268,6 +268,9 @@ func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, secret *c
 	if err := d.waitSynced(ctx, in, pods, clients, p); err != nil {
 		return err
 	}
+	if err := d.samePods(ctx, id, pods); err != nil {
+		return err
+	}
 	// replicaOf sources write into the primary (a new one after a failover).
 	if err := d.syncSources(ctx, in, pods[p], secret); err != nil {
 		return err
@@ -632,4 +635,34 @@ func (d *Driver) nodeRunning(ctx context.Context, in clouddb.Instance, pod *core
 		return false, nil
 	}
 	return liveAsAsked(ctx, c, in)
+}
+
+// errNodeRestarted: a node's container restarted, or its pod was replaced, while Ensure
+// configured it (see samePods).
+var errNodeRestarted = errors.New("a node restarted while Ensure configured it")
+
+// samePods waits until every node's pod is ready and checks that each still runs the
+// container Ensure read: a pod's status follows its container's death by up to a second
+// (the kubelet's relist), so Ensure may have read it ready, configured the container the
+// kubelet had just started again, and seen its readiness drop only now.
+func (d *Driver) samePods(ctx context.Context, databaseID int, pods []*corev1.Pod) error {
+	for i, was := range pods {
+		now, err := d.waitReady(ctx, databaseID, i)
+		if err != nil {
+			return err
+		}
+		if now.UID != was.UID || containerRestarts(now) != containerRestarts(was) {
+			return fmt.Errorf("database %d: pod %s: %w", databaseID, now.Name, errNodeRestarted)
+		}
+	}
+	return nil
+}
+
+// containerRestarts is how many times the pod's containers were started again.
+func containerRestarts(pod *corev1.Pod) int32 {
+	var n int32
+	for _, cs := range pod.Status.ContainerStatuses {
+		n += cs.RestartCount
+	}
+	return n
 }

@@ -174,7 +174,17 @@ func TestReplicationOffKeepsData(t *testing.T) {
 	if n, err := tenant.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
 		t.Fatalf("WAIT 1 = %d, %v", n, err)
 	}
+	before := podNamed(t, ctx, name+"-0")
 	killServer(t, ctx, cluster.ns, name+"-0")
+	// Back (restarted by the kubelet, empty) before Ensure: a pod whose status still
+	// shows the killed container ready turns not ready a moment later, which an Ensure
+	// that ran meanwhile cannot see (the reconciler's next check would).
+	if err := poll(ctx, 90*time.Second, func() (bool, error) {
+		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name+"-0", metav1.GetOptions{})
+		return err == nil && restarts(p) > restarts(before) && ready(p), nil
+	}); err != nil {
+		t.Fatalf("node 0's pod did not come back: %v", err)
+	}
 	ensureRunning(t, ctx, d, in)
 	requirePrimary(t, ctx, in.DatabaseID, name+"-1")
 	tenant = connect(t, d, in, "", in.Password)
