@@ -82,7 +82,7 @@ ensure_packages() {
 
 # ---- Kubernetes commands, built once from the module proxy ------------------------------
 build() {
-  local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl) c missing=0
+  local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy) c missing=0
   for c in "${cmds[@]}"; do [ -x "$BIN/$c" ] || missing=1; done
   [ $missing = 0 ] && return
   say "building Kubernetes v$K8S_VERSION from the Go module proxy (once: about six minutes)"
@@ -222,6 +222,25 @@ waitfor() { # what seconds command...
 
 running() { [ -f "$PIDS/kube-apiserver.pid" ] && kill -0 "$(cat "$PIDS/kube-apiserver.pid")" 2>/dev/null; }
 
+# api PATH [CURL-ARGS...]: a request to the API as the tests' admin; fails on an error status.
+# The API answers curl with indented JSON: the patterns read below allow either form.
+api() {
+  local p=$1
+  shift
+  curl -sf --max-time 10 --cacert "$PKI/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" "$@" "https://127.0.0.1:$API_PORT$p"
+}
+
+# Ready and untainted: the scheduler places no pod while the not-ready taint, which goes
+# a moment after Ready, is on. The API's pretty JSON has a condition's status on the line
+# after its type.
+node_ready() {
+  local n
+  n=$(api "/api/v1/nodes/$NODE_NAME?pretty=true") || return 1
+  grep -A1 '"type": "Ready"' <<<"$n" | grep -q '"status": "True"' && ! grep -q '"taints"' <<<"$n"
+}
+
+no_pods() { api '/api/v1/pods?limit=1' | grep -q '"items": *\[\]'; }
+
 kubeconfig() { # token
   cat <<K
 apiVersion: v1
@@ -271,8 +290,6 @@ up() {
   say "packages, binaries and images ready"
   mkdir -p "$PIDS" "$LOGS"
   pki
-  export KUBECONFIG=$STATE/admin.kubeconfig
-  local k=$BIN/kubectl
 
   start etcd nice etcd --name test --data-dir "$STATE/etcd" --unsafe-no-fsync \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
@@ -299,7 +316,7 @@ up() {
   start kube-scheduler nice "$BIN/kube-scheduler" --kubeconfig="$STATE/controllers.kubeconfig" \
     --authentication-kubeconfig="$STATE/controllers.kubeconfig" --authorization-kubeconfig="$STATE/controllers.kubeconfig" \
     --leader-elect=false --bind-address=127.0.0.1
-  waitfor "controller-manager working (default service account)" 60 "$k" get serviceaccount default
+  waitfor "controller-manager working (default service account)" 60 api /api/v1/namespaces/default/serviceaccounts/default
 
   # The node: containerd + runc + a CNI bridge, the kubelet, kube-proxy.
   sysctl -n vm.overcommit_memory kernel.panic kernel.panic_on_oops net.ipv4.ip_forward >"$STATE/sysctl.saved"
@@ -380,7 +397,7 @@ nodePortAddresses: ["$NODE_IP/32"]
 Y
   start kube-proxy nice "$BIN/kube-proxy" --config="$STATE/kube-proxy.yaml"
   # The tests' StorageClass: the hostPath provisioner, default so a claim without a class gets it.
-  "$k" apply -f - >/dev/null <<Y
+  api /apis/storage.k8s.io/v1/storageclasses -X POST -H 'Content-Type: application/yaml' --data-binary @- >/dev/null <<Y
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata:
@@ -390,7 +407,7 @@ provisioner: kubernetes.io/host-path
 reclaimPolicy: Delete
 volumeBindingMode: Immediate
 Y
-  waitfor "node $NODE_NAME Ready" 90 sh -c "'$k' get node $NODE_NAME -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status} {.spec.taints}' | grep -qx 'True '"
+  waitfor "node $NODE_NAME Ready" 90 node_ready
   print_env >"$STATE/env"
   say "cluster up: . $STATE/env"
   print_env
@@ -418,12 +435,18 @@ down() {
     say "not up"
     return
   fi
-  export KUBECONFIG=$STATE/admin.kubeconfig
-  local k=$BIN/kubectl
-  # While the kubelet still runs, let it tear the pods down properly (CNI DEL, unmounts).
-  if [ -f "$PIDS/kubelet.pid" ] && curl -sf --max-time 2 --cacert "$PKI/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" "https://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1; then
-    "$k" delete statefulsets,deployments,replicasets,daemonsets,jobs --all -A --wait=false >/dev/null 2>&1 || true
-    "$k" delete pods --all -A --grace-period=1 --timeout=60s >/dev/null 2>&1 || true
+  # While the kubelet still runs, let it tear the pods down properly (CNI DEL, unmounts):
+  # the workloads first, so that no controller makes their pods again.
+  if [ -f "$PIDS/kubelet.pid" ] && api /readyz --max-time 2 >/dev/null 2>&1; then
+    local ns r
+    for ns in $(api /api/v1/namespaces | grep -o '"name": *"[^"]*"' | cut -d'"' -f4); do
+      for r in statefulsets deployments replicasets daemonsets; do
+        api "/apis/apps/v1/namespaces/$ns/$r?propagationPolicy=Background" -X DELETE >/dev/null 2>&1
+      done
+      api "/apis/batch/v1/namespaces/$ns/jobs?propagationPolicy=Background" -X DELETE >/dev/null 2>&1
+      api "/api/v1/namespaces/$ns/pods?gracePeriodSeconds=1" -X DELETE >/dev/null 2>&1
+    done
+    waitfor "pods deleted" 60 no_pods
   fi
   stop kube-proxy
   [ -x "$BIN/kube-proxy" ] && "$BIN/kube-proxy" --cleanup --proxy-mode=iptables >/dev/null 2>&1 || true
