@@ -3,11 +3,15 @@
 # kube-controller-manager, kube-scheduler, a kubelet on containerd + runc with a CNI bridge,
 # and kube-proxy, from Debian's packages and the Go module proxy alone (no registry).
 #
-# Usage: scripts/k8s-test-cluster.sh up|down|env|run -- COMMAND...
-#   up    installs what is missing (root, apt), builds the Kubernetes commands once (about
-#         six minutes and ~6 GB of Go build cache, deleted afterwards; the binaries are kept
-#         in $CLOUDDB_K8S_CACHE), starts the cluster (about ten seconds when built) and
-#         prints the environment the tests read (also written to $CLOUDDB_K8S_STATE/env).
+# Usage: scripts/k8s-test-cluster.sh up|down|env|build|build-bg|run -- COMMAND...
+#   up    installs what is missing (root, apt), builds the Kubernetes commands once (see
+#         build), starts the cluster (about ten seconds when built) and prints the
+#         environment the tests read (also written to $CLOUDDB_K8S_STATE/env).
+#   build builds the Kubernetes commands if missing (~3.5 GB of Go module and build cache
+#         while it runs, deleted after; the binaries are kept in $CLOUDDB_K8S_CACHE), or
+#         waits for a build in progress. Needs no root and takes no cluster lock.
+#   build-bg  starts that build in the background (nice 19, output to build.log in the
+#         cache) and returns at once; a later build, up or run waits for it.
 #   down  stops everything `up` started and undoes its changes to the host (pods, mounts,
 #         iptables chains, the node address, sysctls). Callers `trap` it.
 #   env   prints that environment again for a running cluster.
@@ -85,24 +89,55 @@ ensure_packages() {
 # command its name says: linked once instead of five times. No kubectl: the script talks
 # to the API with curl. A cache from before (one binary per command) still serves.
 K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+BUILD_LOG=$CACHE/build.log
 
 built() {
   local c
   for c in "${K8S_CMDS[@]}"; do [ -x "$BIN/$c" ] || return 1; done
 }
 
-build() {
-  built && return
+# build [--record]: the binaries, once. One build at a time per cache (a lock): another
+# waits for it and uses its binaries. --record (the background build of build-bg) leaves
+# a mark when it fails, for the next build to report with the log instead of starting over
+# unseen. A subshell, so that the lock is not inherited by the daemons `up` starts.
+build() (
+  mkdir -p "$CACHE"
+  exec 8>"$CACHE/build.lock"
+  if ! flock -n 8; then
+    say "waiting for the Kubernetes build in progress (log: $BUILD_LOG)"
+    flock 8
+  fi
+  if [ "${1:-}" = --record ]; then
+    rm -f "$BUILD_LOG.failed"
+  elif [ -f "$BUILD_LOG.failed" ]; then
+    rm -f "$BUILD_LOG.failed"
+    echo "---- the end of $BUILD_LOG:" >&2
+    tail -n 25 "$BUILD_LOG" >&2
+    die "the background build of Kubernetes failed (log above); the next run builds again"
+  fi
+  built && exit 0
   say "building Kubernetes v$K8S_VERSION from the Go module proxy (once: ~5 minutes of 2 cores)"
-  local work=$CACHE/build minor=${K8S_VERSION#1.}
+  work=$CACHE/build minor=${K8S_VERSION#1.} record=${1:-}
+  # The throwaway module and build cache (several GB) go whatever the outcome. A failed
+  # background build leaves its mark here, while the lock is held: a waiting build sees it.
+  cleanup() {
+    local st=$?
+    rm -rf "$work"
+    [ "$st" = 0 ] || [ "$record" != --record ] || : >"$BUILD_LOG.failed"
+  }
+  trap cleanup EXIT
   rm -rf "$work" && mkdir -p "$work/src"
   (
-    # A throwaway module and build cache: several GB, removed when the binary is built.
-    export GOMODCACHE=$work/gomod GOCACHE=$work/gocache GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0
+    # -modcacherw: a module cache that rm -rf can remove without root.
+    export GOMODCACHE=$work/gomod GOCACHE=$work/gocache GOFLAGS="-mod=mod -modcacherw -buildvcs=false" CGO_ENABLED=0
     cd "$work/src"
-    local up
-    up=$(cd / && go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
-    [ -f "$up" ] || die "cannot download k8s.io/kubernetes@v$K8S_VERSION"
+    local dl up apps=() c
+    # On failure the JSON says why (its "Error"): show it rather than exit without a word.
+    dl=$(cd / && go mod download -json "k8s.io/kubernetes@v$K8S_VERSION") || {
+      grep '"Error"' <<<"$dl" >&2
+      die "cannot download k8s.io/kubernetes@v$K8S_VERSION"
+    }
+    up=$(sed -n 's/.*"GoMod": "\(.*\)",*/\1/p' <<<"$dl")
     {
       printf 'module k8sbuild\n\ngo 1.24\n\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$K8S_VERSION"
       # k8s.io/kubernetes replaces its staging modules with ./staging/...: use their releases.
@@ -159,7 +194,6 @@ func main() {
 	os.Exit(cli.Run(newCommand()))
 }
 G
-    local apps=() c
     for c in "${K8S_CMDS[@]}"; do apps+=("k8s.io/kubernetes/cmd/$c/app@v$K8S_VERSION"); done
     go get "${apps[@]}" >/dev/null
     local ld="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
@@ -167,14 +201,23 @@ G
     ld+=" -X k8s.io/component-base/version.gitTreeState=clean"
     # -dwarf=false: the compiler's debug information, which -w drops at the link anyway.
     nice go build -trimpath -gcflags=all=-dwarf=false -ldflags "$ld" -o "$work/hyperkube" .
-    go clean -modcache >/dev/null 2>&1 || true
   )
   # A directory of this layout only: whatever an earlier or partial build left goes.
   rm -rf "$BIN" && mkdir -p "$BIN"
   mv "$work/hyperkube" "$BIN/"
   for c in "${K8S_CMDS[@]}"; do ln -s hyperkube "$BIN/$c"; done
-  rm -rf "$work"
   say "binaries in $BIN ($(du -sh "$BIN" | cut -f1))"
+)
+
+# build-bg: the build, started in the background at the lowest priority with its output
+# in $BUILD_LOG; returns at once. `make test` starts it first, so that it overlaps vet,
+# lint and the other packages' tests; `build` and `up` then wait for it. It goes on if
+# the caller is interrupted, and the next run uses it.
+build_bg() {
+  built && return
+  mkdir -p "$CACHE"
+  setsid nice -n 19 "$0" build --record </dev/null >"$BUILD_LOG" 2>&1 &
+  say "building Kubernetes in the background (log: $BUILD_LOG)"
 }
 
 # ---- images without a registry -----------------------------------------------------------
@@ -580,6 +623,11 @@ run() {
 
 case ${1:-} in
 up) up ;;
+build)
+  shift
+  build "$@"
+  ;;
+build-bg) build_bg ;;
 run)
   shift
   run "$@"
@@ -589,5 +637,5 @@ env)
   running || die "not up (scripts/k8s-test-cluster.sh up)"
   print_env
   ;;
-*) die "usage: $0 up|down|env|run -- COMMAND..." ;;
+*) die "usage: $0 up|down|env|build|build-bg|run -- COMMAND..." ;;
 esac
