@@ -104,7 +104,7 @@ build() (
   mkdir -p "$CACHE"
   exec 8>"$CACHE/build.lock"
   if ! flock -n 8; then
-    say "waiting for the Kubernetes build in progress (log: $BUILD_LOG)"
+    say "waiting for the Kubernetes build in progress (build-bg logs to $BUILD_LOG)"
     flock 8
   fi
   if [ "${1:-}" = --record ]; then
@@ -116,7 +116,7 @@ build() (
     die "the background build of Kubernetes failed (log above); the next run builds again"
   fi
   built && exit 0
-  say "building Kubernetes v$K8S_VERSION from the Go module proxy (once: ~5 minutes of 2 cores)"
+  say "building Kubernetes v$K8S_VERSION from the Go module proxy (once: ~500 CPU seconds, 4 to 6 minutes on 2 cores)"
   work=$CACHE/build minor=${K8S_VERSION#1.} record=${1:-}
   # The throwaway module and build cache (several GB) go whatever the outcome. A failed
   # background build leaves its mark here, while the lock is held: a waiting build sees it.
