@@ -3,11 +3,15 @@
 # kube-controller-manager, kube-scheduler, a kubelet on containerd + runc with a CNI bridge,
 # and kube-proxy, from Debian's packages and the Go module proxy alone (no registry).
 #
-# Usage: scripts/k8s-test-cluster.sh up|down|env|run -- COMMAND...
-#   up    installs what is missing (root, apt), builds the Kubernetes commands once (about
-#         six minutes and ~6 GB of Go build cache, deleted afterwards; the binaries are kept
-#         in $CLOUDDB_K8S_CACHE), starts the cluster (about ten seconds when built) and
-#         prints the environment the tests read (also written to $CLOUDDB_K8S_STATE/env).
+# Usage: scripts/k8s-test-cluster.sh up|down|env|build|build-bg|run -- COMMAND...
+#   up    installs what is missing (root, apt), builds the Kubernetes commands once (see
+#         build), starts the cluster (about ten seconds when built) and prints the
+#         environment the tests read (also written to $CLOUDDB_K8S_STATE/env).
+#   build builds the Kubernetes commands if missing (~3.5 GB of Go module and build cache
+#         while it runs, deleted after; the binaries are kept in $CLOUDDB_K8S_CACHE), or
+#         waits for a build in progress. Needs no root and takes no cluster lock.
+#   build-bg  starts that build in the background (nice 19, output to build.log in the
+#         cache) and returns at once; a later build, up or run waits for it.
 #   down  stops everything `up` started and undoes its changes to the host (pods, mounts,
 #         iptables chains, the node address, sysctls). Callers `trap` it.
 #   env   prints that environment again for a running cluster.
@@ -93,20 +97,59 @@ ensure_packages() {
 }
 
 # ---- Kubernetes commands, built once from the module proxy ------------------------------
-build() {
-  local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl) c missing=0
-  for c in "${cmds[@]}"; do [ -x "$BIN/$c" ] || missing=1; done
-  [ $missing = 0 ] && return
-  say "building Kubernetes v$K8S_VERSION from the Go module proxy (once: about six minutes)"
-  local work=$CACHE/build minor=${K8S_VERSION#1.}
-  rm -rf "$work" && mkdir -p "$work/src" "$BIN"
+# The commands the cluster runs, each a link to one binary (hyperkube) that runs the
+# command its name says: linked once instead of five times. No kubectl: the script talks
+# to the API with curl. A cache from before (one binary per command) still serves.
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+BUILD_LOG=$CACHE/build.log
+
+built() {
+  local c
+  for c in "${K8S_CMDS[@]}"; do [ -x "$BIN/$c" ] || return 1; done
+}
+
+# build [--record]: the binaries, once. One build at a time per cache (a lock): another
+# waits for it and uses its binaries. --record (the background build of build-bg) leaves
+# a mark when it fails, for the next build to report with the log instead of starting over
+# unseen. A subshell, so that the lock is not inherited by the daemons `up` starts.
+build() (
+  mkdir -p "$CACHE"
+  exec 8>"$CACHE/build.lock"
+  if ! flock -n 8; then
+    say "waiting for the Kubernetes build in progress (build-bg logs to $BUILD_LOG)"
+    flock 8
+  fi
+  if [ "${1:-}" = --record ]; then
+    rm -f "$BUILD_LOG.failed"
+  elif [ -f "$BUILD_LOG.failed" ]; then
+    rm -f "$BUILD_LOG.failed"
+    echo "---- the end of $BUILD_LOG:" >&2
+    tail -n 25 "$BUILD_LOG" >&2
+    die "the background build of Kubernetes failed (log above); the next run builds again"
+  fi
+  built && exit 0
+  say "building Kubernetes v$K8S_VERSION from the Go module proxy (once: ~500 CPU seconds, 4 to 6 minutes on 2 cores)"
+  work=$CACHE/build minor=${K8S_VERSION#1.} record=${1:-}
+  # The throwaway module and build cache (several GB) go whatever the outcome. A failed
+  # background build leaves its mark here, while the lock is held: a waiting build sees it.
+  cleanup() {
+    local st=$?
+    rm -rf "$work"
+    [ "$st" = 0 ] || [ "$record" != --record ] || : >"$BUILD_LOG.failed"
+  }
+  trap cleanup EXIT
+  rm -rf "$work" && mkdir -p "$work/src"
   (
-    # A throwaway module and build cache: several GB, removed when the binaries are built.
-    export GOMODCACHE=$work/gomod GOCACHE=$work/gocache GOFLAGS="-mod=mod -buildvcs=false"
+    # -modcacherw: a module cache that rm -rf can remove without root.
+    export GOMODCACHE=$work/gomod GOCACHE=$work/gocache GOFLAGS="-mod=mod -modcacherw -buildvcs=false" CGO_ENABLED=0
     cd "$work/src"
-    local up
-    up=$(cd / && go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
-    [ -f "$up" ] || die "cannot download k8s.io/kubernetes@v$K8S_VERSION"
+    local dl up apps=() c
+    # On failure the JSON says why (its "Error"): show it rather than exit without a word.
+    dl=$(cd / && go mod download -json "k8s.io/kubernetes@v$K8S_VERSION") || {
+      grep '"Error"' <<<"$dl" >&2
+      die "cannot download k8s.io/kubernetes@v$K8S_VERSION"
+    }
+    up=$(sed -n 's/.*"GoMod": "\(.*\)",*/\1/p' <<<"$dl")
     {
       printf 'module k8sbuild\n\ngo 1.24\n\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$K8S_VERSION"
       # k8s.io/kubernetes replaces its staging modules with ./staging/...: use their releases.
@@ -121,16 +164,72 @@ build() {
       done
       printf ')\n'
     } >go.mod
-    printf 'package main\n\nfunc main() {}\n' >main.go
-    go get $(for c in "${cmds[@]}"; do echo "k8s.io/kubernetes/cmd/$c@v$K8S_VERSION"; done) >/dev/null
+    # Each command's main.go, as in cmd/*/main.go, behind a switch on the name.
+    cat >main.go <<'G'
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	_ "time/tzdata" // CronJob time zones
+
+	"github.com/spf13/cobra"
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
+)
+
+func main() {
+	commands := map[string]func() *cobra.Command{
+		"kube-apiserver":          apiserver.NewAPIServerCommand,
+		"kube-controller-manager": controllermanager.NewControllerManagerCommand,
+		"kube-scheduler":          func() *cobra.Command { return scheduler.NewSchedulerCommand() },
+		"kubelet":                 kubelet.NewKubeletCommand,
+		"kube-proxy":              proxy.NewProxyCommand,
+	}
+	name := filepath.Base(os.Args[0])
+	if _, ok := commands[name]; !ok && len(os.Args) > 1 {
+		name, os.Args = os.Args[1], os.Args[1:] // hyperkube COMMAND ARGS...
+	}
+	newCommand, ok := commands[name]
+	if !ok {
+		fmt.Fprintln(os.Stderr, "usage: hyperkube COMMAND [flags] (or a link named COMMAND): kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy")
+		os.Exit(2)
+	}
+	os.Exit(cli.Run(newCommand()))
+}
+G
+    for c in "${K8S_CMDS[@]}"; do apps+=("k8s.io/kubernetes/cmd/$c/app@v$K8S_VERSION"); done
+    go get "${apps[@]}" >/dev/null
     local ld="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
     ld+=" -X k8s.io/component-base/version.gitMinor=${minor%%.*} -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION"
     ld+=" -X k8s.io/component-base/version.gitTreeState=clean"
-    CGO_ENABLED=0 nice go build -trimpath -ldflags "$ld" -o "$BIN/" $(for c in "${cmds[@]}"; do echo "k8s.io/kubernetes/cmd/$c"; done)
-    go clean -modcache >/dev/null 2>&1 || true
+    # -dwarf=false: the compiler's debug information, which -w drops at the link anyway.
+    nice go build -trimpath -gcflags=all=-dwarf=false -ldflags "$ld" -o "$work/hyperkube" .
   )
-  rm -rf "$work"
+  # A directory of this layout only: whatever an earlier or partial build left goes.
+  rm -rf "$BIN" && mkdir -p "$BIN"
+  mv "$work/hyperkube" "$BIN/"
+  for c in "${K8S_CMDS[@]}"; do ln -s hyperkube "$BIN/$c"; done
   say "binaries in $BIN ($(du -sh "$BIN" | cut -f1))"
+)
+
+# build-bg: the build, started in the background at the lowest priority with its output
+# in $BUILD_LOG; returns at once. `make test` starts it first, so that it overlaps vet,
+# lint and the other packages' tests; `build` and `up` then wait for it. It goes on if
+# the caller is interrupted, and the next run uses it.
+build_bg() {
+  built && return
+  mkdir -p "$CACHE"
+  setsid nice -n 19 "$0" build --record </dev/null >"$BUILD_LOG" 2>&1 &
+  say "building Kubernetes in the background (log: $BUILD_LOG)"
 }
 
 # ---- images without a registry -----------------------------------------------------------
@@ -401,6 +500,25 @@ waitfor() { # what seconds command...
 
 running() { [ -f "$PIDS/kube-apiserver.pid" ] && kill -0 "$(cat "$PIDS/kube-apiserver.pid")" 2>/dev/null; }
 
+# api PATH [CURL-ARGS...]: a request to the API as the tests' admin; fails on an error status.
+# The API answers curl with indented JSON: the patterns read below allow either form.
+api() {
+  local p=$1
+  shift
+  curl -sf --max-time 10 --cacert "$PKI/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" "$@" "https://127.0.0.1:$API_PORT$p"
+}
+
+# Ready and untainted: the scheduler places no pod while the not-ready taint, which goes
+# a moment after Ready, is on. The API's pretty JSON has a condition's status on the line
+# after its type.
+node_ready() {
+  local n
+  n=$(api "/api/v1/nodes/$NODE_NAME?pretty=true") || return 1
+  grep -A1 '"type": "Ready"' <<<"$n" | grep -q '"status": "True"' && ! grep -q '"taints"' <<<"$n"
+}
+
+no_pods() { api '/api/v1/pods?limit=1' | grep -q '"items": *\[\]'; }
+
 kubeconfig() { # token
   cat <<K
 apiVersion: v1
@@ -450,8 +568,6 @@ up() {
   say "packages, binaries and images ready"
   mkdir -p "$PIDS" "$LOGS"
   pki
-  export KUBECONFIG=$STATE/admin.kubeconfig
-  local k=$BIN/kubectl
 
   start etcd nice etcd --name test --data-dir "$STATE/etcd" --unsafe-no-fsync \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
@@ -478,7 +594,7 @@ up() {
   start kube-scheduler nice "$BIN/kube-scheduler" --kubeconfig="$STATE/controllers.kubeconfig" \
     --authentication-kubeconfig="$STATE/controllers.kubeconfig" --authorization-kubeconfig="$STATE/controllers.kubeconfig" \
     --leader-elect=false --bind-address=127.0.0.1
-  waitfor "controller-manager working (default service account)" 60 "$k" get serviceaccount default
+  waitfor "controller-manager working (default service account)" 60 api /api/v1/namespaces/default/serviceaccounts/default
 
   # The node: containerd + runc + a CNI bridge, the kubelet, kube-proxy.
   sysctl -n vm.overcommit_memory kernel.panic kernel.panic_on_oops net.ipv4.ip_forward >"$STATE/sysctl.saved"
@@ -562,7 +678,7 @@ nodePortAddresses: ["$NODE_IP/32"]
 Y
   start kube-proxy nice "$BIN/kube-proxy" --config="$STATE/kube-proxy.yaml"
   # The tests' StorageClass: the hostPath provisioner, default so a claim without a class gets it.
-  "$k" apply -f - >/dev/null <<Y
+  api /apis/storage.k8s.io/v1/storageclasses -X POST -H 'Content-Type: application/yaml' --data-binary @- >/dev/null <<Y
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata:
@@ -572,7 +688,7 @@ provisioner: kubernetes.io/host-path
 reclaimPolicy: Delete
 volumeBindingMode: Immediate
 Y
-  waitfor "node $NODE_NAME Ready" 90 sh -c "'$k' get node $NODE_NAME -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status} {.spec.taints}' | grep -qx 'True '"
+  waitfor "node $NODE_NAME Ready" 90 node_ready
   print_env >"$STATE/env"
   say "cluster up: . $STATE/env"
   print_env
@@ -600,12 +716,18 @@ down() {
     say "not up"
     return
   fi
-  export KUBECONFIG=$STATE/admin.kubeconfig
-  local k=$BIN/kubectl
-  # While the kubelet still runs, let it tear the pods down properly (CNI DEL, unmounts).
-  if [ -f "$PIDS/kubelet.pid" ] && curl -sf --max-time 2 --cacert "$PKI/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" "https://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1; then
-    "$k" delete statefulsets,deployments,replicasets,daemonsets,jobs --all -A --wait=false >/dev/null 2>&1 || true
-    "$k" delete pods --all -A --grace-period=1 --timeout=60s >/dev/null 2>&1 || true
+  # While the kubelet still runs, let it tear the pods down properly (CNI DEL, unmounts):
+  # the workloads first, so that no controller makes their pods again.
+  if [ -f "$PIDS/kubelet.pid" ] && api /readyz --max-time 2 >/dev/null 2>&1; then
+    local ns r
+    for ns in $(api /api/v1/namespaces | grep -o '"name": *"[^"]*"' | cut -d'"' -f4); do
+      for r in statefulsets deployments replicasets daemonsets; do
+        api "/apis/apps/v1/namespaces/$ns/$r?propagationPolicy=Background" -X DELETE >/dev/null 2>&1
+      done
+      api "/apis/batch/v1/namespaces/$ns/jobs?propagationPolicy=Background" -X DELETE >/dev/null 2>&1
+      api "/api/v1/namespaces/$ns/pods?gracePeriodSeconds=1" -X DELETE >/dev/null 2>&1
+    done
+    waitfor "pods deleted" 60 no_pods
   fi
   stop kube-proxy
   [ -x "$BIN/kube-proxy" ] && "$BIN/kube-proxy" --cleanup --proxy-mode=iptables >/dev/null 2>&1 || true
@@ -683,6 +805,11 @@ run() {
 
 case ${1:-} in
 up) up ;;
+build)
+  shift
+  build "$@"
+  ;;
+build-bg) build_bg ;;
 run)
   shift
   run "$@"
@@ -692,5 +819,5 @@ env)
   running || die "not up (scripts/k8s-test-cluster.sh up)"
   print_env
   ;;
-*) die "usage: $0 up|down|env|run -- COMMAND..." ;;
+*) die "usage: $0 up|down|env|build|build-bg|run -- COMMAND..." ;;
 esac
