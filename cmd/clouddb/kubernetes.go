@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,8 +133,15 @@ func newKubernetesDriver(c Config, log *slog.Logger, ca clouddb.CertificateAutho
 	if err != nil {
 		return nil, clouddb.RedisVersions{}, err
 	}
+	// A database's data waits here while its pod is replaced: under the data directory,
+	// which outlives restarts (not the temp directory, emptied at each start).
+	pending := filepath.Join(c.DataDir, "k8s-pending")
+	if err = os.MkdirAll(pending, 0o700); err != nil {
+		return nil, clouddb.RedisVersions{}, err
+	}
 	versions := clouddb.OneRedisVersion(full)
 	d, err := k8sdriver.New(k8sdriver.Config{
+		PendingDir:      pending,
 		ClusterNetworks: networks,
 		Client:          client,
 		Namespace:       c.Namespace,

@@ -10,7 +10,9 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"clouddb"
@@ -30,6 +32,11 @@ func (d *Driver) internalEndpoint(ctx context.Context, databaseID int) (redisdat
 	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(databaseID), metav1.GetOptions{})
 	if err != nil {
 		return redisdata.Endpoint{}, fmt.Errorf("database %d: reading its secret: %w", databaseID, err)
+	}
+	// Its data waits to be loaded into a new pod (persistence.go), whose load replaces
+	// whatever the pod holds: nothing else reads or writes it until then.
+	if secret.Annotations[annotationPendingLoad] != "" {
+		return redisdata.Endpoint{}, fmt.Errorf("database %d: its pod is being replaced, its data not loaded yet: %w", databaseID, clouddb.ErrServerStarting)
 	}
 	// Over TLS as the pod serves; NoEvict: large RESTOREs of an import must not be cut
 	// by the tenants' client memory limit.
@@ -122,10 +129,10 @@ func (d *Driver) sourceTLS() *tls.Config {
 }
 
 // ownEndpoint is the internal endpoint of the database of this driver that e names, by
-// its public or private endpoint, when e holds its default user's password: a tenant's
-// password may not take a snapshot (the replication commands are the server's
-// administration), clouddb's own user may, and it grants nothing the password's holder
-// could not read already.
+// its public or private endpoint, when e holds its default user's password and that
+// password logs in (see tenantLogsIn): a tenant's password may not take a snapshot (the
+// replication commands are the server's administration), clouddb's own user may, and it
+// grants nothing the password's holder could not read already.
 func (d *Driver) ownEndpoint(ctx context.Context, e clouddb.RedisEndpoint) (redisdata.Endpoint, bool) {
 	if e.Username != "" && e.Username != "default" {
 		return redisdata.Endpoint{}, false
@@ -163,5 +170,24 @@ func (d *Driver) ownEndpoint(ctx context.Context, e clouddb.RedisEndpoint) (redi
 		return redisdata.Endpoint{}, false
 	}
 	ep, err := d.internalEndpoint(ctx, id)
-	return ep, err == nil
+	if err != nil || !tenantLogsIn(ctx, ep, e.Password) {
+		return redisdata.Endpoint{}, false
+	}
+	return ep, true
+}
+
+// tenantLogsIn reports whether password logs in to ep's server as its default user, the
+// way the password's holder would: not when the default user is off, nor without a
+// client certificate the server requires. Only then does clouddb's own user read it for
+// them.
+func tenantLogsIn(ctx context.Context, ep redisdata.Endpoint, password string) bool {
+	o := &redis.Options{Addr: ep.Addr, Username: "default", Password: password, MaxRetries: -1, PoolSize: 1,
+		DialTimeout: 5 * time.Second, ContextTimeoutEnabled: true, DisableIdentity: true}
+	if ep.TLS != nil {
+		o.TLSConfig = ep.TLS.Clone()
+		o.TLSConfig.Certificates = nil // clouddb's own
+	}
+	c := redis.NewClient(o)
+	defer c.Close()
+	return c.Ping(ctx).Err() == nil
 }

@@ -95,6 +95,11 @@ type Config struct {
 	// system's).
 	RedisServer string
 	TempDir     string
+	// PendingDir keeps a database's data while its pod is replaced (a TLS or persistence
+	// change, see persistence.go): the only copy until the new pod has it, so it must
+	// outlive clouddb's restarts and belong to this installation alone (clouddb's data
+	// directory). Empty: TempDir.
+	PendingDir string
 	// DialSource, if set, opens the connections to import sources (CopyFrom): the place
 	// for the address guard, since users choose those addresses.
 	DialSource func(ctx context.Context, network, addr string) (net.Conn, error)

@@ -39,7 +39,10 @@ const annotationPendingLoad = "clouddb.io/pending-load"
 
 // pendingFile is where a database's data waits for its new pod.
 func (d *Driver) pendingFile(id int) string {
-	dir := d.cfg.TempDir
+	dir := d.cfg.PendingDir
+	if dir == "" {
+		dir = d.cfg.TempDir
+	}
 	if dir == "" {
 		dir = os.TempDir()
 	}
@@ -91,6 +94,9 @@ func (d *Driver) saveForRestart(ctx context.Context, in clouddb.Instance, pod *c
 	}
 	if err = d.markPending(ctx, id, file); err != nil {
 		unpause()
+		return err
+	}
+	if err = d.unroute(ctx, in); err != nil {
 		return err
 	}
 	d.log.Info("saved a database's data for its new pod", "database_id", id, "file", file)
@@ -153,6 +159,9 @@ func (d *Driver) loadPending(ctx context.Context, in clouddb.Instance, pod *core
 		return nil
 	}
 	id := in.DatabaseID
+	if err := d.unroute(ctx, in); err != nil {
+		return err
+	}
 	if _, err := os.Stat(file); err != nil {
 		return fmt.Errorf("database %d: the data saved before its new pod cannot be loaded: %w", id, err)
 	}
@@ -313,4 +322,18 @@ func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts
 		}
 	}
 	return d.create(ctx, in, img)
+}
+
+// unroute points the database's Service at no pod while its data waits for a new pod: it
+// selects the primary's label, which no pod of a one-node database carries. The load
+// replaces what the pod holds (FLUSHALL), so a client must not write to the new pod
+// before it; Ensure routes the Service again once the data is in (applyService with
+// primaryOnly false).
+func (d *Driver) unroute(ctx context.Context, in clouddb.Instance) error {
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
+	_, err = d.applyService(ctx, in, sts, ptr(true))
+	return err
 }

@@ -34,8 +34,11 @@ var ErrSourceForbidden = errors.New("the address is inside the Kubernetes cluste
 
 // replicators are the replicators of the databases that follow sources.
 type replicators struct {
-	mu sync.Mutex
-	m  map[int]*replica
+	// sync is held through each syncSources and stopSources, so that two of them for a
+	// database (Ensure beside Remove) cannot both start a replicator, one never stopped.
+	sync sync.Mutex
+	mu   sync.Mutex
+	m    map[int]*replica
 }
 
 // replica is one database's replicator and what it was started with.
@@ -84,9 +87,11 @@ func (d *Driver) checkSources(ctx context.Context, in clouddb.Instance) error {
 // syncSources makes the database's replicator follow exactly in.ReplicaOf into pod:
 // started, restarted with a new list or addresses, or stopped.
 func (d *Driver) syncSources(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, secret *corev1.Secret) error {
+	d.repl.sync.Lock()
+	defer d.repl.sync.Unlock()
 	id := in.DatabaseID
 	if len(in.ReplicaOf) == 0 {
-		d.stopSources(id)
+		d.stopSourcesLocked(id)
 		return nil
 	}
 	target, err := d.podEndpoint(pod, secret)
@@ -103,8 +108,10 @@ func (d *Driver) syncSources(ctx context.Context, in clouddb.Instance, pod *core
 	if cur != nil && slices.Equal(cur.sources, in.ReplicaOf) && slices.Equal(cur.addrs, addrs) {
 		return nil
 	}
-	d.stopSources(id)
-	opts := redisdata.ReplicatorOptions{Load: redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir}, Logger: d.log,
+	d.stopSourcesLocked(id)
+	// Under the database's memory limit: a hostile source's snapshot that unpacks past it
+	// fails that source rather than take clouddb's memory.
+	opts := redisdata.ReplicatorOptions{Load: redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir, MaxMemory: in.MaxMemoryBytes}, Logger: d.log,
 		OnEvent: func(e redisdata.Event) {
 			if e.Err != nil {
 				d.log.Warn("a source of a database", "database_id", id, "source", e.Endpoint, "state", e.State, "error", e.Err)
@@ -123,6 +130,12 @@ func (d *Driver) syncSources(ctx context.Context, in clouddb.Instance, pod *core
 
 // stopSources stops the database's replicator, if any.
 func (d *Driver) stopSources(id int) {
+	d.repl.sync.Lock()
+	defer d.repl.sync.Unlock()
+	d.stopSourcesLocked(id)
+}
+
+func (d *Driver) stopSourcesLocked(id int) {
 	d.repl.mu.Lock()
 	cur := d.repl.m[id]
 	delete(d.repl.m, id)

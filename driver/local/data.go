@@ -183,7 +183,10 @@ func (d *Driver) ownEndpoint(e clouddb.RedisEndpoint) (redisdata.Endpoint, bool)
 		if err != nil || !ok || c.Port != port || c.InternalSecret == "" {
 			continue
 		}
-		if subtle.ConstantTimeCompare([]byte(c.Password), []byte(e.Password)) != 1 {
+		// The password must log in as its holder would: not with the default user off,
+		// nor without the client certificate the server requires (clouddb's own user
+		// would read for them what they cannot).
+		if subtle.ConstantTimeCompare([]byte(c.Password), []byte(e.Password)) != 1 || c.DefaultOff || c.TLSAuthClients {
 			return redisdata.Endpoint{}, false
 		}
 		return redisdata.Endpoint{
@@ -267,7 +270,9 @@ func (d *Driver) syncReplica(in clouddb.Instance, bin string) {
 		srcs[i] = d.endpointOf(s)
 	}
 	id := in.DatabaseID
-	opts := redisdata.ReplicatorOptions{Load: redisdata.LoadConfig{Binary: bin, TempDir: d.dir}, OnEvent: func(e redisdata.Event) {
+	// A source's snapshot is loaded under the database's memory limit: one that unpacks past it
+	// (a hostile source) fails that source rather than take the machine's memory.
+	opts := redisdata.ReplicatorOptions{Load: redisdata.LoadConfig{Binary: bin, TempDir: d.dir, MaxMemory: in.MaxMemoryBytes}, OnEvent: func(e redisdata.Event) {
 		if d.replicaEvent != nil {
 			d.replicaEvent(id, e)
 		}
