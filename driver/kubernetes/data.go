@@ -176,17 +176,14 @@ func (d *Driver) ownEndpoint(ctx context.Context, e clouddb.RedisEndpoint) (redi
 	return ep, true
 }
 
-// tenantLogsIn reports whether password logs in to ep's server as its default user, the
-// way the password's holder would: not when the default user is off, nor without a
-// client certificate the server requires. Only then does clouddb's own user read it for
-// them.
+// tenantLogsIn reports whether password logs in to ep's server as its default user, as
+// the password's holder would: not when the default user is off. Only then does
+// clouddb's own user read it for them. (A server that requires client certificates is
+// reached with clouddb's own, as driver/local does: an import from one's own mutual-TLS
+// database names it by its rediss:// endpoint and password alone.)
 func tenantLogsIn(ctx context.Context, ep redisdata.Endpoint, password string) bool {
-	o := &redis.Options{Addr: ep.Addr, Username: "default", Password: password, MaxRetries: -1, PoolSize: 1,
+	o := &redis.Options{Addr: ep.Addr, Username: "default", Password: password, TLSConfig: ep.TLS, MaxRetries: -1, PoolSize: 1,
 		DialTimeout: 5 * time.Second, ContextTimeoutEnabled: true, DisableIdentity: true}
-	if ep.TLS != nil {
-		o.TLSConfig = ep.TLS.Clone()
-		o.TLSConfig.Certificates = nil // clouddb's own
-	}
 	c := redis.NewClient(o)
 	defer c.Close()
 	return c.Ping(ctx).Err() == nil

@@ -332,4 +332,10 @@ func TestCopyFrom_OwnDatabaseAsInternalUser(t *testing.T) {
 	err := b.driver.CopyFrom(ctx, dst, srcEndpoint(src.Port, "wrong"))
 	require.Error(t, err)
 	require.True(t, slices.ContainsFunc([]string{"WRONGPASS", "password"}, func(s string) bool { return strings.Contains(err.Error(), s) }), err.Error())
+
+	// Its default user turned off, the password logs in nowhere: clouddb's own user does
+	// not read the database for its holder either.
+	src.DefaultUserOff = true
+	require.NoError(t, b.driver.Ensure(ctx, src))
+	require.Error(t, b.driver.CopyFrom(ctx, dst, srcEndpoint(src.Port, src.Password)))
 }

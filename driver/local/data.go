@@ -183,10 +183,9 @@ func (d *Driver) ownEndpoint(e clouddb.RedisEndpoint) (redisdata.Endpoint, bool)
 		if err != nil || !ok || c.Port != port || c.InternalSecret == "" {
 			continue
 		}
-		// The password must log in as its holder would: not with the default user off,
-		// nor without the client certificate the server requires (clouddb's own user
-		// would read for them what they cannot).
-		if subtle.ConstantTimeCompare([]byte(c.Password), []byte(e.Password)) != 1 || c.DefaultOff || c.TLSAuthClients {
+		// The password must log in as its holder would: not with the default user off
+		// (clouddb's own user would read for them what they cannot).
+		if subtle.ConstantTimeCompare([]byte(c.Password), []byte(e.Password)) != 1 || c.DefaultOff {
 			return redisdata.Endpoint{}, false
 		}
 		return redisdata.Endpoint{
