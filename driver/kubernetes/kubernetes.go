@@ -261,6 +261,11 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err != nil {
 		return err
 	}
+	if in.Replication && sts.Spec.Replicas != nil && *sts.Spec.Replicas == 1 {
+		if err = d.routeToFirst(ctx, in, sts); err != nil {
+			return err
+		}
+	}
 	oldLimit := containerMemory(sts)
 	want := d.statefulSet(in, img)
 	withTLS(want, in, secret.Data)

@@ -666,3 +666,19 @@ func containerRestarts(pod *corev1.Pod) int32 {
 	}
 	return n
 }
+
+// routeToFirst is the start of replication turned on for a running database of one node:
+// that node is the primary, labelled and alone behind the Service before its replica's
+// pod exists. The Service selected every pod of the database until then, and would route
+// clients to the new replica too for as long as kube-proxy takes to follow the label.
+func (d *Driver) routeToFirst(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) error {
+	pod, err := d.waitReady(ctx, in.DatabaseID, 0)
+	if err != nil {
+		return err
+	}
+	if err = d.labelPrimary(ctx, in.DatabaseID, []*corev1.Pod{pod}, 0); err != nil {
+		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
+	_, err = d.applyService(ctx, in, sts, ptr(true))
+	return err
+}
