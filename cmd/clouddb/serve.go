@@ -185,7 +185,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.RedisImage, "k8s-redis-image", c.RedisImage, "with --driver kubernetes: the redis image the databases run, VERSION=IMAGE or an image tagged with its Redis version")
 	fs.StringVar(&c.StorageClass, "k8s-storage-class", c.StorageClass, "with --driver kubernetes: the StorageClass of persistent databases' volumes; empty: the cluster's default")
 	fs.StringVar(&c.ServiceType, "k8s-service-type", c.ServiceType, "with --driver kubernetes: the type of the databases' Services, their publicEndpoint: NodePort (the database's port on --advertise-host, a node's address) or LoadBalancer (the database's port on the address the cluster's load-balancer controller gives)")
-	fs.StringVar(&c.ClusterNetworks, "k8s-cluster-networks", c.ClusterNetworks, "with --driver kubernetes: the cluster's pod and service networks, CIDRs separated by commas (such as 10.244.0.0/16,10.96.0.0/12): tenants' import and replicaOf sources there are refused (the node, the API server and the namespace's pods and Services are refused in any case)")
+	fs.StringVar(&c.ClusterNetworks, "k8s-cluster-networks", c.ClusterNetworks, "with --driver kubernetes: the cluster's pod and service networks, CIDRs separated by commas (such as 10.244.0.0/16,10.96.0.0/12): tenants' import and replicaOf sources there are refused (the node, the API server, the namespace's pods and Services and loopback are refused in any case)")
 	if err := envFlags(fs, args); err != nil {
 		return err
 	}

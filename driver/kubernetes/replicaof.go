@@ -204,6 +204,11 @@ func lookup(ctx context.Context, host string) ([]netip.Addr, error) {
 // of the driver's namespace (other tenants' servers).
 func (d *Driver) clusterInternal(ctx context.Context, ip netip.Addr) error {
 	refuse := func(what string) error { return fmt.Errorf("%w: %s is %s", ErrSourceForbidden, ip, what) }
+	// clouddb's own machine or pod (its API, its debug listener): never where a tenant's
+	// source is when the databases run in the cluster.
+	if u := ip.Unmap(); u.IsLoopback() || u.IsUnspecified() {
+		return refuse("a loopback address (clouddb's own)")
+	}
 	if a, err := netip.ParseAddr(d.cfg.NodeAddress); err == nil && a.Unmap() == ip {
 		return refuse("the node address")
 	}

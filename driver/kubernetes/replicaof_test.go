@@ -50,6 +50,8 @@ func TestSourceGuard(t *testing.T) {
 		"the node, on no database's": net.JoinHostPort(nodeIP, strconv.Itoa(src.Port+1)),
 		"the node's kubelet":         net.JoinHostPort(nodeIP, "10250"),
 		"the API server":             api.Host,
+		"clouddb's own loopback":     "127.0.0.1:8080",
+		"clouddb's own loopback, v6": "[::1]:8080",
 	} {
 		// A wrong password: a Service address with the right one is the database itself
 		// (its private endpoint), and the refusal must come before any dial.
