@@ -276,14 +276,8 @@ func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts
 	}
 	if secret.Annotations[annotationPendingLoad] == "" {
 		// A stopped database runs first: its data is in its pod, or on its claim.
-		if err = d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
-			if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 1 {
-				return false
-			}
-			sts.Spec.Replicas = ptr(int32(1))
-			return true
-		}); err != nil {
-			return nil, fmt.Errorf("database %d: starting it: %w", id, err)
+		if err = d.scale(ctx, id, 1); err != nil {
+			return nil, err
 		}
 		pod, werr := d.waitReady(ctx, id, 0)
 		if werr != nil {

@@ -408,26 +408,17 @@ func (d *Driver) waitSynced(ctx context.Context, in clouddb.Instance, pods []*co
 // Service selects the database's one pod.
 func (d *Driver) dropReplica(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, internal string, oldLimit int64) error {
 	id := in.DatabaseID
-	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("database %d: %w", id, err)
+	if err := d.scale(ctx, id, 1); err != nil {
+		return err
 	}
-	if err = d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
-		if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 1 {
-			return false
-		}
-		sts.Spec.Replicas = ptr(int32(1))
-		return true
-	}); err != nil {
-		return fmt.Errorf("database %d: scaling its statefulset to one pod: %w", id, err)
-	}
-	if err = d.waitGone(ctx, id, "its replica's pod is gone", func(ctx context.Context) (bool, error) {
+	if err := d.waitGone(ctx, id, "its replica's pod is gone", func(ctx context.Context) (bool, error) {
 		_, gerr := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, 1), metav1.GetOptions{})
 		return apierrors.IsNotFound(gerr), ignoreNotFound(gerr)
 	}); err != nil {
 		return err
 	}
-	if sts, err = d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{}); err != nil {
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
 	if _, err = d.applySecret(ctx, in, sts); err != nil {
