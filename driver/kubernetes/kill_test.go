@@ -48,6 +48,22 @@ func servingPod(t *testing.T, ctx context.Context, ns string, id int) string {
 // processes are this machine's, found by the pod's cgroup.
 func killServer(t *testing.T, ctx context.Context, ns, podName string) {
 	t.Helper()
+	pid := serverPid(t, ctx, ns, podName)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 %d (pod %s): %v", pid, podName, err)
+	}
+	if err := poll(ctx, 30*time.Second, func() (bool, error) {
+		// Gone once reaped by its container's shim (a zombie still has its /proc/<pid>).
+		err := syscall.Kill(pid, 0)
+		return errors.Is(err, syscall.ESRCH), nil
+	}); err != nil {
+		t.Fatalf("the killed redis-server %d of pod %s is still there: %v", pid, podName, err)
+	}
+}
+
+// serverPid is the pid, on this machine, of the pod's redis-server.
+func serverPid(t *testing.T, ctx context.Context, ns, podName string) int {
+	t.Helper()
 	p, err := cluster.client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -76,14 +92,5 @@ func killServer(t *testing.T, ctx context.Context, ns, podName string) {
 	if len(pids) != 1 {
 		t.Fatalf("pod %s: %d redis-server processes on this machine (%v), want one: the test cluster must run here, and the tests as root", podName, len(pids), pids)
 	}
-	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9 %d (pod %s): %v", pids[0], podName, err)
-	}
-	if err := poll(ctx, 30*time.Second, func() (bool, error) {
-		// Gone once reaped by its container's shim (a zombie still has its /proc/<pid>).
-		err := syscall.Kill(pids[0], 0)
-		return errors.Is(err, syscall.ESRCH), nil
-	}); err != nil {
-		t.Fatalf("the killed redis-server %d of pod %s is still there: %v", pids[0], podName, err)
-	}
+	return pids[0]
 }

@@ -212,13 +212,30 @@ func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, secret *c
 	pods := make([]*corev1.Pod, n)
 	clients := make([]*redis.Client, n)
 	states := make([]nodeState, n)
+	var unread []int
 	for i := range n {
-		pod, c, s, err := d.readNode(ctx, id, i, internal)
+		pod, c, s, err := d.readNode(ctx, id, i, internal, answerTimeout)
 		if err != nil {
-			return err
+			unread = append(unread, i)
+			continue
 		}
 		defer c.Close()
 		pods[i], clients[i], states[i] = pod, c, s
+	}
+	if len(unread) > 0 {
+		if p, ok := orphanedReplica(pods, states, unread, string(secret.Data[keyPrimaryHost])); ok {
+			return d.takeOverFrom(ctx, in, pods, clients, states, p, unread)
+		}
+		// Not a primary lost under a replica that followed it: wait for them, as long as
+		// a start may take.
+		for _, i := range unread {
+			pod, c, s, err := d.readNode(ctx, id, i, internal, d.cfg.StartTimeout)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			pods[i], clients[i], states[i] = pod, c, s
+		}
 	}
 	p := elect(states)
 	if !states[p].master {
@@ -282,10 +299,12 @@ func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, secret *c
 // state. A pod may still look Ready for a moment after its server died (the kubelet has
 // not seen it yet), so a server that does not answer is asked again, for at most
 // StartTimeout.
-func (d *Driver) readNode(ctx context.Context, databaseID, ordinal int, internal string) (*corev1.Pod, *redis.Client, nodeState, error) {
-	deadline := time.Now().Add(d.cfg.StartTimeout)
+func (d *Driver) readNode(ctx context.Context, databaseID, ordinal int, internal string, within time.Duration) (*corev1.Pod, *redis.Client, nodeState, error) {
+	deadline := time.Now().Add(within)
 	for {
-		pod, err := d.waitReady(ctx, databaseID, ordinal)
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		pod, err := d.waitReady(wctx, databaseID, ordinal)
+		cancel()
 		if err != nil {
 			return nil, nil, nodeState{}, err
 		}
@@ -672,4 +691,89 @@ func (d *Driver) routeToFirst(ctx context.Context, in clouddb.Instance, sts *app
 	}
 	_, err = d.applyService(ctx, in, sts, ptr(true))
 	return err
+}
+
+// answerTimeout is how long Ensure waits for a node of a replicated database before it
+// considers that node lost, when its replica answers (see orphanedReplica).
+const answerTimeout = 15 * time.Second
+
+// orphanedReplica finds, when the nodes in unread do not answer, a node that answers and
+// replicates a primary that is gone: a replica whose primary is a pod address Ensure gave
+// it (not the Service's, which every node starts with) that no answering node has. It
+// then holds that primary's data up to the link's loss, and takes over, as it would
+// after the primary's death (its node lost, its server hung). Any other case (nodes
+// starting again after a stop, each a replica of the Service) waits for every node: the
+// one that does not answer yet may hold more data.
+func orphanedReplica(pods []*corev1.Pod, states []nodeState, unread []int, serviceIP string) (int, bool) {
+	answering := map[string]bool{}
+	for i, p := range pods {
+		if p != nil && !slices.Contains(unread, i) {
+			answering[p.Status.PodIP] = true
+			if states[i].master {
+				return 0, false // a master answers: not a lost primary
+			}
+		}
+	}
+	for i, p := range pods {
+		if p == nil || slices.Contains(unread, i) {
+			continue
+		}
+		if h := states[i].masterHost; h != "" && h != serviceIP && !answering[h] && net.ParseIP(h) != nil {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// takeOverFrom promotes node p, whose primary does not answer: the label (and so the
+// Service) moves to it, off the unanswering nodes first, so that clients stop reaching a
+// primary that may still run. It returns ErrServerStarting: the database serves, but a
+// node is missing until its pod answers again (the next Ensure makes it p's replica).
+func (d *Driver) takeOverFrom(ctx context.Context, in clouddb.Instance, pods []*corev1.Pod, clients []*redis.Client, states []nodeState, p int, unread []int) error {
+	id := in.DatabaseID
+	all := slices.Clone(pods)
+	for _, i := range unread {
+		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, i), metav1.GetOptions{})
+		if err == nil {
+			all[i] = pod
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("database %d: %w", id, err)
+		}
+	}
+	// labelPrimary patches every pod it is given: the missing ones are left out.
+	var given []*corev1.Pod
+	q := 0
+	for i, pod := range all {
+		if pod == nil {
+			continue
+		}
+		if i == p {
+			q = len(given)
+		}
+		given = append(given, pod)
+	}
+	if err := d.labelPrimary(ctx, id, given, q); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if err := clients[p].Do(ctx, "replicaof", "no", "one").Err(); err != nil {
+		return fmt.Errorf("database %d: promoting pod %s: REPLICAOF NO ONE: %w", id, pods[p].Name, err)
+	}
+	d.log.Warn("the primary of a replicated database does not answer: its replica took over",
+		"database_id", id, "pod", pods[p].Name, "offset", states[p].offset, "keys", states[p].keys)
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if _, err = d.applyService(ctx, in, sts, ptr(true)); err != nil {
+		return err
+	}
+	info, err := clients[p].Info(ctx, "server").Result()
+	if err != nil {
+		return fmt.Errorf("database %d: INFO server: %w", id, err)
+	}
+	if err = d.waitEndpoint(ctx, in, clients[p], infoField(info, "run_id")); err != nil {
+		return err
+	}
+	return fmt.Errorf("database %d: pod %s took over from a primary that does not answer; waiting for its other node: %w",
+		id, pods[p].Name, clouddb.ErrServerStarting)
 }

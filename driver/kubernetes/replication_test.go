@@ -2,10 +2,14 @@ package kubernetes_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"clouddb"
 
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
@@ -226,5 +230,68 @@ func TestReplicationOffKeepsData(t *testing.T) {
 	tenant = connect(t, d, in, "", in.Password)
 	if n, err := tenant.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
 		t.Fatalf("WAIT 1 after replication was turned on again = %d, %v", n, err)
+	}
+}
+
+// TestFailoverOfHungPrimary: a primary that stops answering without dying (its server
+// hung here, SIGSTOP; a lost node alike), whose pod still looks ready, is taken over by
+// its replica: Ensure moves the label and the Service to the replica, which serves every
+// acknowledged key, and says it waits for the other node (ErrServerStarting). Once the
+// old primary answers again, Ensure makes it the new primary's replica.
+func TestFailoverOfHungPrimary(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 5*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 113, "none")
+	in.Replication = true
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	name := kubernetes.Name(in.DatabaseID)
+	tenant := connect(t, d, in, "", in.Password)
+	for i := range 100 {
+		if err := tenant.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := tenant.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 = %d, %v", n, err)
+	}
+	primary := servingPod(t, ctx, cluster.ns, in.DatabaseID)
+	hung := serverPid(t, ctx, cluster.ns, primary)
+	if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(hung, syscall.SIGCONT) })
+
+	start := time.Now()
+	err := d.Ensure(ctx, in)
+	if !errors.Is(err, clouddb.ErrServerStarting) {
+		t.Fatalf("Ensure with a hung primary = %v, want ErrServerStarting", err)
+	}
+	t.Logf("the replica took over in %v: %v", time.Since(start).Round(time.Millisecond), err)
+	requirePrimary(t, ctx, in.DatabaseID, otherPod(name, primary))
+	if got := servingPod(t, ctx, cluster.ns, in.DatabaseID); got != otherPod(name, primary) {
+		t.Fatalf("the service routes to %s", got)
+	}
+	tenant = connect(t, d, in, "", in.Password)
+	if n, err := tenant.DBSize(ctx).Result(); err != nil || n != 100 {
+		t.Fatalf("the new primary holds %d keys (%v), want 100", n, err)
+	}
+	if err := tenant.Set(ctx, "after", "1", 0).Err(); err != nil {
+		t.Fatalf("a write to the new primary: %v", err)
+	}
+
+	if err := syscall.Kill(hung, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	ensureRunning(t, ctx, d, in)
+	requirePrimary(t, ctx, in.DatabaseID, otherPod(name, primary))
+	tenant = connect(t, d, in, "", in.Password)
+	if n, err := tenant.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 once the old primary answers again = %d, %v: it is not the new one's replica", n, err)
+	}
+	if n, err := tenant.DBSize(ctx).Result(); err != nil || n != 101 {
+		t.Fatalf("the database holds %d keys (%v), want 101", n, err)
 	}
 }
