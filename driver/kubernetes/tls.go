@@ -8,15 +8,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
-	"slices"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"clouddb"
+	"clouddb/internal/pki"
 )
 
 // TLS. A database with TLS serves its port with TLS only (port 0, tls-port), with a
@@ -45,9 +43,6 @@ const (
 // serves with, "" or absent when it serves plain TCP: clouddb's own connections to a pod
 // follow it.
 const annotationTLS = "clouddb.io/tls"
-
-// renewBefore is how long before its end a certificate is replaced.
-const renewBefore = 30 * 24 * time.Hour
 
 var tlsKeys = []string{keyTLSCA, keyTLSCert, keyTLSKey, keyTLSClientCert, keyTLSClientKey}
 
@@ -145,35 +140,11 @@ func validateTLS(in clouddb.Instance) error {
 	return nil
 }
 
-// leafUsable reports whether a certificate and its key can serve on: the pair matches,
-// the installation's CA issued the certificate for usage, it does not end within
-// renewBefore, and it names every one of hosts.
+// leafUsable reports whether a certificate and its key can serve on (see
+// pki.LeafUsable).
 func (d *Driver) leafUsable(certPEM, keyPEM []byte, usage x509.ExtKeyUsage, hosts []string) bool {
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil || len(pair.Certificate) == 0 {
-		return false
-	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		return false
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(d.cfg.CA.CertificatePEM()) {
-		return false
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}, CurrentTime: time.Now().Add(renewBefore)}); err != nil {
-		return false
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			if !slices.ContainsFunc(leaf.IPAddresses, ip.Equal) {
-				return false
-			}
-		} else if !slices.ContainsFunc(leaf.DNSNames, func(n string) bool { return strings.EqualFold(n, h) }) {
-			return false
-		}
-	}
-	return true
+	return err == nil && pki.LeafUsable(pair, d.cfg.CA.CertificatePEM(), usage, hosts)
 }
 
 // tlsLines are the redis.conf lines of a TLS database, after renderConfig's (a later

@@ -14,9 +14,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"clouddb"
+	"clouddb/internal/pki"
 )
 
 // TLS. A database with TLS serves its port with TLS only (port 0, tls-port), with a
@@ -33,9 +33,6 @@ import (
 
 // tlsPrefix starts the name of every TLS file in a database's directory.
 const tlsPrefix = "tls-"
-
-// renewBefore is how long before its end a leaf certificate is replaced.
-const renewBefore = 30 * 24 * time.Hour
 
 // tlsFiles are the certificate files of a database's server.
 type tlsFiles struct {
@@ -139,46 +136,20 @@ func (d *Driver) prepareTLS(in clouddb.Instance) error {
 }
 
 // leafUsable reports whether the certificate file certPath and its key keyPath can serve
-// on: the pair matches, the installation's CA issued the certificate for usage, it does
-// not end within renewBefore and, a server's, names every host of tlsHosts.
+// on (see pki.LeafUsable): a server's names every host of tlsHosts.
 func (d *Driver) leafUsable(certPath, keyPath string, usage x509.ExtKeyUsage) bool {
 	if certPath == "" || keyPath == "" {
 		return false
 	}
 	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
-	if err != nil || len(pair.Certificate) == 0 {
-		return false
-	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
 		return false
 	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(d.ca.CertificatePEM()) {
-		return false
-	}
-	opts := x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}, CurrentTime: time.Now().Add(renewBefore)}
-	if _, err := leaf.Verify(opts); err != nil {
-		return false
-	}
+	var hosts []string
 	if usage == x509.ExtKeyUsageServerAuth {
-		for _, h := range d.tlsHosts {
-			if !names(leaf, h) {
-				return false
-			}
-		}
+		hosts = d.tlsHosts
 	}
-	return true
-}
-
-// names reports whether the certificate lists host among its SANs. A plain comparison,
-// not VerifyHostname: a host name VerifyHostname finds malformed would otherwise have its
-// certificate issued anew at every Ensure.
-func names(c *x509.Certificate, host string) bool {
-	if ip := net.ParseIP(host); ip != nil {
-		return slices.ContainsFunc(c.IPAddresses, ip.Equal)
-	}
-	return slices.ContainsFunc(c.DNSNames, func(n string) bool { return strings.EqualFold(n, host) })
+	return pki.LeafUsable(pair, d.ca.CertificatePEM(), usage, hosts)
 }
 
 // writePair writes a certificate and its key, named after the certificate, mode 0600.

@@ -10,6 +10,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -17,6 +18,8 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"clouddb"
@@ -160,4 +163,46 @@ func mustKeyPEM(key *ecdsa.PrivateKey) []byte {
 		panic(err) // a P-256 key always marshals
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}
+
+// RenewBefore is how long before it ends a certificate the drivers issued is issued
+// anew: LeafUsable then answers false.
+const RenewBefore = 30 * 24 * time.Hour
+
+// LeafUsable reports whether pair (a certificate and its key, which the caller parsed
+// together, so that they match) can serve on: the CA whose PEM certificate is caPEM
+// issued it for usage, it does not end within RenewBefore, and it names every one of
+// hosts.
+func LeafUsable(pair tls.Certificate, caPEM []byte, usage x509.ExtKeyUsage, hosts []string) bool {
+	if len(pair.Certificate) == 0 {
+		return false
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return false
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return false
+	}
+	opts := x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}, CurrentTime: time.Now().Add(RenewBefore)}
+	if _, err := leaf.Verify(opts); err != nil {
+		return false
+	}
+	for _, h := range hosts {
+		if !Names(leaf, h) {
+			return false
+		}
+	}
+	return true
+}
+
+// Names reports whether the certificate lists host among its SANs. A plain comparison,
+// not VerifyHostname: a host name VerifyHostname finds malformed would otherwise have its
+// certificate issued anew at every Ensure.
+func Names(c *x509.Certificate, host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return slices.ContainsFunc(c.IPAddresses, ip.Equal)
+	}
+	return slices.ContainsFunc(c.DNSNames, func(n string) bool { return strings.EqualFold(n, host) })
 }

@@ -58,3 +58,22 @@ func TestCA(t *testing.T) {
 	_, _, err = ca.IssueServer(nil)
 	require.Error(t, err)
 }
+
+// TestLeafUsable: a certificate serves on while the CA issued it for the usage and it
+// names every host asked; another CA's, another usage's or one missing a host does not.
+func TestLeafUsable(t *testing.T) {
+	ca, err := pki.New("clouddb test CA")
+	require.NoError(t, err)
+	other, err := pki.New("another CA")
+	require.NoError(t, err)
+	certPEM, keyPEM, err := ca.IssueServer([]string{"db.example", "10.0.0.1"})
+	require.NoError(t, err)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+
+	require.True(t, pki.LeafUsable(pair, ca.CertificatePEM(), x509.ExtKeyUsageServerAuth, []string{"DB.example", "10.0.0.1"}))
+	require.False(t, pki.LeafUsable(pair, ca.CertificatePEM(), x509.ExtKeyUsageServerAuth, []string{"10.0.0.2"}), "a host it does not name")
+	require.False(t, pki.LeafUsable(pair, other.CertificatePEM(), x509.ExtKeyUsageServerAuth, nil), "another CA")
+	require.False(t, pki.LeafUsable(pair, ca.CertificatePEM(), x509.ExtKeyUsageClientAuth, nil), "another usage")
+	require.False(t, pki.LeafUsable(tls.Certificate{}, ca.CertificatePEM(), x509.ExtKeyUsageServerAuth, nil), "no certificate")
+}
