@@ -92,15 +92,11 @@ func (d *Driver) loadFast(ctx context.Context, in clouddb.Instance, files []stri
 		return errSlowLoad
 	}
 	if in.OSSCluster {
-		parts := make([]io.Reader, len(files))
-		for i, name := range files {
-			f, err := os.Open(name)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			parts[i] = f
+		parts, closeParts, err := openParts(files)
+		if err != nil {
+			return err
 		}
+		defer closeParts()
 		return d.loadCluster(ctx, in, parts)
 	}
 	file := files[0]
@@ -594,16 +590,12 @@ func (d *Driver) bgsave(ctx context.Context, c *redis.Client) error {
 // once. Parts it cannot read so (keys outside database 0, data it does not know) are
 // joined as they are (MergeRDB), as a backup of a non-cluster database's parts are.
 func joinParts(dst *os.File, files []string) error {
-	parts := make([]io.Reader, len(files))
-	for i, name := range files {
-		f, err := os.Open(name)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		parts[i] = f
+	parts, closeParts, err := openParts(files)
+	if err != nil {
+		return err
 	}
-	err := redisdata.SplitRDB([]io.Writer{dst}, func(int) int { return 0 }, parts)
+	defer closeParts()
+	err = redisdata.SplitRDB([]io.Writer{dst}, func(int) int { return 0 }, parts)
 	if !errors.Is(err, redisdata.ErrNotSplittable) && !errors.Is(err, redisdata.ErrOtherDatabase) {
 		return err
 	}
@@ -614,4 +606,24 @@ func joinParts(dst *os.File, files []string) error {
 		return err
 	}
 	return redisdata.MergeRDB(dst, files)
+}
+
+// openParts opens the files of an import for reading; closeParts closes them.
+func openParts(files []string) (parts []io.Reader, closeParts func(), err error) {
+	var opened []*os.File
+	closeParts = func() {
+		for _, f := range opened {
+			f.Close()
+		}
+	}
+	for _, name := range files {
+		f, openErr := os.Open(name)
+		if openErr != nil {
+			closeParts()
+			return nil, nil, openErr
+		}
+		opened = append(opened, f)
+		parts = append(parts, f)
+	}
+	return parts, closeParts, nil
 }
