@@ -50,24 +50,36 @@ func (d *Driver) PublicEndpointOf(databaseID, port int) string {
 	if d.serviceType() == corev1.ServiceTypeNodePort {
 		return d.PublicEndpoint(port)
 	}
-	host, ok := d.ingress.Load(databaseID)
-	if !ok {
-		// Not seen by this process yet (a restart; another replica ensured it).
+	v, ok := d.ingress.Load(databaseID)
+	e, _ := v.(ingressEntry)
+	if !ok || e.host == "" && time.Since(e.looked) >= ingressLookupEvery {
+		// Not seen by this process yet (a restart; another replica ensured it). A Service
+		// without an address is asked again only after a while: API reads (a tenant's
+		// lists) must not each cost a request to the cluster, whose rate the driver's
+		// failovers share.
 		ctx, cancel := context.WithTimeout(context.Background(), ingressLookupTimeout)
 		defer cancel()
-		svc, err := d.cfg.Client.CoreV1().Services(d.ns).Get(ctx, Name(databaseID), metav1.GetOptions{})
-		if err != nil {
-			return ""
+		e = ingressEntry{looked: time.Now()}
+		if svc, err := d.cfg.Client.CoreV1().Services(d.ns).Get(ctx, Name(databaseID), metav1.GetOptions{}); err == nil {
+			e.host, _ = ingressOf(svc)
 		}
-		h, found := ingressOf(svc)
-		if !found {
-			return ""
-		}
-		d.ingress.Store(databaseID, h)
-		host = h
+		d.ingress.Store(databaseID, e)
 	}
-	return net.JoinHostPort(host.(string), strconv.Itoa(port))
+	if e.host == "" {
+		return ""
+	}
+	return net.JoinHostPort(e.host, strconv.Itoa(port))
 }
+
+// ingressEntry is a database's load-balancer address as last seen, "" for none at looked.
+type ingressEntry struct {
+	host   string
+	looked time.Time
+}
+
+// ingressLookupEvery is how often PublicEndpointOf asks again for the address of a
+// Service that had none.
+const ingressLookupEvery = 10 * time.Second
 
 // ingressOf is the Service's load-balancer address, if it has one.
 func ingressOf(svc *corev1.Service) (string, bool) {
@@ -94,7 +106,7 @@ func (d *Driver) waitIngress(ctx context.Context, in clouddb.Instance) error {
 		svc, err := d.cfg.Client.CoreV1().Services(d.ns).Get(wait, Name(in.DatabaseID), metav1.GetOptions{})
 		if err == nil {
 			if host, ok := ingressOf(svc); ok {
-				d.ingress.Store(in.DatabaseID, host)
+				d.ingress.Store(in.DatabaseID, ingressEntry{host: host, looked: time.Now()})
 				return nil
 			}
 		}

@@ -119,7 +119,8 @@ type Driver struct {
 	ns   string
 	log  *slog.Logger
 	repl replicators // of the databases that follow sources (replicaof.go)
-	// ingress holds the load balancers' addresses by database id (LoadBalancer Services).
+	// ingress holds the load balancers' addresses by database id (LoadBalancer Services), as
+	// ingressEntry values.
 	ingress sync.Map
 }
 

@@ -67,3 +67,49 @@ func TestPendingLoadUnroutes(t *testing.T) {
 		t.Fatal("the pod carries the primary's label")
 	}
 }
+
+// TestPublicEndpointLookupsBounded: with LoadBalancer Services, the public endpoint of a
+// database whose Service has no address yet is looked up at most once a while, however
+// many API reads (a tenant's lists) ask for it; once it has one, it is read from memory.
+func TestPublicEndpointLookupsBounded(t *testing.T) {
+	ctx := context.Background()
+	const id = 8
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: Name(id), Namespace: "ns"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+	client := fake.NewClientset(svc)
+	d, err := New(Config{Client: client, Namespace: "ns", Images: map[string]string{"7.0": "redis"}, DefaultVersion: "7.0",
+		ServiceType: corev1.ServiceTypeLoadBalancer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gets := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "services" {
+				n++
+			}
+		}
+		return n
+	}
+	for range 100 {
+		if got := d.PublicEndpointOf(id, 12000); got != "" {
+			t.Fatalf("public endpoint without an address = %q", got)
+		}
+	}
+	if n := gets(); n != 1 {
+		t.Fatalf("%d lookups of the Service for 100 reads, want 1", n)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.7"}}
+	if _, err = client.CoreV1().Services("ns").UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d.ingress.Delete(id) // as a restarted clouddb: not seen yet
+	for range 100 {
+		if got := d.PublicEndpointOf(id, 12000); got != "192.0.2.7:12000" {
+			t.Fatalf("public endpoint = %q", got)
+		}
+	}
+	if n := gets(); n != 2 {
+		t.Fatalf("%d lookups of the Service, want 2", n)
+	}
+}
