@@ -2,27 +2,24 @@ package local
 
 import (
 	"bytes"
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"clouddb"
+	"clouddb/internal/aclcheck"
 	"clouddb/internal/redisconf"
 )
 
@@ -34,7 +31,6 @@ var (
 	defaultUserRules  = redisconf.DefaultUserRules
 	defaultUser       = redisconf.DefaultUser
 	userRules         = redisconf.UserRules
-	ruleWords         = redisconf.RuleWords
 	internalUserRules = redisconf.InternalUserRules
 	passwordHash      = redisconf.PasswordHash
 )
@@ -391,124 +387,44 @@ func (d *Driver) setUsersOn(ctx context.Context, in clouddb.Instance, n node) er
 
 var _ clouddb.ACLChecker = (*Driver)(nil)
 
-// maxCheckedRules bounds the memory of rule verdicts (see verdicts).
-const maxCheckedRules = 4096
-
-// CheckACLRules verifies rules, composed as named users get them (see ruleWords), on a
-// throwaway server of each Redis version the driver offers, oldest first: a database may
-// run any of them, or be upgraded to it. Each binary checks the whole batch on one server
-// (see checkRulesOn), and verdicts are remembered, so that a rule costs one check per
-// binary and process. The first rule refused (in the order given) gives a
-// *clouddb.Error (clouddb.ACLRuleRefused) that names it by its text and the word
-// refused, and the version when the driver offers several; any other error means the
-// check itself could not be made.
+// CheckACLRules verifies rules, composed as named users get them, on a throwaway server of
+// each binary the driver offers (see aclcheck.Checker): one server per binary for the
+// whole batch, and verdicts remembered, so that a rule costs one check per binary and
+// process.
 func (d *Driver) CheckACLRules(ctx context.Context, rules []string) error {
-	versions := make([]string, 0, len(d.bins))
-	for v := range d.bins {
-		versions = append(versions, v)
-	}
-	slices.SortFunc(versions, clouddb.CompareRedisVersions)
-	done := map[string]bool{}
-	for _, v := range versions {
-		if bin := d.bins[v]; !done[bin] {
-			done[bin] = true
-			if err := d.checkRulesOn(ctx, bin, rules); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return d.aclChecker().Check(ctx, rules)
 }
 
 // checkRulesOn verifies rules on the binary bin only, as CheckACLRules does on each
-// binary: the rules it has no verdict for on one throwaway server (one ACL SETUSER and
-// DELUSER per rule), one such server of this Driver at a time. Before an upgrade, it
-// tells whether the target version takes the users a database has.
+// binary. Before an upgrade, it tells whether the target version takes the users a
+// database has.
 func (d *Driver) checkRulesOn(ctx context.Context, bin string, rules []string) error {
-	var order []string // each rule once, in the order given
-	for _, r := range rules {
-		if !slices.Contains(order, r) {
-			order = append(order, r)
-		}
-	}
-	for _, r := range order {
-		if clouddb.ValidateACLRule(r) != nil {
-			return clouddb.ACLRuleSyntaxRefused(r) // no server is asked about such a rule
-		}
-	}
-	key, cacheable := binaryKey(bin)
-	found := make(map[string]ruleVerdict, len(order))
-	var todo []string
-	for _, r := range order {
-		if cacheable {
-			if v, ok := verdicts.get(key + r); ok {
-				found[r] = v
-				continue
-			}
-		}
-		todo = append(todo, r)
-	}
-	if len(todo) > 0 {
-		select {
-		case d.ruleCheck <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		fresh, err := d.runCheck(ctx, bin, todo)
-		<-d.ruleCheck
-		if err != nil {
-			return err
-		}
-		for r, v := range fresh {
-			found[r] = v
-			// A refusal in a form not understood may be no verdict on the rule: asked
-			// again next time.
-			if cacheable && (!v.refused || v.word != "") {
-				verdicts.put(key+r, v)
-			}
-		}
-	}
-	for _, r := range order {
-		if v := found[r]; v.refused {
-			return d.refusal(bin, r, v)
-		}
-	}
-	return nil
+	return d.aclChecker().CheckOn(ctx, bin, rules)
 }
 
-// ruleVerdict is what a server answered to a rule: accepted, or refused with the word it
-// names (if any) and its reason.
-type ruleVerdict struct {
-	refused      bool
-	word, reason string
-}
-
-// refusal is the API's error of a rule that bin refused: the version is named when the
-// driver offers several, so that a rule valid on one is understood.
-func (d *Driver) refusal(bin, rule string, v ruleVerdict) error {
-	who := "Redis"
-	if len(d.bins) > 1 {
-		var versions []string
-		for version, b := range d.bins {
-			if b == bin {
-				versions = append(versions, version)
+// aclChecker checks rules on the binaries by version, one throwaway server of this
+// Driver at a time.
+func (d *Driver) aclChecker() *aclcheck.Checker {
+	return &aclcheck.Checker{
+		Versions: d.bins,
+		Key:      binaryKey,
+		Verdicts: verdicts,
+		Run: func(ctx context.Context, bin string, rules []string) (map[string]aclcheck.Verdict, error) {
+			select {
+			case d.ruleCheck <- struct{}{}:
+			case <-ctx.Done():
+				return nil, ctx.Err()
 			}
-		}
-		if len(versions) > 0 {
-			who += " " + slices.MinFunc(versions, clouddb.CompareRedisVersions)
-		}
+			defer func() { <-d.ruleCheck }()
+			return d.runCheck(ctx, bin, rules)
+		},
 	}
-	if v.word == "" {
-		return clouddb.ACLRuleRefused(rule, fmt.Sprintf("%s refuses it: %s", who, v.reason))
-	}
-	return clouddb.ACLRuleRefused(rule, fmt.Sprintf("%s refuses %q: %s", who, v.word, v.reason))
 }
 
-// verdicts are the rule verdicts of this process, least recently used first out. A
-// verdict depends on the binary alone (the words added to a rule are clouddb's own), so
-// the memory is the process's, keyed by the binary as it is on disk (see binaryKey) and
-// the rule.
-var verdicts = newVerdictCache(maxCheckedRules)
+// verdicts are the rule verdicts of this process. A verdict depends on the binary alone
+// (the words added to a rule are clouddb's own), so the memory is the process's, keyed by
+// the binary as it is on disk (see binaryKey) and the rule.
+var verdicts = aclcheck.NewCache(aclcheck.MaxVerdicts)
 
 // binaryKey identifies a binary file by its path, size and modification time, so that a
 // binary replaced in place (a package upgrade) is asked again; false when it cannot be
@@ -521,68 +437,11 @@ func binaryKey(bin string) (string, bool) {
 	return fmt.Sprintf("%s\x00%d\x00%d\x00", bin, st.Size(), st.ModTime().UnixNano()), true
 }
 
-// verdictCache is a bounded LRU of rule verdicts.
-type verdictCache struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List // of *cachedVerdict, the most recently used first
-	byKey map[string]*list.Element
-}
-
-type cachedVerdict struct {
-	key string
-	v   ruleVerdict
-}
-
-func newVerdictCache(max int) *verdictCache {
-	return &verdictCache{max: max, order: list.New(), byKey: map[string]*list.Element{}}
-}
-
-func (c *verdictCache) get(key string) (ruleVerdict, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.byKey[key]
-	if !ok {
-		return ruleVerdict{}, false
-	}
-	c.order.MoveToFront(e)
-	return e.Value.(*cachedVerdict).v, true
-}
-
-func (c *verdictCache) put(key string, v ruleVerdict) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.byKey[key]; ok {
-		e.Value.(*cachedVerdict).v = v
-		c.order.MoveToFront(e)
-		return
-	}
-	c.byKey[key] = c.order.PushFront(&cachedVerdict{key, v})
-	for c.order.Len() > c.max {
-		oldest := c.order.Back()
-		c.order.Remove(oldest)
-		delete(c.byKey, oldest.Value.(*cachedVerdict).key)
-	}
-}
-
-func (c *verdictCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
-}
-
-// refusedWord reads the word out of redis' "Error in ACL SETUSER modifier '<word>':
-// <reason>".
-var refusedWord = regexp.MustCompile(`modifier '(.*)': (.*)$`)
-
-// checkUser is the user runCheck defines each rule on, off and without a password.
-const checkUser = "clouddb-check"
-
 // runCheck starts a throwaway server of bin, reachable only through a unix socket in a
-// private temporary directory, defines checkUser with each rule's words in turn (one
-// round trip), and kills it (no data, nothing to save). It returns a verdict for each
-// rule; an error means the check could not be made.
-func (d *Driver) runCheck(ctx context.Context, bin string, rules []string) (map[string]ruleVerdict, error) {
+// private temporary directory, defines the rules on it (aclcheck.Define), and kills it
+// (no data, nothing to save). It returns a verdict for each rule; an error means the
+// check could not be made.
+func (d *Driver) runCheck(ctx context.Context, bin string, rules []string) (map[string]aclcheck.Verdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
 	defer cancel()
 	name := filepath.Base(bin)
@@ -665,30 +524,9 @@ func (d *Driver) runCheck(ctx context.Context, bin string, rules []string) (map[
 		ContextTimeoutEnabled:    true,
 	})
 	defer c.Close()
-	p := c.Pipeline()
-	set := make([]*redis.Cmd, len(rules))
-	for i, rule := range rules {
-		set[i] = p.Do(ctx, setUserArgs(checkUser, append([]string{"reset", "off"}, ruleWords(rule)...))...)
-		p.Do(ctx, "acl", "deluser", checkUser)
-	}
-	_, _ = p.Exec(ctx) // each SETUSER's answer is read below
-	verdict := make(map[string]ruleVerdict, len(rules))
-	for i, rule := range rules {
-		err := set[i].Err()
-		if err == nil {
-			verdict[rule] = ruleVerdict{}
-			continue
-		}
-		var rerr redis.Error
-		if !errors.As(err, &rerr) {
-			return nil, fmt.Errorf("check ACL rules: %s: %w", name, err)
-		}
-		msg := strings.TrimPrefix(firstLine(err.Error()), "ERR ")
-		if m := refusedWord.FindStringSubmatch(msg); m != nil {
-			verdict[rule] = ruleVerdict{refused: true, word: m[1], reason: m[2]}
-		} else {
-			verdict[rule] = ruleVerdict{refused: true, reason: msg}
-		}
+	verdict, err := aclcheck.Define(ctx, c, rules)
+	if err != nil {
+		return nil, fmt.Errorf("check ACL rules: %s: %w", name, err)
 	}
 	return verdict, nil
 }

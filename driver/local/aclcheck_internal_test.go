@@ -15,41 +15,6 @@ import (
 	"clouddb"
 )
 
-// TestVerdictCache: the memory of verdicts is bounded and forgets the least recently used
-// first, not everything at once.
-func TestVerdictCache(t *testing.T) {
-	c := newVerdictCache(3)
-	refused := ruleVerdict{refused: true, word: "+x", reason: "Unknown"}
-	c.put("a", ruleVerdict{})
-	c.put("b", refused)
-	c.put("c", ruleVerdict{})
-	_, ok := c.get("a") // a is now the most recently used
-	require.True(t, ok)
-	c.put("d", ruleVerdict{})
-	require.Equal(t, 3, c.len())
-	_, ok = c.get("b")
-	require.False(t, ok, "the least recently used goes")
-	for _, k := range []string{"a", "c", "d"} {
-		_, ok = c.get(k)
-		require.True(t, ok, k)
-	}
-	c.put("c", refused) // an update is no new entry
-	v, _ := c.get("c")
-	require.Equal(t, refused, v)
-	require.Equal(t, 3, c.len())
-
-	require.Equal(t, 4096, verdicts.max)
-	big := newVerdictCache(maxCheckedRules)
-	for i := range maxCheckedRules + 10 {
-		big.put(fmt.Sprint(i), ruleVerdict{})
-	}
-	require.Equal(t, maxCheckedRules, big.len(), "bounded")
-	_, ok = big.get(fmt.Sprint(maxCheckedRules + 9))
-	require.True(t, ok, "the newest stay")
-	_, ok = big.get("9")
-	require.False(t, ok, "the oldest went")
-}
-
 // TestCheckRulesOn: checkRulesOn asks the binary it is given and no other, and refuses
 // as CheckACLRules does.
 func TestCheckRulesOn(t *testing.T) {
