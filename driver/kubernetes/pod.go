@@ -22,18 +22,30 @@ import (
 // the pod shows it cannot run (its reason in the error). A pod that runs but is not
 // ready when StartTimeout runs out is ErrServerStarting.
 func (d *Driver) waitReady(ctx context.Context, databaseID, ordinal int) (*corev1.Pod, error) {
+	pod, err := d.waitPod(ctx, nodePodName(databaseID, ordinal), nil)
+	if err != nil {
+		return nil, fmt.Errorf("database %d: %w", databaseID, err)
+	}
+	return pod, nil
+}
+
+// waitPod is waitReady for the pod of that name; with wanted, only a pod it wants is
+// waited for (one a replaced StatefulSet left is not).
+func (d *Driver) waitPod(ctx context.Context, name string, wanted func(*corev1.Pod) bool) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 	defer cancel()
 	var last error
 	for {
-		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(databaseID, ordinal), metav1.GetOptions{})
+		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
+		case err == nil && wanted != nil && !wanted(pod):
+			last = fmt.Errorf("pod %s is not the one wanted yet", pod.Name)
 		case err == nil && pod.DeletionTimestamp == nil:
 			if podReady(pod) && pod.Status.PodIP != "" {
 				return pod, nil
 			}
 			if why := cannotRun(pod); why != "" {
-				return nil, fmt.Errorf("database %d: pod %s cannot run: %s", databaseID, pod.Name, why)
+				return nil, fmt.Errorf("pod %s cannot run: %s", pod.Name, why)
 			}
 			last = fmt.Errorf("pod %s is %s, not ready", pod.Name, pod.Status.Phase)
 			if why := unschedulable(pod); why != "" {
@@ -45,7 +57,7 @@ func (d *Driver) waitReady(ctx context.Context, databaseID, ordinal int) (*corev
 		case err == nil:
 			last = fmt.Errorf("pod %s is being deleted", pod.Name)
 		case apierrors.IsNotFound(err):
-			last = fmt.Errorf("pod %s does not exist yet", nodePodName(databaseID, ordinal))
+			last = fmt.Errorf("pod %s does not exist yet", name)
 		case ctx.Err() == nil:
 			last = err
 		}
@@ -54,7 +66,7 @@ func (d *Driver) waitReady(ctx context.Context, databaseID, ordinal int) (*corev
 			if last == nil {
 				last = ctx.Err()
 			}
-			return nil, fmt.Errorf("database %d: not ready after %v: %w", databaseID, d.cfg.StartTimeout, last)
+			return nil, fmt.Errorf("not ready after %v: %w", d.cfg.StartTimeout, last)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

@@ -35,12 +35,7 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 			{Name: "config", MountPath: confDir, ReadOnly: true},
 			{Name: "data", MountPath: dataDir},
 		},
-		// redis needs no privilege: no capability, no escalation, a read-only root
-		// filesystem (it writes only its data directory); and Config.RunAsUser's user.
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
-			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
+		SecurityContext: d.securityContext(),
 		// A server that exits at start says why in its last log lines (a bad setting, a
 		// data directory it cannot write): Running and Ensure report them.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -72,12 +67,6 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 		// The data lives as long as the pod, as a server's memory does.
 		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
-	var podSecurity *corev1.PodSecurityContext
-	if u := d.cfg.RunAsUser; u != nil {
-		c.SecurityContext.RunAsUser, c.SecurityContext.RunAsGroup, c.SecurityContext.RunAsNonRoot = ptr(*u), ptr(*u), ptr(*u != 0)
-		// The volumes' group, so that the user reads its config and writes its data.
-		podSecurity = &corev1.PodSecurityContext{FSGroup: ptr(*u)}
-	}
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: Name(id), Namespace: d.ns, Labels: labels(id)},
 		Spec: appsv1.StatefulSetSpec{
@@ -97,7 +86,7 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 				ObjectMeta: metav1.ObjectMeta{Labels: labels(id)},
 				Spec: corev1.PodSpec{
 					Containers:                    []corev1.Container{c},
-					SecurityContext:               podSecurity,
+					SecurityContext:               d.podSecurityContext(),
 					Volumes:                       volumes,
 					AutomountServiceAccountToken:  ptr(false),
 					EnableServiceLinks:            ptr(false),
@@ -106,6 +95,29 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 			},
 		},
 	}
+}
+
+// securityContext is a redis container's: redis needs no privilege: no capability, no
+// escalation, a read-only root filesystem (it writes only its data directory); and
+// Config.RunAsUser's user.
+func (d *Driver) securityContext() *corev1.SecurityContext {
+	sc := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	if u := d.cfg.RunAsUser; u != nil {
+		sc.RunAsUser, sc.RunAsGroup, sc.RunAsNonRoot = ptr(*u), ptr(*u), ptr(*u != 0)
+	}
+	return sc
+}
+
+// podSecurityContext is a redis pod's: with Config.RunAsUser, the volumes' group, so
+// that the user reads its config and writes its data.
+func (d *Driver) podSecurityContext() *corev1.PodSecurityContext {
+	if u := d.cfg.RunAsUser; u != nil {
+		return &corev1.PodSecurityContext{FSGroup: ptr(*u)}
+	}
+	return nil
 }
 
 // updateStatefulSet applies change to sts and updates it when change says it changed
