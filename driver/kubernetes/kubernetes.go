@@ -9,9 +9,10 @@
 // LabelDatabase, by which a restarted clouddb finds what exists.
 //
 // TLS (tls.go), a persistence change (persistence.go) and replicaOf sources, followed by
-// clouddb itself (replicaof.go), are supported as by driver/local; so are UserSetter and
-// StreamLoader. Not supported yet, with an explicit error: more than one shard, OSS
-// Cluster, and TLS or a persistence change of a replicated database.
+// clouddb itself (replicaof.go), are supported as by driver/local; so are UserSetter,
+// StreamLoader and ACLChecker (on a pod of each image, aclcheck.go). Not supported yet,
+// with an explicit error: more than one shard, OSS Cluster, and TLS or a persistence
+// change of a replicated database.
 package kubernetes
 
 import (
@@ -106,6 +107,9 @@ type Config struct {
 	// CA is the installation's certificate authority, which TLS import sources may be
 	// signed by, and which issues the certificates of TLS databases.
 	CA clouddb.CertificateAuthority
+	// ACLCheckIdle is how long the pod that checks ACL rules (CheckACLRules) on an image
+	// is kept after its last check, for the next to be fast; DefaultACLCheckIdle if zero.
+	ACLCheckIdle time.Duration
 	// ClusterNetworks are the cluster's own address ranges (its pod and service
 	// networks): a source a tenant names (replicaOf, an import) there is refused, as are
 	// the node address, the API server's and the addresses of the namespace's pods and
@@ -122,6 +126,7 @@ type Driver struct {
 	// ingress holds the load balancers' addresses by database id (LoadBalancer Services), as
 	// ingressEntry values.
 	ingress sync.Map
+	acl     *aclChecker // the checkers of ACL rules (aclcheck.go)
 }
 
 var _ clouddb.Driver = (*Driver)(nil)
@@ -146,7 +151,7 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{cfg: cfg, ns: cfg.Namespace, log: cfg.Logger}, nil
+	return &Driver{cfg: cfg, ns: cfg.Namespace, log: cfg.Logger, acl: newACLChecker()}, nil
 }
 
 // Name is the name of the StatefulSet, Service and Secret of a database.

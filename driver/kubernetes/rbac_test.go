@@ -17,6 +17,8 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"clouddb"
 )
 
 // applyManifest creates the objects of a multi-document YAML file in namespace ns.
@@ -88,6 +90,10 @@ func TestRBAC(t *testing.T) {
 	}
 	if up, err := d.Running(ctx, in); err != nil || !up {
 		t.Fatalf("Running = %v, %v", up, err)
+	}
+	// Its checker of ACL rules: a StatefulSet of its own, made and read with the same rights.
+	if _, _, refused := clouddb.ACLRuleRefusal(d.CheckACLRules(ctx, []string{"+get ~*", "+nosuchcommand ~*"})); !refused {
+		t.Fatalf("CheckACLRules with the Role's rights: %v", d.CheckACLRules(ctx, []string{"+get ~*", "+nosuchcommand ~*"}))
 	}
 	tenant := connect(t, d, in, "", in.Password)
 	reachable(t, ctx, tenant)
