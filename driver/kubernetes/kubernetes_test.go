@@ -122,6 +122,8 @@ func newDriver(t *testing.T, c k8s.Interface, ns string) *kubernetes.Driver {
 		StartTimeout:    90 * time.Second,
 		NodeAddress:     nodeIP,
 		CA:              testCA,
+		// Below the ports the tests hand to databases (nextPort, conformancePort).
+		ClusterPorts: [2]int{30000, 30199},
 	})
 	if err != nil {
 		t.Fatal(err)
