@@ -120,10 +120,18 @@ func clusterPorts(c *Config) ([2]int, error) {
 	if err != nil {
 		return [2]int{}, fmt.Errorf("--k8s-cluster-ports: %v", err)
 	}
-	if dlo, dhi, derr := task.ParseRange(c.DBPorts); derr == nil && lo <= dhi && dlo <= hi {
+	if portsOverlap(c.ClusterPorts, c.DBPorts) {
 		return [2]int{}, fmt.Errorf("--k8s-cluster-ports %s overlaps --db-ports %s: a cluster node would take a database's port", c.ClusterPorts, c.DBPorts)
 	}
 	return [2]int{lo, hi}, nil
+}
+
+// portsOverlap reports whether two LOW-HIGH ranges share a port (false if either does
+// not parse: that is reported where it is parsed).
+func portsOverlap(a, b string) bool {
+	alo, ahi, aerr := task.ParseRange(a)
+	blo, bhi, berr := task.ParseRange(b)
+	return aerr == nil && berr == nil && alo <= bhi && blo <= ahi
 }
 
 // newKubernetesDriver is the data plane of --driver kubernetes: the cluster of

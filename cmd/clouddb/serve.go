@@ -195,7 +195,9 @@ func (m *Main) ParseFlags(args []string) error {
 	if c.Driver == driverKubernetes && !flagSet(fs, "db-ports") {
 		c.DBPorts = defaultNodePorts
 	}
-	if c.Driver == driverKubernetes && !flagSet(fs, "k8s-cluster-ports") {
+	if c.Driver == driverKubernetes && !flagSet(fs, "k8s-cluster-ports") && !portsOverlap(defaultClusterPorts, c.DBPorts) {
+		// A --db-ports of the whole NodePort range (this driver's default before it ran
+		// OSS Cluster) leaves none: then OSS Cluster is refused until one is given.
 		c.ClusterPorts = defaultClusterPorts
 	}
 	if fs.NArg() > 0 {
