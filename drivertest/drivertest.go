@@ -111,6 +111,7 @@ func Run(t *testing.T, h Harness) {
 		{"ClusterUsers", testClusterUsers},
 		{"ClusterStopKeepsData", testClusterStopKeepsData},
 		{"ClusterFailover", testClusterFailover},
+		{"ClusterData", testClusterData},
 		{"TLS", testTLS},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -372,7 +372,7 @@ func TestFlagDefaultsAndTwins(t *testing.T) {
 		"CLOUDDB_BACKUP_DIRS": "/srv/backups", "CLOUDDB_STORE": "postgres://clouddb@127.0.0.1/clouddb", "CLOUDDB_DATA_TIMEOUT": "90s",
 		"CLOUDDB_DRIVER": "kubernetes", "CLOUDDB_KUBECONFIG": "/srv/kubeconfig", "CLOUDDB_NAMESPACE": "dbs",
 		"CLOUDDB_K8S_REDIS_IMAGE": "7.2.4=registry.example/redis:7.2", "CLOUDDB_K8S_STORAGE_CLASS": "fast",
-		"CLOUDDB_K8S_SERVICE_TYPE": "LoadBalancer",
+		"CLOUDDB_K8S_SERVICE_TYPE": "LoadBalancer", "CLOUDDB_K8S_CLUSTER_PORTS": "20100-20199",
 	}
 	for k, v := range twins {
 		t.Setenv(k, v)
@@ -383,18 +383,28 @@ func TestFlagDefaultsAndTwins(t *testing.T) {
 		DBPorts: "20000-20099", ProvisioningDelay: 250 * time.Millisecond, RateLimit: 7, TaskLease: 5 * time.Second, LogLevel: "debug",
 		DBMemory: "1GiB", BackupDirs: "/srv/backups", Store: "postgres://clouddb@127.0.0.1/clouddb", DataTimeout: 90 * time.Second,
 		Driver: "kubernetes", Kubeconfig: "/srv/kubeconfig", Namespace: "dbs", RedisImage: "7.2.4=registry.example/redis:7.2", StorageClass: "fast",
-		ServiceType: "LoadBalancer"}, m.Config)
+		ServiceType: "LoadBalancer", ClusterPorts: "20100-20199"}, m.Config)
 }
 
-// TestDriverFlags: --driver kubernetes takes the NodePort range for the databases' ports
-// unless --db-ports says otherwise, and its flags are checked.
+// TestDriverFlags: --driver kubernetes splits the NodePort range between the databases'
+// ports and their cluster nodes' unless --db-ports or --k8s-cluster-ports say otherwise,
+// and its flags are checked.
 func TestDriverFlags(t *testing.T) {
 	m := NewMain(io.Discard, io.Discard)
 	require.NoError(t, m.ParseFlags([]string{"--driver", "kubernetes"}))
-	require.Equal(t, "30000-32767", m.Config.DBPorts)
+	require.Equal(t, []string{"30000-31999", "32000-32767"}, []string{m.Config.DBPorts, m.Config.ClusterPorts})
 	m = NewMain(io.Discard, io.Discard)
 	require.NoError(t, m.ParseFlags([]string{"--driver", "kubernetes", "--db-ports", "31000-31099"}))
-	require.Equal(t, "31000-31099", m.Config.DBPorts)
+	require.Equal(t, []string{"31000-31099", "32000-32767"}, []string{m.Config.DBPorts, m.Config.ClusterPorts})
+	// The whole range for the databases: no cluster nodes' ports (OSS Cluster refused).
+	m = NewMain(io.Discard, io.Discard)
+	require.NoError(t, m.ParseFlags([]string{"--driver", "kubernetes", "--db-ports", "30000-32767"}))
+	require.Equal(t, []string{"30000-32767", ""}, []string{m.Config.DBPorts, m.Config.ClusterPorts})
+	m = NewMain(io.Discard, io.Discard)
+	require.NoError(t, m.ParseFlags([]string{"--driver", "kubernetes", "--db-ports", "30000-32699", "--k8s-cluster-ports", "32700-32767"}))
+	ports, err := clusterPorts(&m.Config)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{32700, 32767}, ports)
 	for args, want := range map[string]string{
 		"--driver nomad":                                          "--driver",
 		"--driver kubernetes --namespace=":                        "--namespace",
@@ -404,6 +414,8 @@ func TestDriverFlags(t *testing.T) {
 		"--driver kubernetes --k8s-service-type ClusterIP":        "--k8s-service-type",
 		"--driver kubernetes --k8s-service-type loadbalancer":     "--k8s-service-type",
 		"--driver kubernetes --k8s-cluster-networks 10.96.0.0":    "--k8s-cluster-networks",
+		"--driver kubernetes --k8s-cluster-ports 31000-31100":     "overlaps --db-ports",
+		"--driver kubernetes --k8s-cluster-ports 32000":           "--k8s-cluster-ports",
 	} {
 		err := NewMain(io.Discard, io.Discard).ParseFlags(strings.Fields(args))
 		require.ErrorContains(t, err, want, args)

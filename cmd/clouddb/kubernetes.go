@@ -21,6 +21,7 @@ import (
 	"clouddb/blob"
 	k8sdriver "clouddb/driver/kubernetes"
 	"clouddb/driver/local"
+	"clouddb/task"
 )
 
 // The data-plane drivers of --driver.
@@ -35,9 +36,11 @@ const (
 	DefaultRedisImage = "redis:7.0.15"
 	// DefaultServiceType makes each database's endpoint a NodePort.
 	DefaultServiceType = string(corev1.ServiceTypeNodePort)
-	// defaultNodePorts is Kubernetes' default NodePort range: with --driver kubernetes a
-	// database's port is its Service's NodePort.
-	defaultNodePorts = "30000-32767"
+	// defaultNodePorts and defaultClusterPorts split Kubernetes' default NodePort range,
+	// 30000-32767: with --driver kubernetes a database's port is its Service's NodePort,
+	// and the other nodes of an OSS Cluster database have NodePorts of their own.
+	defaultNodePorts    = "30000-31999"
+	defaultClusterPorts = "32000-32767"
 )
 
 // redisImage parses --k8s-redis-image: IMAGE, whose tag is the full Redis version
@@ -84,6 +87,9 @@ func validateDriver(c *Config) error {
 	if _, err := clusterNetworks(c.ClusterNetworks); err != nil {
 		return err
 	}
+	if _, err := clusterPorts(c); err != nil {
+		return err
+	}
 	_, _, err := redisImage(c.RedisImage)
 	return err
 }
@@ -102,6 +108,30 @@ func clusterNetworks(s string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// clusterPorts parses --k8s-cluster-ports, which must not overlap --db-ports (a node
+// would take a port the store hands to a database); empty refuses OSS Cluster.
+func clusterPorts(c *Config) ([2]int, error) {
+	if c.ClusterPorts == "" {
+		return [2]int{}, nil
+	}
+	lo, hi, err := task.ParseRange(c.ClusterPorts)
+	if err != nil {
+		return [2]int{}, fmt.Errorf("--k8s-cluster-ports: %v", err)
+	}
+	if portsOverlap(c.ClusterPorts, c.DBPorts) {
+		return [2]int{}, fmt.Errorf("--k8s-cluster-ports %s overlaps --db-ports %s: a cluster node would take a database's port", c.ClusterPorts, c.DBPorts)
+	}
+	return [2]int{lo, hi}, nil
+}
+
+// portsOverlap reports whether two LOW-HIGH ranges share a port (false if either does
+// not parse: that is reported where it is parsed).
+func portsOverlap(a, b string) bool {
+	alo, ahi, aerr := task.ParseRange(a)
+	blo, bhi, berr := task.ParseRange(b)
+	return aerr == nil && berr == nil && alo <= bhi && blo <= ahi
 }
 
 // newKubernetesDriver is the data plane of --driver kubernetes: the cluster of
@@ -133,6 +163,10 @@ func newKubernetesDriver(c Config, log *slog.Logger, ca clouddb.CertificateAutho
 	if err != nil {
 		return nil, clouddb.RedisVersions{}, err
 	}
+	nodePorts, err := clusterPorts(&c)
+	if err != nil {
+		return nil, clouddb.RedisVersions{}, err
+	}
 	// A database's data waits here while its pod is replaced: under the data directory,
 	// which outlives restarts (not the temp directory, emptied at each start).
 	pending := filepath.Join(c.DataDir, "k8s-pending")
@@ -143,6 +177,7 @@ func newKubernetesDriver(c Config, log *slog.Logger, ca clouddb.CertificateAutho
 	d, err := k8sdriver.New(k8sdriver.Config{
 		PendingDir:      pending,
 		ClusterNetworks: networks,
+		ClusterPorts:    nodePorts,
 		Client:          client,
 		Namespace:       c.Namespace,
 		Images:          map[string]string{versions.Default: image},

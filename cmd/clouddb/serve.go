@@ -79,7 +79,8 @@ type Config struct {
 	// with its version), the StorageClass of their volumes (empty: the default) and the
 	// ServiceType of their endpoints (NodePort or LoadBalancer), and the cluster's own
 	// address ranges (ClusterNetworks, CIDRs separated by commas), which tenants' import
-	// and replicaOf sources may not name.
+	// and replicaOf sources may not name, and the NodePorts of OSS Cluster databases'
+	// other nodes (ClusterPorts, LOW-HIGH, outside DBPorts).
 	Driver          string
 	Kubeconfig      string
 	Namespace       string
@@ -87,6 +88,7 @@ type Config struct {
 	StorageClass    string
 	ServiceType     string
 	ClusterNetworks string
+	ClusterPorts    string
 }
 
 // Defaults of `clouddb serve`.
@@ -186,11 +188,17 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.StorageClass, "k8s-storage-class", c.StorageClass, "with --driver kubernetes: the StorageClass of persistent databases' volumes; empty: the cluster's default")
 	fs.StringVar(&c.ServiceType, "k8s-service-type", c.ServiceType, "with --driver kubernetes: the type of the databases' Services, their publicEndpoint: NodePort (the database's port on --advertise-host, a node's address) or LoadBalancer (the database's port on the address the cluster's load-balancer controller gives)")
 	fs.StringVar(&c.ClusterNetworks, "k8s-cluster-networks", c.ClusterNetworks, "with --driver kubernetes: the cluster's pod and service networks, CIDRs separated by commas (such as 10.244.0.0/16,10.96.0.0/12): tenants' import and replicaOf sources there are refused (the node, the API server, the namespace's pods and Services and loopback are refused in any case)")
+	fs.StringVar(&c.ClusterPorts, "k8s-cluster-ports", c.ClusterPorts, "with --driver kubernetes: the NodePorts of the nodes of OSS Cluster databases but their first (which is on the database's port), LOW-HIGH, in the cluster's NodePort range and outside --db-ports (default "+defaultClusterPorts+")")
 	if err := envFlags(fs, args); err != nil {
 		return err
 	}
 	if c.Driver == driverKubernetes && !flagSet(fs, "db-ports") {
 		c.DBPorts = defaultNodePorts
+	}
+	if c.Driver == driverKubernetes && !flagSet(fs, "k8s-cluster-ports") && !portsOverlap(defaultClusterPorts, c.DBPorts) {
+		// A --db-ports of the whole NodePort range (this driver's default before it ran
+		// OSS Cluster) leaves none: then OSS Cluster is refused until one is given.
+		c.ClusterPorts = defaultClusterPorts
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))

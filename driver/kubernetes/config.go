@@ -78,6 +78,11 @@ func renderConfig(in clouddb.Instance, internalSecret string) ([]byte, error) {
 	// clouddb's own user.
 	line("masteruser", redisconf.InternalUser)
 	line("masterauth", internalSecret)
+	if in.OSSCluster {
+		for _, l := range clusterSettings(internalSecret) {
+			line(l[0], l[1:]...)
+		}
+	}
 	return b.Bytes(), nil
 }
 

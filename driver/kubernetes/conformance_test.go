@@ -28,9 +28,8 @@ func init() { conformancePort.Store(30200) }
 
 // TestConformance runs the drivers' conformance suite on the Kubernetes driver. Each
 // case's driver has a namespace of its own (made for it, deleted after it, not waited
-// for), so that it holds no database at first and the cases run in parallel. The
-// driver refuses OSS Cluster (ErrNotSupported): those cases skip, as do those of the
-// optional interfaces it does not implement.
+// for), so that it holds no database at first and the cases run in parallel. The cases
+// of the optional interfaces it does not implement skip.
 func TestConformance(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
@@ -71,14 +70,19 @@ func TestConformance(t *testing.T) {
 		// The server the endpoint routes to, killed as a crash would: the kubelet starts it
 		// again in its pod at once (empty without persistence), as a replica.
 		Kill: func(t *testing.T, d clouddb.Driver, in clouddb.Instance, addr string) {
-			if want := d.(*kubernetes.Driver).PublicEndpoint(in.Port); addr != want {
-				t.Fatalf("Kill of %s: the database's only address is its endpoint %s", addr, want)
-			}
 			ns, ok := namespaces.Load(d)
 			if !ok {
 				t.Fatal("not a driver of this harness")
 			}
 			ctx := ctxFor(t, time.Minute)
+			if in.OSSCluster {
+				// A cluster node's address (as CLUSTER SLOTS announces it) is its own NodePort.
+				killServer(t, ctx, ns.(string), nodeAt(t, ctx, d.(*kubernetes.Driver), ns.(string), in.DatabaseID, addr))
+				return
+			}
+			if want := d.(*kubernetes.Driver).PublicEndpoint(in.Port); addr != want {
+				t.Fatalf("Kill of %s: the database's only address is its endpoint %s", addr, want)
+			}
 			killServer(t, ctx, ns.(string), servingPod(t, ctx, ns.(string), in.DatabaseID))
 		},
 		Reopen: func(t *testing.T, d clouddb.Driver) clouddb.Driver {
@@ -98,7 +102,24 @@ func TestConformance(t *testing.T) {
 		TLS:               true,
 		ReplicaOf:         true,
 		CA:                testCA.CertificatePEM(),
+		Cluster:           true,
 	})
+}
+
+// nodeAt is the pod of a cluster database whose NodePort Service is at addr.
+func nodeAt(t *testing.T, ctx context.Context, d *kubernetes.Driver, ns string, id int, addr string) string {
+	t.Helper()
+	svcs, err := cluster.client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=" + strconv.Itoa(id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range svcs.Items {
+		if svc.Spec.Type == corev1.ServiceTypeNodePort && len(svc.Spec.Ports) == 1 && d.PublicEndpoint(int(svc.Spec.Ports[0].NodePort)) == addr {
+			return svc.Spec.Selector["statefulset.kubernetes.io/pod-name"]
+		}
+	}
+	t.Fatalf("no node of database %d is at %s", id, addr)
+	return ""
 }
 
 // conformanceNamespace is a new namespace for one case, deleted when it ends (after the

@@ -50,6 +50,9 @@ func (d *Driver) internalEndpoint(ctx context.Context, databaseID int) (redisdat
 // Snapshot writes an RDB snapshot of the database's live data to w, taken over the
 // replication protocol from its pod (nothing touches the pod's files).
 func (d *Driver) Snapshot(ctx context.Context, in clouddb.Instance, shard int, w io.Writer) (int64, error) {
+	if in.OSSCluster {
+		return d.snapshotCluster(ctx, in, shard, w)
+	}
 	if shard != 0 {
 		return 0, fmt.Errorf("database %d has one shard, not shard %d", in.DatabaseID, shard)
 	}
@@ -78,6 +81,9 @@ func (d *Driver) Load(ctx context.Context, in clouddb.Instance, files []string) 
 			t.Close()
 		}
 	}()
+	if in.OSSCluster {
+		return d.loadCluster(ctx, in, temps)
+	}
 	dst, err := d.internalEndpoint(ctx, in.DatabaseID)
 	if err != nil {
 		return err

@@ -10,9 +10,11 @@
 //
 // TLS (tls.go), a persistence change (persistence.go) and replicaOf sources, followed by
 // clouddb itself (replicaof.go), are supported as by driver/local; so are UserSetter,
-// StreamLoader and ACLChecker (on a pod of each image, aclcheck.go). Not supported yet,
-// with an explicit error: more than one shard, OSS Cluster, and TLS or a persistence
-// change of a replicated database.
+// StreamLoader and ACLChecker (on a pod of each image, aclcheck.go). An OSS Cluster
+// database runs one pod per cluster node, each with a Service of its own (see
+// cluster.go). Not supported yet, with an explicit error: more than one shard without
+// OSS Cluster, changing a cluster's shape, TLS or replicaOf sources with OSS Cluster,
+// and TLS or a persistence change of a replicated database.
 package kubernetes
 
 import (
@@ -115,6 +117,11 @@ type Config struct {
 	// the node address, the API server's and the addresses of the namespace's pods and
 	// Services, which the driver finds itself.
 	ClusterNetworks []netip.Prefix
+	// ClusterPorts, LOW and HIGH, are the NodePorts the driver may give the nodes of an
+	// OSS Cluster database other than the first (which is on the database's port): a
+	// part of the cluster's NodePort range that clouddb never hands to a database as its
+	// port. Zero: OSS Cluster is refused.
+	ClusterPorts [2]int
 }
 
 // Driver is a clouddb.Driver on a Kubernetes cluster.
@@ -188,15 +195,29 @@ func (d *Driver) PublicEndpoint(port int) string {
 // supported refuses what the driver cannot run yet rather than run something else.
 func (d *Driver) supported(in clouddb.Instance) error {
 	var not []string
-	if in.Shards > 1 {
-		not = append(not, "more than one shard")
-	}
-	if in.OSSCluster {
-		not = append(not, "OSS Cluster")
+	if in.Shards > 1 && !in.OSSCluster {
+		not = append(not, "more than one shard without OSS Cluster")
 	}
 	// A TLS change replaces the pod (persistence.go), of one pod only so far.
 	if in.TLS != nil && in.Replication {
 		not = append(not, "TLS with replication")
+	}
+	if in.OSSCluster && d.cfg.ClusterPorts[0] <= 0 && in.Shards*perShard(in) > 1 {
+		not = append(not, "OSS Cluster without ports for its nodes (Config.ClusterPorts, --k8s-cluster-ports)")
+	}
+	// Each node's Service would need a load balancer of its own, and the node its
+	// address: not built.
+	if in.OSSCluster && d.serviceType() == corev1.ServiceTypeLoadBalancer {
+		not = append(not, "OSS Cluster with LoadBalancer Services")
+	}
+	if in.OSSCluster && in.TLS != nil {
+		not = append(not, "TLS with OSS Cluster")
+	}
+	if in.OSSCluster && len(in.ReplicaOf) > 0 {
+		not = append(not, "replicaOf sources with OSS Cluster")
+	}
+	if in.OSSCluster && in.Shards < 1 {
+		return fmt.Errorf("database %d: a cluster of %d shards", in.DatabaseID, in.Shards)
 	}
 	if len(not) > 0 {
 		return fmt.Errorf("database %d: %s: %w", in.DatabaseID, strings.Join(not, ", "), ErrNotSupported)
@@ -240,6 +261,9 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err = d.checkSources(ctx, in); err != nil {
 		return err
 	}
+	if in.OSSCluster {
+		return d.ensureCluster(ctx, in, img)
+	}
 	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -249,6 +273,8 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		}
 	case err != nil:
 		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	case isCluster(sts):
+		return fmt.Errorf("database %d: turning OSS Cluster off: %w", in.DatabaseID, ErrNotSupported)
 	}
 	if hasClaim(sts) != persistent(in) {
 		if in.Replication || sts.Spec.Replicas != nil && *sts.Spec.Replicas > 1 {

@@ -112,7 +112,13 @@ func needCluster(t *testing.T) {
 
 func newDriver(t *testing.T, c k8s.Interface, ns string) *kubernetes.Driver {
 	t.Helper()
-	d, err := kubernetes.New(kubernetes.Config{
+	return newDriverWith(t, c, ns, nil)
+}
+
+// newDriverWith is newDriver with its Config changed by change.
+func newDriverWith(t *testing.T, c k8s.Interface, ns string, change func(*kubernetes.Config)) *kubernetes.Driver {
+	t.Helper()
+	cfg := kubernetes.Config{
 		Client:          c,
 		Namespace:       ns,
 		Images:          map[string]string{redisVersion: redisImage},
@@ -122,7 +128,14 @@ func newDriver(t *testing.T, c k8s.Interface, ns string) *kubernetes.Driver {
 		StartTimeout:    90 * time.Second,
 		NodeAddress:     nodeIP,
 		CA:              testCA,
-	})
+		// Below the ports the tests hand to databases (nextPort, conformancePort), and
+		// TestClusterPorts' own.
+		ClusterPorts: [2]int{30000, 30169},
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	d, err := kubernetes.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +621,8 @@ func TestNotSupported(t *testing.T) {
 	d := newDriver(t, cluster.client, cluster.ns)
 	base := instance(t, 104, "none")
 	for name, change := range map[string]func(*clouddb.Instance){
-		"shards":               func(in *clouddb.Instance) { in.Shards, in.OSSCluster = 2, true },
+		"shards":               func(in *clouddb.Instance) { in.Shards = 2 },
+		"cluster with tls":     func(in *clouddb.Instance) { in.Shards, in.OSSCluster, in.TLS = 2, true, &clouddb.InstanceTLS{} },
 		"tls with replication": func(in *clouddb.Instance) { in.TLS, in.Replication = &clouddb.InstanceTLS{}, true },
 		"version":              func(in *clouddb.Instance) { in.RedisVersion = "6.2" },
 	} {

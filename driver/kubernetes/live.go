@@ -25,6 +25,11 @@ import (
 func (d *Driver) applyLive(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, internal string, tc *tls.Config, oldLimit int64) error {
 	c := client(pod, internal, tc)
 	defer c.Close()
+	return d.applyLiveTo(ctx, in, pod, c, oldLimit)
+}
+
+// applyLiveTo is applyLive through c, a connection to the pod's server.
+func (d *Driver) applyLiveTo(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, c *redis.Client, oldLimit int64) error {
 	if err := ping(ctx, c); err != nil {
 		return fmt.Errorf("PING: %w", err)
 	}
@@ -124,7 +129,7 @@ func setNamedUsers(ctx context.Context, c *redis.Client, in clouddb.Instance) er
 		}
 		return c.Do(ctx, args...).Err()
 	}
-	want := map[string]bool{"default": true, redisconf.InternalUser: true}
+	want := map[string]bool{"default": true, redisconf.InternalUser: true, clusterReplUser: in.OSSCluster}
 	for _, u := range in.Users {
 		want[u.Name] = true
 		if err := set(u.Name, redisconf.UserRules("#"+redisconf.PasswordHash(u.Password), u.Rule, readOnly(in))); err != nil {
@@ -156,6 +161,9 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	}
 	if err != nil {
 		return false, fmt.Errorf("database %d: %w", in.DatabaseID, err)
+	}
+	if in.OSSCluster {
+		return d.runningCluster(ctx, in, sts)
 	}
 	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != nodeCount(in) || containerMemory(sts) != memoryLimit(in.MaxMemoryBytes) {
 		return false, nil
@@ -250,6 +258,9 @@ func liveAsAsked(ctx context.Context, c *redis.Client, in clouddb.Instance) (boo
 	}
 	slices.Sort(names)
 	wantNames := append(slices.Collect(maps.Keys(users)), redisconf.InternalUser)
+	if in.OSSCluster {
+		wantNames = append(wantNames, clusterReplUser)
+	}
 	slices.Sort(wantNames)
 	if !slices.Equal(names, wantNames) {
 		return false, nil

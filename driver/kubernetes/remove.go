@@ -85,13 +85,20 @@ func (d *Driver) Remove(ctx context.Context, databaseID int) error {
 	}
 	// Owned, so the garbage collector deletes them too; deleting them here does not
 	// depend on it, nor on an object that lost its owner reference.
-	if err := d.cfg.Client.CoreV1().Services(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
-		return fmt.Errorf("database %d: deleting its service: %w", databaseID, err)
+	one := metav1.ListOptions{LabelSelector: LabelDatabase + "=" + strconv.Itoa(databaseID) + "," + managedSelector}
+	// Its Service, and a cluster's nodes' (see cluster.go).
+	svcs, err := d.cfg.Client.CoreV1().Services(d.ns).List(ctx, one)
+	if err != nil {
+		return fmt.Errorf("database %d: listing its services: %w", databaseID, err)
+	}
+	for _, svc := range svcs.Items {
+		if err = d.cfg.Client.CoreV1().Services(d.ns).Delete(ctx, svc.Name, del); ignoreNotFound(err) != nil {
+			return fmt.Errorf("database %d: deleting its service %s: %w", databaseID, svc.Name, err)
+		}
 	}
 	if err := d.cfg.Client.CoreV1().Secrets(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
 		return fmt.Errorf("database %d: deleting its secret: %w", databaseID, err)
 	}
-	one := metav1.ListOptions{LabelSelector: LabelDatabase + "=" + strconv.Itoa(databaseID) + "," + managedSelector}
 	if err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).DeleteCollection(ctx, del, one); ignoreNotFound(err) != nil {
 		return fmt.Errorf("database %d: deleting its volumes: %w", databaseID, err)
 	}

@@ -20,6 +20,11 @@ import (
 // starting node replicates (see primaryKeys: the Service's, while sts runs two nodes or
 // the instance wants them).
 func (d *Driver) applySecret(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) (*corev1.Secret, error) {
+	return d.applySecretWith(ctx, in, sts, nil)
+}
+
+// applySecretWith is applySecret with extra keys (a cluster's nodes' own config files).
+func (d *Driver) applySecretWith(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, extra map[string][]byte) (*corev1.Secret, error) {
 	api := d.cfg.Client.CoreV1().Secrets(d.ns)
 	s, err := api.Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
 	found := err == nil
@@ -48,11 +53,16 @@ func (d *Driver) applySecret(ctx context.Context, in clouddb.Instance, sts *apps
 	if data[keyConfig], err = podConfig(in, internal, data); err != nil {
 		return nil, err
 	}
-	primary, err := d.primaryKeysOf(ctx, in, sts)
+	// A cluster node's replication is the cluster's (redis refuses replicaof there).
+	primary, err := primaryKeys(false, nil)
+	if !in.OSSCluster {
+		primary, err = d.primaryKeysOf(ctx, in, sts)
+	}
 	if err != nil {
 		return nil, err
 	}
 	maps.Copy(data, primary)
+	maps.Copy(data, extra)
 	if found && maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) &&
 		maps.Equal(s.Labels, labels(in.DatabaseID)) && len(s.OwnerReferences) == 1 && s.OwnerReferences[0].UID == sts.UID {
 		return s, nil

@@ -51,6 +51,9 @@ func (d *Driver) LoadStream(ctx context.Context, in clouddb.Instance, r io.Reade
 	if used > in.MaxMemoryBytes {
 		return fmt.Errorf("%w: the data needs about %d bytes, the limit is %d", clouddb.ErrDataTooLarge, used, in.MaxMemoryBytes)
 	}
+	if in.OSSCluster {
+		return d.loadCluster(ctx, in, []*redisdata.TempServer{t})
+	}
 	dst, err := d.internalEndpoint(ctx, in.DatabaseID)
 	if err != nil {
 		return err

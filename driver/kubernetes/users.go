@@ -44,10 +44,16 @@ func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
 	if err != nil {
 		return fmt.Errorf("database %d: writing its users to its secret: %w", id, err)
 	}
-	// Every node (two at most: a primary and its replica): a replica's users are those
+	// Every node (a primary and its replica, or a cluster's): a replica's users are those
 	// its clients log in with after a failover.
-	for ordinal := range 2 {
-		if err = d.setNodeUsers(ctx, in, nodePodName(id, ordinal), secret); err != nil {
+	ports := []int{redisPort, redisPort}
+	if in.OSSCluster {
+		if ports, err = d.nodePorts(ctx, in); err != nil {
+			return err
+		}
+	}
+	for ordinal, port := range ports {
+		if err = d.setNodeUsers(ctx, in, nodePodName(id, ordinal), port, secret); err != nil {
 			return fmt.Errorf("database %d: %w", id, err)
 		}
 	}
@@ -55,7 +61,7 @@ func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
 }
 
 // setNodeUsers gives the named users to the server of the pod, if it serves.
-func (d *Driver) setNodeUsers(ctx context.Context, in clouddb.Instance, name string, secret *corev1.Secret) error {
+func (d *Driver) setNodeUsers(ctx context.Context, in clouddb.Instance, name string, port int, secret *corev1.Secret) error {
 	pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -63,7 +69,7 @@ func (d *Driver) setNodeUsers(ctx context.Context, in clouddb.Instance, name str
 	if err != nil {
 		return err
 	}
-	if !podReady(pod) || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
+	if !podReady(pod) || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil || port == 0 {
 		// Not serving: it starts with the Secret's users, or runs out without clients.
 		return nil
 	}
@@ -72,6 +78,10 @@ func (d *Driver) setNodeUsers(ctx context.Context, in clouddb.Instance, name str
 		return err
 	}
 	c := client(pod, string(secret.Data[keyInternal]), tc)
+	if port != redisPort {
+		c.Close()
+		c = nodeClient(pod, port, string(secret.Data[keyInternal]))
+	}
 	defer c.Close()
 	return setNamedUsers(ctx, c, in)
 }
@@ -82,8 +92,11 @@ func withUsers(conf []byte, in clouddb.Instance) []byte {
 	// The starts of the user lines kept, the name quoted as appendLine does and ended by
 	// the space before the rules (a user "default2" is not the default user).
 	prefix := func(name string) []byte { l := appendLine(nil, "user", name); return append(l[:len(l)-1], ' ') }
-	defaultLine, internalLine := prefix("default"), prefix(redisconf.InternalUser)
-	keep := func(l []byte) bool { return bytes.HasPrefix(l, defaultLine) || bytes.HasPrefix(l, internalLine) }
+	// And a cluster node's replication user (see cluster.go).
+	defaultLine, internalLine, replLine := prefix("default"), prefix(redisconf.InternalUser), prefix(clusterReplUser)
+	keep := func(l []byte) bool {
+		return bytes.HasPrefix(l, defaultLine) || bytes.HasPrefix(l, internalLine) || bytes.HasPrefix(l, replLine)
+	}
 	var out []byte
 	for _, l := range bytes.SplitAfter(conf, []byte("\n")) {
 		if bytes.HasPrefix(l, []byte("user ")) && !keep(l) {

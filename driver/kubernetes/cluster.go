@@ -1,0 +1,940 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	mathrand "math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"clouddb"
+	"clouddb/internal/redisconf"
+	"clouddb/redisdata"
+)
+
+// An OSS Cluster database (Instance.OSSCluster) is a Redis Cluster of the pods of its
+// StatefulSet: shard s is served by pod s (pods 2s and 2s+1 with replication), each
+// with its share of the memory limit. Node i listens, inside its pod, on its own port
+// P(i), which is also the NodePort of its own Service (node 0's is the database's
+// Service, on the database's port; the others' are the driver's to choose from
+// Config.ClusterPorts, and the Service keeps them). So the address a node gives for
+// itself serves everyone with one port: clients outside the cluster reach
+// NodeAddress:P(i) (each node announces NodeAddress as its hostname, and CLUSTER SLOTS,
+// CLUSTER SHARDS and MOVED name hostnames), and the nodes reach each other directly on
+// their pod addresses, P(i) for replication and busPort for the cluster bus: no Service
+// address, no NAT between nodes. A node's port comes from a file of its own in the
+// Secret (<pod name>.conf, included by the server's command line), since the pods of a
+// StatefulSet share one template.
+//
+// A node whose server crashed comes back in the same pod at once (the kubelet), with its
+// nodes.conf but, without persistence, empty: still its shard's primary for the cluster.
+// Its replica would resync from it and lose every key, so a node never serves
+// replication before Ensure says so: replicas log in to their primary as the user
+// clusterReplUser, which the config file turns off; Ensure turns it on, on every node,
+// only once each shard's primary holds the shard's data, after having a replica that
+// holds more than its restarted primary take the shard over (CLUSTER FAILOVER TAKEOVER:
+// no vote of the other primaries, so that two shards fail over as well). Replicas never
+// fail over on their own (cluster-replica-no-failover).
+
+// clusterReplUser is the user replicas log in to their primary as (see above): it may
+// only replicate.
+const clusterReplUser = "clouddb-replication"
+
+// The cluster bus port of every node inside its pod, how long a node may be silent
+// before the others mark it failed, and how long Ensure waits for the cluster to agree.
+const (
+	busPort            = 16379
+	clusterNodeTimeout = 2000
+	clusterSlots       = 16384
+	clusterWait        = 30 * time.Second
+)
+
+// envPodName is the pod's name in its server's environment: the command line names the
+// node's own config file by it.
+const envPodName = "CLOUDDB_POD_NAME"
+
+// clusterSettings are the lines of a cluster node's redis.conf, after the others.
+func clusterSettings(internal string) [][]string {
+	return [][]string{
+		{"cluster-enabled", "yes"},
+		{"cluster-config-file", "nodes.conf"},
+		{"cluster-port", strconv.Itoa(busPort)},
+		{"cluster-node-timeout", strconv.Itoa(clusterNodeTimeout)},
+		// A shard whose primary is down does not stop the others serving their slots.
+		{"cluster-require-full-coverage", "no"},
+		{"cluster-allow-replica-migration", "no"},
+		{"cluster-replica-no-failover", "yes"},
+		{"cluster-preferred-endpoint-type", "hostname"},
+		{"user", clusterReplUser, "off", "resetkeys", "resetchannels", "-@all", "+psync", "+replconf", "+ping", ">" + internal},
+		{"masteruser", clusterReplUser},
+	}
+}
+
+// nodeConfigKey is the Secret key of the config file of the node of that pod.
+func nodeConfigKey(pod string) string { return pod + ".conf" }
+
+// nodeConfig is node i's own config file: its port, and the host clients reach it at.
+func (d *Driver) nodeConfig(port int) []byte {
+	var b []byte
+	b = appendLine(b, "port", strconv.Itoa(port))
+	return appendLine(b, "cluster-announce-hostname", d.cfg.NodeAddress)
+}
+
+// clusterNodeCount is the number of nodes (pods) of a cluster instance.
+func clusterNodeCount(in clouddb.Instance) int {
+	return in.Shards * perShard(in)
+}
+
+func perShard(in clouddb.Instance) int {
+	if in.Replication {
+		return 2
+	}
+	return 1
+}
+
+// shardInstance is the instance one node runs: its shard's share of the memory limit.
+func shardInstance(in clouddb.Instance) clouddb.Instance {
+	in.MaxMemoryBytes /= int64(in.Shards)
+	return in
+}
+
+// slotRange is the range of slots shard s of n serves.
+func slotRange(s, n int) (lo, hi int) {
+	return s * clusterSlots / n, (s+1)*clusterSlots/n - 1
+}
+
+// isCluster reports whether the StatefulSet runs cluster nodes (its container has the
+// bus port).
+func isCluster(sts *appsv1.StatefulSet) bool {
+	for _, c := range sts.Spec.Template.Spec.Containers {
+		if slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "bus" }) {
+			return true
+		}
+	}
+	return false
+}
+
+// clusterStatefulSet is the StatefulSet of a cluster instance: each pod's server reads
+// the shared config file, then its node's own (its port), and is ready once its bus
+// listens (its client port differs from pod to pod; a probe's port cannot).
+func (d *Driver) clusterStatefulSet(in clouddb.Instance, img string) *appsv1.StatefulSet {
+	n := clusterNodeCount(in)
+	sts := d.statefulSet(shardInstance(in), img)
+	sts.Spec.Replicas = ptr(int32(n))
+	spec := &sts.Spec.Template.Spec
+	c := &spec.Containers[0]
+	c.Command = []string{"redis-server", confDir + "/" + confFile, "--include", confDir + "/" + nodeConfigKey("$("+envPodName+")")}
+	c.Env = []corev1.EnvVar{{Name: envPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+	c.Ports = []corev1.ContainerPort{{Name: "bus", ContainerPort: busPort}}
+	c.ReadinessProbe.TCPSocket.Port = intstr.FromInt32(busPort)
+	for i := range spec.Volumes {
+		if spec.Volumes[i].Name != "config" {
+			continue
+		}
+		for j := range n {
+			key := nodeConfigKey(nodePodName(in.DatabaseID, j))
+			spec.Volumes[i].Secret.Items = append(spec.Volumes[i].Secret.Items, corev1.KeyToPath{Key: key, Path: key})
+		}
+	}
+	return sts
+}
+
+// nodeServiceName is the name of node i's Service: node 0's is the database's.
+func nodeServiceName(databaseID, i int) string {
+	if i == 0 {
+		return Name(databaseID)
+	}
+	return nodePodName(databaseID, i)
+}
+
+// applyNodeServices creates or updates each node's Service (see the top of this file)
+// and returns the nodes' ports. A new node's port is a free one of Config.ClusterPorts:
+// NodePorts are the whole cluster's, so a port another namespace holds is found taken
+// only when the Service is made, and the next one is tried.
+func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) ([]int, error) {
+	id := in.DatabaseID
+	api := d.cfg.Client.CoreV1().Services(d.ns)
+	ports := make([]int, clusterNodeCount(in))
+	var taken map[int]bool // the namespace's NodePorts, listed once a node needs a port
+	for i := range ports {
+		port := 0
+		if i == 0 {
+			port = in.Port
+		} else if old, err := api.Get(ctx, nodeServiceName(id, i), metav1.GetOptions{}); err == nil && len(old.Spec.Ports) == 1 {
+			port = int(old.Spec.Ports[0].NodePort)
+		} else if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("database %d: reading service %s: %w", id, nodeServiceName(id, i), err)
+		}
+		for tries := 0; ; tries++ {
+			if port == 0 {
+				if taken == nil {
+					var err error
+					if taken, err = d.namespaceNodePorts(ctx); err != nil {
+						return nil, fmt.Errorf("database %d: %w", id, err)
+					}
+				}
+				if port = d.freeClusterPort(taken); port == 0 {
+					return nil, fmt.Errorf("database %d: no free port left in the cluster nodes' range %d-%d", id, d.cfg.ClusterPorts[0], d.cfg.ClusterPorts[1])
+				}
+			}
+			err := d.applyNodeService(ctx, in, sts, i, port)
+			if err == nil {
+				ports[i] = port
+				break
+			}
+			if i == 0 || tries >= 20 || !portTaken(err) {
+				return nil, err
+			}
+			taken[port], port = true, 0
+		}
+		if taken != nil {
+			taken[ports[i]] = true
+		}
+	}
+	return ports, nil
+}
+
+// portTaken reports whether a Service was refused for a NodePort another one holds.
+func portTaken(err error) bool {
+	return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "already allocated")
+}
+
+// namespaceNodePorts are the NodePorts of the Services of the driver's namespace.
+func (d *Driver) namespaceNodePorts(ctx context.Context) (map[int]bool, error) {
+	svcs, err := d.cfg.Client.CoreV1().Services(d.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing services: %w", err)
+	}
+	out := map[int]bool{}
+	for _, s := range svcs.Items {
+		for _, p := range s.Spec.Ports {
+			if p.NodePort != 0 {
+				out[int(p.NodePort)] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// freeClusterPort is a port of Config.ClusterPorts not in taken, from a random start so
+// that two clouddb instances sharing the range seldom try the same; 0 when none is left.
+func (d *Driver) freeClusterPort(taken map[int]bool) int {
+	lo, hi := d.cfg.ClusterPorts[0], d.cfg.ClusterPorts[1]
+	if lo <= 0 || hi < lo {
+		return 0
+	}
+	n := hi - lo + 1
+	start := mathrand.IntN(n)
+	for k := range n {
+		if p := lo + (start+k)%n; !taken[p] {
+			return p
+		}
+	}
+	return 0
+}
+
+// applyNodeService creates or updates node i's Service: port redisPort inside the
+// cluster (its DNS name, as every database's), port and NodePort the node's own.
+func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, i, port int) error {
+	id := in.DatabaseID
+	name := nodeServiceName(id, i)
+	api := d.cfg.Client.CoreV1().Services(d.ns)
+	sel := selector(id)
+	sel[appsv1.StatefulSetPodNameLabel] = nodePodName(id, i)
+	want := corev1.ServicePort{Name: "redis", Protocol: corev1.ProtocolTCP, Port: redisPort, TargetPort: intstr.FromInt(port), NodePort: int32(port)}
+	svc, err := api.Get(ctx, name, metav1.GetOptions{})
+	found := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("database %d: reading service %s: %w", id, name, err)
+	}
+	if found {
+		if svc.Spec.Type == corev1.ServiceTypeNodePort && len(svc.Spec.Ports) == 1 && svc.Spec.Ports[0].Port == want.Port &&
+			svc.Spec.Ports[0].NodePort == want.NodePort && svc.Spec.Ports[0].TargetPort == want.TargetPort &&
+			maps.Equal(svc.Spec.Selector, sel) && len(svc.OwnerReferences) == 1 && svc.OwnerReferences[0].UID == sts.UID {
+			return nil
+		}
+	} else {
+		svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.ns}}
+	}
+	svc.Labels, svc.OwnerReferences = labels(id), ownedBy(sts)
+	svc.Spec.Type, svc.Spec.Selector, svc.Spec.Ports = corev1.ServiceTypeNodePort, sel, []corev1.ServicePort{want}
+	if found {
+		_, err = api.Update(ctx, svc, metav1.UpdateOptions{})
+	} else {
+		_, err = api.Create(ctx, svc, metav1.CreateOptions{})
+	}
+	if err != nil {
+		if apierrors.IsInvalid(err) && !portTaken(err) {
+			return fmt.Errorf("database %d: service %s on port %d (a cluster node's port must be a NodePort of the cluster's range: see --db-ports and --k8s-cluster-ports): %w", id, name, port, err)
+		}
+		return fmt.Errorf("database %d: writing service %s: %w", id, name, err)
+	}
+	return nil
+}
+
+// nodePorts are the ports of the cluster's nodes, as their Services hold them; 0 for a
+// node that has none.
+func (d *Driver) nodePorts(ctx context.Context, in clouddb.Instance) ([]int, error) {
+	svcs, err := d.cfg.Client.CoreV1().Services(d.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(in.DatabaseID)}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("database %d: listing its services: %w", in.DatabaseID, err)
+	}
+	ports := make([]int, clusterNodeCount(in))
+	for i := range ports {
+		for _, s := range svcs.Items {
+			if s.Name == nodeServiceName(in.DatabaseID, i) && len(s.Spec.Ports) == 1 &&
+				s.Spec.Ports[0].TargetPort.IntValue() == int(s.Spec.Ports[0].NodePort) {
+				ports[i] = int(s.Spec.Ports[0].NodePort)
+			}
+		}
+	}
+	return ports, nil
+}
+
+// nodeClient opens a connection to a cluster node's server as clouddb's own user.
+func nodeClient(pod *corev1.Pod, port int, internal string) *redis.Client {
+	c := client(pod, internal, nil)
+	o := c.Options()
+	c.Close()
+	o.Addr = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port))
+	return redis.NewClient(o)
+}
+
+// ensureCluster is Ensure of an OSS Cluster instance.
+func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance, img string) error {
+	id := in.DatabaseID
+	shardIn := shardInstance(in)
+	n := clusterNodeCount(in)
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		// Made with no pod: the pods start once the Services and the Secret they read are.
+		want := d.clusterStatefulSet(in, img)
+		want.Spec.Replicas = ptr(int32(0))
+		if sts, err = d.cfg.Client.AppsV1().StatefulSets(d.ns).Create(ctx, want, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("database %d: creating its statefulset: %w", id, err)
+		}
+		d.log.Info("created the statefulset of a database", "database_id", id, "namespace", d.ns, "nodes", n)
+	case err != nil:
+		return fmt.Errorf("database %d: %w", id, err)
+	case !isCluster(sts):
+		return fmt.Errorf("database %d: turning OSS Cluster on for a running database: %w", id, ErrNotSupported)
+	case sts.Spec.Replicas != nil && *sts.Spec.Replicas != 0 && int(*sts.Spec.Replicas) != n:
+		return fmt.Errorf("database %d: changing the number of shards or replication of a cluster (%d nodes, %d wanted): %w",
+			id, *sts.Spec.Replicas, n, ErrNotSupported)
+	}
+	if hasClaim(sts) != persistent(in) {
+		return fmt.Errorf("database %d: changing the data persistence of a cluster between none and a persistent one (its volumes): %w", id, ErrNotSupported)
+	}
+	ports, err := d.applyNodeServices(ctx, in, sts)
+	if err != nil {
+		return err
+	}
+	nodeConfs := map[string][]byte{}
+	for i, port := range ports {
+		nodeConfs[nodeConfigKey(nodePodName(id, i))] = d.nodeConfig(port)
+	}
+	secret, err := d.applySecretWith(ctx, shardIn, sts, nodeConfs)
+	if err != nil {
+		return err
+	}
+	internal := string(secret.Data[keyInternal])
+	oldLimit := containerMemory(sts)
+	want := d.clusterStatefulSet(in, img)
+	if err = d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
+		if sts.Spec.Replicas != nil && int(*sts.Spec.Replicas) == n && templateEqual(sts, want) {
+			return false
+		}
+		sts.Spec.Replicas = ptr(int32(n))
+		sts.Spec.Template = want.Spec.Template
+		return true
+	}); err != nil {
+		return fmt.Errorf("database %d: updating its statefulset: %w", id, err)
+	}
+	nodes := make([]*clusterMember, n)
+	for i := range n {
+		m, rerr := d.readClusterNode(ctx, id, i, ports[i], internal)
+		if rerr != nil {
+			return rerr
+		}
+		defer m.c.Close()
+		nodes[i] = m
+	}
+	for _, m := range nodes {
+		if err = d.applyLiveTo(ctx, shardIn, m.pod, m.c, oldLimit); err != nil {
+			return fmt.Errorf("database %d: pod %s: %w", id, m.pod.Name, err)
+		}
+		// The node's address for the other nodes: its pod's (not persisted by redis: set
+		// again after each start of the server).
+		if err = m.c.ConfigSet(ctx, "cluster-announce-ip", m.pod.Status.PodIP).Err(); err != nil {
+			return fmt.Errorf("database %d: pod %s: CONFIG SET cluster-announce-ip: %w", id, m.pod.Name, err)
+		}
+	}
+	if err = d.clusterFailover(ctx, in, nodes); err != nil {
+		return err
+	}
+	if err = d.formCluster(ctx, in, nodes); err != nil {
+		return err
+	}
+	return d.waitEndpoint(ctx, in, nodes[0].c, "")
+}
+
+// readClusterNode waits until node i's pod is ready and reads its part in the cluster.
+func (d *Driver) readClusterNode(ctx context.Context, databaseID, i, port int, internal string) (*clusterMember, error) {
+	deadline := time.Now().Add(d.cfg.StartTimeout)
+	for {
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		pod, err := d.waitReady(wctx, databaseID, i)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		m := &clusterMember{idx: i, pod: pod, port: port, c: nodeClient(pod, port, internal)}
+		if err = ping(ctx, m.c); err == nil {
+			if err = m.read(ctx); err == nil {
+				return m, nil
+			}
+		}
+		m.c.Close()
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("database %d: pod %s: %w", databaseID, pod.Name, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// clusterMember is what Ensure knows of a node.
+type clusterMember struct {
+	idx  int
+	pod  *corev1.Pod
+	port int
+	c    *redis.Client
+	// Read by read.
+	id       string
+	master   bool
+	slots    bool // it serves slots
+	replOn   bool // clusterReplUser is on: it has not restarted since an Ensure
+	linkUp   bool
+	masterID string
+	keys     int64
+}
+
+// addr is the node's address for the other nodes, as CLUSTER NODES shows it.
+func (m *clusterMember) addr() string {
+	return net.JoinHostPort(m.pod.Status.PodIP, strconv.Itoa(m.port)) + "@" + strconv.Itoa(busPort)
+}
+
+// read reads the node's part in the cluster.
+func (m *clusterMember) read(ctx context.Context) error {
+	nodes, err := clusterNodesOf(ctx, m.c)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if n.has("myself") {
+			m.id, m.master, m.slots, m.masterID = n.id, n.has("master"), len(n.slots) > 0, n.master
+		}
+	}
+	flags, err := m.c.Do(ctx, "acl", "getuser", clusterReplUser).Result()
+	if err != nil {
+		return fmt.Errorf("ACL GETUSER %s: %w", clusterReplUser, err)
+	}
+	m.replOn = userOn(flags)
+	info, err := m.c.Info(ctx, "replication").Result()
+	if err != nil {
+		return fmt.Errorf("INFO replication: %w", err)
+	}
+	m.linkUp = infoField(info, "master_link_status") == "up"
+	if m.keys, err = m.c.DBSize(ctx).Result(); err != nil {
+		return fmt.Errorf("DBSIZE: %w", err)
+	}
+	return nil
+}
+
+// clusterNode is a line of CLUSTER NODES.
+type clusterNode struct {
+	id, addr, master string
+	flags            []string
+	slots            []string
+}
+
+func (n clusterNode) has(flag string) bool { return slices.Contains(n.flags, flag) }
+
+// addrIs reports whether a CLUSTER NODES address (ip:port@bus, then ",hostname" when the
+// node has one) is want.
+func addrIs(addr, want string) bool {
+	return addr == want || strings.HasPrefix(addr, want+",")
+}
+
+func clusterNodesOf(ctx context.Context, c *redis.Client) ([]clusterNode, error) {
+	text, err := c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("CLUSTER NODES: %w", err)
+	}
+	var out []clusterNode
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		out = append(out, clusterNode{id: f[0], addr: f[1], flags: strings.Split(f[2], ","), master: f[3], slots: f[8:]})
+	}
+	return out, nil
+}
+
+// clusterFailover has, in each shard whose serving node restarted since the last Ensure
+// (clusterReplUser off) with fewer keys than its replica, or is gone, the replica take
+// the shard over.
+func (d *Driver) clusterFailover(ctx context.Context, in clouddb.Instance, nodes []*clusterMember) error {
+	if !in.Replication {
+		return nil
+	}
+	for s := range in.Shards {
+		a, b := nodes[2*s], nodes[2*s+1]
+		owner, other := a, b
+		if b.master && b.slots {
+			owner, other = b, a
+		}
+		if other.master || !owner.master || !owner.slots {
+			// A new shard (no slots yet), or one whose serving node is gone: a node of a
+			// new pod joins as a new node. The replica takes over if it had followed.
+			if !other.master && other.keys > 0 && (!owner.master || !owner.slots) {
+				if err := d.takeOver(ctx, in, other, nodes); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if owner.replOn || other.keys <= owner.keys {
+			continue
+		}
+		d.log.Warn("a shard's primary restarted with less data than its replica: the replica takes over",
+			"database_id", in.DatabaseID, "pod", owner.pod.Name, "keys", owner.keys, "replica_keys", other.keys)
+		if err := d.takeOver(ctx, in, other, nodes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeOver makes the replica m its shard's primary and waits until every node knows it.
+func (d *Driver) takeOver(ctx context.Context, in clouddb.Instance, m *clusterMember, nodes []*clusterMember) error {
+	if err := m.c.Do(ctx, "cluster", "failover", "takeover").Err(); err != nil {
+		return fmt.Errorf("database %d: pod %s: CLUSTER FAILOVER TAKEOVER: %w", in.DatabaseID, m.pod.Name, err)
+	}
+	if err := d.waitCluster(ctx, in, "every node to know the new primary", func() (bool, error) {
+		for _, x := range nodes {
+			ns, err := clusterNodesOf(ctx, x.c)
+			if err != nil {
+				return false, err
+			}
+			if !slices.ContainsFunc(ns, func(n clusterNode) bool { return n.id == m.id && n.has("master") && len(n.slots) > 0 }) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	m.master, m.slots = true, true
+	d.log.Warn("a shard's replica took over", "database_id", in.DatabaseID, "pod", m.pod.Name)
+	return nil
+}
+
+// formCluster makes the nodes one cluster, as far as they are not one yet: node 0 meets
+// every node it does not know, each shard's primary gets the slots of its range no node
+// serves, each shard's other node replicates the primary, the primaries then serve
+// replication (clusterReplUser on) and it waits until every node sees every slot served
+// and each replica's link is up.
+func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, nodes []*clusterMember) error {
+	id := in.DatabaseID
+	for _, m := range nodes {
+		// A new node gets a config epoch of its own before it meets the others, so that
+		// no two primaries start with the same one.
+		info, err := m.c.ClusterInfo(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("database %d: pod %s: CLUSTER INFO: %w", id, m.pod.Name, err)
+		}
+		if infoField(info, "cluster_known_nodes") == "1" && infoField(info, "cluster_current_epoch") == "0" {
+			if err = m.c.Do(ctx, "cluster", "set-config-epoch", m.idx+1).Err(); err != nil {
+				return fmt.Errorf("database %d: pod %s: CLUSTER SET-CONFIG-EPOCH: %w", id, m.pod.Name, err)
+			}
+		}
+	}
+	members := map[string]bool{}
+	for _, m := range nodes {
+		members[m.id] = true
+	}
+	// Nodes of pods that are gone (a new pod without its volume is a new node) are
+	// forgotten, by every node that knows them.
+	for _, x := range nodes {
+		view, err := clusterNodesOf(ctx, x.c)
+		if err != nil {
+			return fmt.Errorf("database %d: pod %s: %w", id, x.pod.Name, err)
+		}
+		for _, k := range view {
+			if members[k.id] || k.has("handshake") {
+				continue
+			}
+			if ferr := x.c.Do(ctx, "cluster", "forget", k.id).Err(); ferr != nil {
+				d.log.Warn("CLUSTER FORGET of a gone node failed", "database_id", id, "pod", x.pod.Name, "node", k.id, "error", ferr)
+			}
+		}
+	}
+	err := d.waitCluster(ctx, in, "every node to know the others at their addresses", func() (bool, error) {
+		done := true
+		for _, x := range nodes {
+			view, nerr := clusterNodesOf(ctx, x.c)
+			if nerr != nil {
+				return false, nerr
+			}
+			for _, m := range nodes {
+				i := slices.IndexFunc(view, func(n clusterNode) bool { return n.id == m.id })
+				if i >= 0 && addrIs(view[i].addr, m.addr()) && !view[i].has("handshake") && !view[i].has("noaddr") {
+					continue
+				}
+				done = false
+				// Node 0 introduces a node the cluster does not know (gossip tells the
+				// others); a node that knows another at an address it no longer has (a
+				// new pod) meets it where it is now, which updates the address. Again
+				// after a handshake that failed: one lasts only the node timeout.
+				if i < 0 && x != nodes[0] || slices.ContainsFunc(view, func(n clusterNode) bool { return n.has("handshake") && addrIs(n.addr, m.addr()) }) {
+					continue
+				}
+				if merr := x.c.Do(ctx, "cluster", "meet", m.pod.Status.PodIP, m.port, busPort).Err(); merr != nil {
+					return false, fmt.Errorf("pod %s: CLUSTER MEET pod %s: %w", x.pod.Name, m.pod.Name, merr)
+				}
+			}
+		}
+		return done, nil
+	})
+	if err != nil {
+		return err
+	}
+	if err = d.assignSlots(ctx, in, nodes); err != nil {
+		return err
+	}
+	if in.Replication {
+		if err = d.pairReplicas(ctx, in, nodes); err != nil {
+			return err
+		}
+	}
+	for _, m := range nodes {
+		if err = m.c.Do(ctx, "acl", "setuser", clusterReplUser, "on").Err(); err != nil {
+			return fmt.Errorf("database %d: pod %s: ACL SETUSER %s on: %w", id, m.pod.Name, clusterReplUser, err)
+		}
+	}
+	return d.waitCluster(ctx, in, "every node to see every slot served, every replica in sync", func() (bool, error) {
+		for _, m := range nodes {
+			info, ierr := m.c.ClusterInfo(ctx).Result()
+			if ierr != nil {
+				return false, ierr
+			}
+			if infoField(info, "cluster_state") != "ok" || infoField(info, "cluster_slots_ok") != strconv.Itoa(clusterSlots) {
+				return false, nil
+			}
+			repl, ierr := m.c.Info(ctx, "replication").Result()
+			if ierr != nil {
+				return false, ierr
+			}
+			if infoField(repl, "role") != "master" && infoField(repl, "master_link_status") != "up" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// assignSlots gives each shard's primary the slots of its range that no node serves.
+func (d *Driver) assignSlots(ctx context.Context, in clouddb.Instance, nodes []*clusterMember) error {
+	shards, err := nodes[0].c.ClusterShards(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("database %d: CLUSTER SHARDS: %w", in.DatabaseID, err)
+	}
+	var owned [clusterSlots]bool
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			for i := max(int(r.Start), 0); i <= min(int(r.End), clusterSlots-1); i++ {
+				owned[i] = true
+			}
+		}
+	}
+	per := perShard(in)
+	for s := range in.Shards {
+		m := nodes[per*s]
+		if per == 2 && !m.master && nodes[per*s+1].master {
+			m = nodes[per*s+1] // the shard failed over
+		}
+		lo, hi := slotRange(s, in.Shards)
+		for i := lo; i <= hi; {
+			if owned[i] {
+				i++
+				continue
+			}
+			j := i
+			for j < hi && !owned[j+1] {
+				j++
+			}
+			if err := m.c.Do(ctx, "cluster", "addslotsrange", i, j).Err(); err != nil {
+				return fmt.Errorf("database %d: shard %d: CLUSTER ADDSLOTSRANGE %d %d: %w", in.DatabaseID, s, i, j, err)
+			}
+			i = j + 1
+		}
+	}
+	return nil
+}
+
+// pairReplicas makes the node of each shard that serves no slots replicate the one that
+// does.
+func (d *Driver) pairReplicas(ctx context.Context, in clouddb.Instance, nodes []*clusterMember) error {
+	return d.waitCluster(ctx, in, "each shard's replica to follow its primary", func() (bool, error) {
+		ns, err := clusterNodesOf(ctx, nodes[0].c)
+		if err != nil {
+			return false, err
+		}
+		byID := map[string]clusterNode{}
+		for _, n := range ns {
+			byID[n.id] = n
+		}
+		done := true
+		for s := range in.Shards {
+			p, r := nodes[2*s], nodes[2*s+1]
+			if len(byID[r.id].slots) > 0 {
+				p, r = r, p
+			}
+			if byID[r.id].master == p.id && byID[r.id].has("slave") {
+				continue
+			}
+			done = false
+			if rerr := r.c.Do(ctx, "cluster", "replicate", p.id).Err(); rerr != nil {
+				// The replica may not know the primary as one yet (gossip): again.
+				d.log.Debug("CLUSTER REPLICATE not taken yet", "database_id", in.DatabaseID, "pod", r.pod.Name, "error", rerr)
+			}
+		}
+		return done, nil
+	})
+}
+
+// waitCluster polls cond until it holds, up to clusterWait; then the error wraps
+// ErrServerStarting.
+func (d *Driver) waitCluster(ctx context.Context, in clouddb.Instance, what string, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, clusterWait)
+	defer cancel()
+	wait := 10 * time.Millisecond
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return fmt.Errorf("database %d: waiting for %s: %v: %w", in.DatabaseID, what, err, clouddb.ErrServerStarting)
+		case <-time.After(wait):
+			wait = min(wait*2, 200*time.Millisecond)
+		}
+	}
+}
+
+// runningCluster is Running of a cluster instance: its StatefulSet runs its nodes with
+// their share of the memory, its Secret and Services are as Ensure writes them, and every
+// node is Ready, announces its addresses, serves replication, runs with the instance's
+// settings and users and sees the cluster ok with every slot served; with replication,
+// each replica's link is up.
+func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) (bool, error) {
+	id := in.DatabaseID
+	shardIn := shardInstance(in)
+	n := clusterNodeCount(in)
+	if !isCluster(sts) || sts.Spec.Replicas == nil || int(*sts.Spec.Replicas) != n || containerMemory(sts) != memoryLimit(shardIn.MaxMemoryBytes) {
+		return false, nil
+	}
+	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("database %d: reading its secret: %w", id, err)
+	}
+	internal := string(secret.Data[keyInternal])
+	if conf, cerr := renderConfig(shardIn, internal); cerr != nil || string(secret.Data[keyConfig]) != string(conf) ||
+		string(secret.Data[keyPrimaryHost]) != "no" {
+		return false, nil
+	}
+	ports, err := d.nodePorts(ctx, in)
+	if err != nil {
+		return false, err
+	}
+	if ports[0] != in.Port {
+		return false, nil
+	}
+	for i := range n {
+		if ports[i] == 0 || string(secret.Data[nodeConfigKey(nodePodName(id, i))]) != string(d.nodeConfig(ports[i])) {
+			return false, nil
+		}
+		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, i), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("database %d: %w", id, err)
+		}
+		if why := cannotRun(pod); why != "" {
+			return false, fmt.Errorf("database %d: pod %s cannot run: %s", id, pod.Name, why)
+		}
+		if why := unschedulable(pod); why != "" {
+			return false, fmt.Errorf("database %d: pod %s is %s", id, pod.Name, why)
+		}
+		if !podReady(pod) || pod.Status.PodIP == "" || podMemory(pod) < memoryLimit(shardIn.MaxMemoryBytes) {
+			return false, nil
+		}
+		ok, err := d.nodeRunningCluster(ctx, shardIn, pod, ports[i], internal)
+		if err != nil {
+			d.log.Warn("a database's pod is ready but its state cannot be read", "database_id", id, "pod", pod.Name, "error", err)
+			return false, nil
+		}
+		if !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// userOn reports whether an ACL GETUSER reply has the flag on.
+func userOn(reply any) bool {
+	var fields []any
+	switch r := reply.(type) {
+	case []any: // RESP2
+		fields = r
+	case map[any]any: // RESP3
+		for k, v := range r {
+			fields = append(fields, k, v)
+		}
+	}
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fmt.Sprint(fields[i]) == "flags" {
+			flags, _ := fields[i+1].([]any)
+			return slices.ContainsFunc(flags, func(f any) bool { return fmt.Sprint(f) == "on" })
+		}
+	}
+	return false
+}
+
+// nodeRunningCluster reports whether the node of pod plays its part: it serves
+// replication (Ensure turned clusterReplUser on since its start), announces its pod's
+// address, follows its primary if a replica, sees every slot served by the cluster of
+// its nodes, and runs with the instance's settings and users.
+func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, port int, internal string) (bool, error) {
+	c := nodeClient(pod, port, internal)
+	defer c.Close()
+	m := &clusterMember{pod: pod, port: port, c: c}
+	if err := ping(ctx, c); err != nil {
+		return false, err
+	}
+	if err := m.read(ctx); err != nil {
+		return false, err
+	}
+	if !m.replOn || !m.master && !m.linkUp {
+		return false, nil
+	}
+	got, err := c.ConfigGet(ctx, "cluster-announce-ip").Result()
+	if err != nil {
+		return false, fmt.Errorf("CONFIG GET cluster-announce-ip: %w", err)
+	}
+	if got["cluster-announce-ip"] != pod.Status.PodIP {
+		return false, nil
+	}
+	info, err := c.ClusterInfo(ctx).Result()
+	if err != nil {
+		return false, fmt.Errorf("CLUSTER INFO: %w", err)
+	}
+	if infoField(info, "cluster_state") != "ok" || infoField(info, "cluster_slots_ok") != strconv.Itoa(clusterSlots) ||
+		infoField(info, "cluster_known_nodes") != strconv.Itoa(clusterNodeCount(in)) {
+		return false, nil
+	}
+	return liveAsAsked(ctx, c, in)
+}
+
+// shardPrimary is the primary of shard s of a cluster as clouddb's own user, on its pod's
+// address, with the shard's slots.
+func (d *Driver) shardPrimary(ctx context.Context, in clouddb.Instance, s int) (redisdata.Shard, error) {
+	id := in.DatabaseID
+	if s < 0 || s >= in.Shards {
+		return redisdata.Shard{}, fmt.Errorf("database %d has %d shards, not shard %d", id, in.Shards, s)
+	}
+	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return redisdata.Shard{}, fmt.Errorf("database %d: reading its secret: %w", id, err)
+	}
+	internal := string(secret.Data[keyInternal])
+	ports, err := d.nodePorts(ctx, in)
+	if err != nil {
+		return redisdata.Shard{}, err
+	}
+	lo, hi := slotRange(s, in.Shards)
+	per := perShard(in)
+	for i := per * s; i < per*(s+1); i++ {
+		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, i), metav1.GetOptions{})
+		if err != nil || !podReady(pod) || pod.Status.PodIP == "" || ports[i] == 0 {
+			continue
+		}
+		c := nodeClient(pod, ports[i], internal)
+		info, err := c.Info(ctx, "replication").Result()
+		c.Close()
+		if err == nil && infoField(info, "role") == "master" {
+			return redisdata.Shard{Endpoint: redisdata.Endpoint{
+				Addr:     net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ports[i])),
+				Username: redisconf.InternalUser,
+				Password: internal,
+				NoEvict:  true,
+			}, Lo: lo, Hi: hi}, nil
+		}
+	}
+	return redisdata.Shard{}, fmt.Errorf("database %d: shard %d has no primary running", id, s)
+}
+
+// snapshotCluster writes an RDB snapshot of shard s's primary.
+func (d *Driver) snapshotCluster(ctx context.Context, in clouddb.Instance, s int, w io.Writer) (int64, error) {
+	sh, err := d.shardPrimary(ctx, in, s)
+	if err != nil {
+		return 0, err
+	}
+	return redisdata.Snapshot(ctx, sh.Endpoint, w)
+}
+
+// loadCluster copies the checked files' keys into the cluster, each into the shard that
+// serves its slot. It goes key by key over the network (as Load does into one server),
+// not by a reload of each shard; the total fits the memory limit (checked by Load), a
+// shard's share is not checked before: a shard that fills refuses the keys past its
+// share (an error of the copy).
+func (d *Driver) loadCluster(ctx context.Context, in clouddb.Instance, temps []*redisdata.TempServer) error {
+	shards := make([]redisdata.Shard, in.Shards)
+	for s := range shards {
+		sh, err := d.shardPrimary(ctx, in, s)
+		if err != nil {
+			return err
+		}
+		shards[s] = sh
+	}
+	for i, t := range temps {
+		if _, err := redisdata.CopyKeysToCluster(ctx, t.Endpoint(), shards, redisdata.CopyOptions{Replace: i == 0}); err != nil {
+			return fmt.Errorf("copy the data into the cluster: %w", err)
+		}
+	}
+	return nil
+}
