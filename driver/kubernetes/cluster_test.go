@@ -29,7 +29,9 @@ func TestClusterPorts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cluster.client.CoreV1().Namespaces().Delete(ctxFor(t, time.Minute), other.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cluster.client.CoreV1().Namespaces().Delete(ctxFor(t, time.Minute), other.Name, metav1.DeleteOptions{})
+	})
 	var held []corev1.ServicePort
 	for p := first; p < free; p++ {
 		held = append(held, corev1.ServicePort{Name: "p" + strconv.Itoa(p), Port: int32(p), TargetPort: intstr.FromInt(80), NodePort: int32(p)})
