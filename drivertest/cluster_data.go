@@ -84,3 +84,41 @@ func testClusterData(t *testing.T, h Harness) {
 		requireReplicasAcked(t, e, again)
 	}
 }
+
+// testClusterReplicationOn: replication turned on for a running cluster gives every
+// shard a replica with its data, which then takes over when its primary dies; the shard
+// count and OSS Cluster itself do not change live (an error), nor does the cluster.
+func testClusterReplicationOn(t *testing.T, h Harness) {
+	need(t, "Cluster", h.Cluster)
+	need(t, "Replication", h.Replication)
+	e := setup(t, h)
+	in := e.instance(t, 2201)
+	in.OSSCluster, in.Shards, in.MaxMemoryBytes = true, 2, 2*in.MaxMemoryBytes
+	e.ensure(t, in)
+	c := e.clusterClient(t, in)
+	clusterWrite(t, e, c, "k", 200)
+
+	reshard := in
+	reshard.Shards, reshard.MaxMemoryBytes = 3, 3*in.MaxMemoryBytes/2
+	require.Error(t, e.d.Ensure(e.ctx, reshard), "a change of the shard count")
+	e.requireRunning(t, in, true, "after a refused change of the shard count")
+
+	in.Replication = true
+	e.ensure(t, in)
+	e.requireRunning(t, in, true, "with replication turned on")
+	require.Len(t, masters(t, e, in), 2)
+	requireKeys(t, e.ctx, c, "k", 200)
+	requireReplicasAcked(t, e, c)
+
+	h.Kill(t, e.d, in, e.addr(t, in))
+	e.ensure(t, in)
+	e.requireRunning(t, in, true, "after the endpoint's primary died")
+	c = e.clusterClient(t, in)
+	requireKeys(t, e.ctx, c, "k", 200)
+	require.EqualValues(t, 200, sum(clusterKeys(t, e, c)))
+
+	off := in
+	off.Replication = false
+	require.Error(t, e.d.Ensure(e.ctx, off), "replication turned off on a cluster")
+	e.requireRunning(t, in, true, "after a refused change of replication")
+}

@@ -112,6 +112,7 @@ func Run(t *testing.T, h Harness) {
 		{"ClusterStopKeepsData", testClusterStopKeepsData},
 		{"ClusterFailover", testClusterFailover},
 		{"ClusterData", testClusterData},
+		{"ClusterReplicationOn", testClusterReplicationOn},
 		{"TLS", testTLS},
 	} {
 		t.Run(c.name, func(t *testing.T) {

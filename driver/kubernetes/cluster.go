@@ -25,8 +25,9 @@ import (
 )
 
 // An OSS Cluster database (Instance.OSSCluster) is a Redis Cluster of the pods of its
-// StatefulSet: shard s is served by pod s (pods 2s and 2s+1 with replication), each
-// with its share of the memory limit. Node i listens, inside its pod, on its own port
+// StatefulSet: shard s of S is served by pod s, and with replication by pod S+s as well
+// (so that turning replication on only adds pods), each with its share of the memory
+// limit. Node i listens, inside its pod, on its own port
 // P(i), which is also the NodePort of its own Service (node 0's is the database's
 // Service, on the database's port; the others' are the driver's to choose from
 // Config.ClusterPorts, and the Service keeps them). So the address a node gives for
@@ -59,6 +60,13 @@ const (
 	clusterNodeTimeout = 2000
 	clusterSlots       = 16384
 	clusterWait        = 30 * time.Second
+)
+
+// The shape of a cluster, on its StatefulSet: its number of shards, and whether it has
+// replicas (once it had, its replicas may serve shards: replication stays on).
+const (
+	annotationShards     = "clouddb.io/shards"
+	annotationReplicated = "clouddb.io/replicated"
 )
 
 // envPodName is the pod's name in its server's environment: the command line names the
@@ -97,6 +105,15 @@ func clusterNodeCount(in clouddb.Instance) int {
 	return in.Shards * perShard(in)
 }
 
+// shardNodes are the indexes of the nodes of shard s: the one it starts with as its
+// primary, and its replica's with replication.
+func shardNodes(in clouddb.Instance, s int) []int {
+	if in.Replication {
+		return []int{s, in.Shards + s}
+	}
+	return []int{s}
+}
+
 func perShard(in clouddb.Instance) int {
 	if in.Replication {
 		return 2
@@ -133,6 +150,7 @@ func (d *Driver) clusterStatefulSet(in clouddb.Instance, img string) *appsv1.Sta
 	n := clusterNodeCount(in)
 	sts := d.statefulSet(shardInstance(in), img)
 	sts.Spec.Replicas = ptr(int32(n))
+	sts.Annotations = map[string]string{annotationShards: strconv.Itoa(in.Shards), annotationReplicated: strconv.FormatBool(in.Replication)}
 	spec := &sts.Spec.Template.Spec
 	c := &spec.Containers[0]
 	c.Command = []string{"redis-server", confDir + "/" + confFile, "--include", confDir + "/" + nodeConfigKey("$("+envPodName+")")}
@@ -333,9 +351,12 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance, img str
 		return fmt.Errorf("database %d: %w", id, err)
 	case !isCluster(sts):
 		return fmt.Errorf("database %d: turning OSS Cluster on for a running database: %w", id, ErrNotSupported)
-	case sts.Spec.Replicas != nil && *sts.Spec.Replicas != 0 && int(*sts.Spec.Replicas) != n:
-		return fmt.Errorf("database %d: changing the number of shards or replication of a cluster (%d nodes, %d wanted): %w",
-			id, *sts.Spec.Replicas, n, ErrNotSupported)
+	case sts.Annotations[annotationShards] != strconv.Itoa(in.Shards):
+		return fmt.Errorf("database %d: changing the number of shards of a cluster (%s, %d wanted): %w",
+			id, sts.Annotations[annotationShards], in.Shards, ErrNotSupported)
+	case sts.Annotations[annotationReplicated] == "true" && !in.Replication:
+		// Its replicas may serve shards since a failover; as driver/local, not built.
+		return fmt.Errorf("database %d: turning replication off on a cluster: %w", id, ErrNotSupported)
 	}
 	if hasClaim(sts) != persistent(in) {
 		return fmt.Errorf("database %d: changing the data persistence of a cluster between none and a persistent one (its volumes): %w", id, ErrNotSupported)
@@ -356,11 +377,14 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance, img str
 	oldLimit := containerMemory(sts)
 	want := d.clusterStatefulSet(in, img)
 	if err = d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
-		if sts.Spec.Replicas != nil && int(*sts.Spec.Replicas) == n && templateEqual(sts, want) {
+		if sts.Spec.Replicas != nil && int(*sts.Spec.Replicas) == n && templateEqual(sts, want) &&
+			maps.Equal(sts.Annotations, want.Annotations) {
 			return false
 		}
+		// Replication turned on adds pods S to 2S-1, each its shard's replica.
 		sts.Spec.Replicas = ptr(int32(n))
 		sts.Spec.Template = want.Spec.Template
+		sts.Annotations = want.Annotations
 		return true
 	}); err != nil {
 		return fmt.Errorf("database %d: updating its statefulset: %w", id, err)
@@ -507,7 +531,7 @@ func (d *Driver) clusterFailover(ctx context.Context, in clouddb.Instance, nodes
 		return nil
 	}
 	for s := range in.Shards {
-		a, b := nodes[2*s], nodes[2*s+1]
+		a, b := nodes[s], nodes[in.Shards+s]
 		owner, other := a, b
 		if b.master && b.slots {
 			owner, other = b, a
@@ -676,11 +700,10 @@ func (d *Driver) assignSlots(ctx context.Context, in clouddb.Instance, nodes []*
 			}
 		}
 	}
-	per := perShard(in)
 	for s := range in.Shards {
-		m := nodes[per*s]
-		if per == 2 && !m.master && nodes[per*s+1].master {
-			m = nodes[per*s+1] // the shard failed over
+		m := nodes[s]
+		if in.Replication && !m.master && nodes[in.Shards+s].master {
+			m = nodes[in.Shards+s] // the shard failed over
 		}
 		lo, hi := slotRange(s, in.Shards)
 		for i := lo; i <= hi; {
@@ -715,7 +738,7 @@ func (d *Driver) pairReplicas(ctx context.Context, in clouddb.Instance, nodes []
 		}
 		done := true
 		for s := range in.Shards {
-			p, r := nodes[2*s], nodes[2*s+1]
+			p, r := nodes[s], nodes[in.Shards+s]
 			if len(byID[r.id].slots) > 0 {
 				p, r = r, p
 			}
@@ -887,8 +910,7 @@ func (d *Driver) shardPrimary(ctx context.Context, in clouddb.Instance, s int) (
 		return redisdata.Shard{}, err
 	}
 	lo, hi := slotRange(s, in.Shards)
-	per := perShard(in)
-	for i := per * s; i < per*(s+1); i++ {
+	for _, i := range shardNodes(in, s) {
 		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, i), metav1.GetOptions{})
 		if err != nil || !podReady(pod) || pod.Status.PodIP == "" || ports[i] == 0 {
 			continue
