@@ -365,6 +365,9 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance, img str
 	if err != nil {
 		return err
 	}
+	if err = d.applyDisruptionBudget(ctx, in, sts); err != nil {
+		return err
+	}
 	nodeConfs := map[string][]byte{}
 	for i, port := range ports {
 		nodeConfs[nodeConfigKey(nodePodName(id, i))] = d.nodeConfig(port)

@@ -289,6 +289,9 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if _, err = d.applyService(ctx, in, sts, nil); err != nil {
 		return err
 	}
+	if err = d.applyDisruptionBudget(ctx, in, sts); err != nil {
+		return err
+	}
 	secret, err := d.applySecret(ctx, in, sts)
 	if err != nil {
 		return err

@@ -282,6 +282,13 @@ func labelledIn(t *testing.T, ctx context.Context, ns string, id int) []string {
 	for _, o := range secrets.Items {
 		out = append(out, "secret/"+o.Name)
 	}
+	pdbs, err := c.PolicyV1().PodDisruptionBudgets(ns).List(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range pdbs.Items {
+		out = append(out, "poddisruptionbudget/"+o.Name)
+	}
 	pvcs, err := c.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ func (d *Driver) Remove(ctx context.Context, databaseID int) error {
 }
 
 // objects names the driver's objects that match opts: StatefulSets, pods, Services,
-// Secrets and claims.
+// Secrets, disruption budgets and claims.
 func (d *Driver) objects(ctx context.Context, opts metav1.ListOptions) ([]string, error) {
 	var out []string
 	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).List(ctx, opts)
@@ -139,6 +139,13 @@ func (d *Driver) objects(ctx context.Context, opts metav1.ListOptions) ([]string
 	}
 	for _, o := range secrets.Items {
 		out = append(out, "secret/"+o.Name)
+	}
+	pdbs, err := d.cfg.Client.PolicyV1().PodDisruptionBudgets(d.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range pdbs.Items {
+		out = append(out, "poddisruptionbudget/"+o.Name)
 	}
 	pvcs, err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).List(ctx, opts)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,6 +87,7 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 				ObjectMeta: metav1.ObjectMeta{Labels: labels(id)},
 				Spec: corev1.PodSpec{
 					Containers:                    []corev1.Container{c},
+					Affinity:                      spreadPods(in),
 					SecurityContext:               d.podSecurityContext(),
 					Volumes:                       volumes,
 					AutomountServiceAccountToken:  ptr(false),
@@ -166,5 +168,6 @@ func templateEqual(have, want *appsv1.StatefulSet) bool {
 		h[0].Resources.Limits.Memory().Cmp(*w[0].Resources.Limits.Memory()) == 0 &&
 		h[0].Resources.Requests.Memory().Cmp(*w[0].Resources.Requests.Memory()) == 0 &&
 		maps.Equal(have.Spec.Template.Labels, want.Spec.Template.Labels) &&
-		have.Spec.Template.Annotations[annotationTLS] == want.Spec.Template.Annotations[annotationTLS]
+		have.Spec.Template.Annotations[annotationTLS] == want.Spec.Template.Annotations[annotationTLS] &&
+		equality.Semantic.DeepEqual(have.Spec.Template.Spec.Affinity, want.Spec.Template.Spec.Affinity)
 }

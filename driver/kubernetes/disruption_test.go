@@ -1,0 +1,79 @@
+package kubernetes_test
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"clouddb/driver/kubernetes"
+)
+
+// TestDrainTakesOneNode: a replicated database's pods prefer different nodes, and a
+// drain (the eviction API) takes one of them at a time: the second eviction is refused
+// while the first pod is away, and Ensure then serves every key from the node that
+// stayed. Without replication there is no budget to block a drain.
+func TestDrainTakesOneNode(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 4*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 160, "none")
+	in.Replication = true
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	c := connect(t, d, in, "", in.Password)
+	for i := range 100 {
+		if err := c.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Do(ctx, "wait", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID)+"-"+strconv.Itoa(i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := p.Spec.Affinity
+		if a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+			a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != corev1.LabelHostname {
+			t.Fatalf("pod %s does not prefer a node without the database's other pod: %+v", p.Name, a)
+		}
+	}
+
+	evict := func(name string) error {
+		return cluster.client.CoreV1().Pods(cluster.ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.ns}})
+	}
+	// The budget counts both pods healthy before it allows one eviction.
+	if err := poll(ctx, 30*time.Second, func() (bool, error) {
+		pdb, err := cluster.client.PolicyV1().PodDisruptionBudgets(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID), metav1.GetOptions{})
+		return err == nil && pdb.Status.DisruptionsAllowed == 1, nil
+	}); err != nil {
+		t.Fatalf("the database's disruption budget allows no eviction: %v", err)
+	}
+	first, second := kubernetes.Name(in.DatabaseID)+"-0", kubernetes.Name(in.DatabaseID)+"-1"
+	if err := evict(first); err != nil {
+		t.Fatalf("evicting %s: %v", first, err)
+	}
+	if err := evict(second); !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("evicting %s while %s is away = %v, want refused (429)", second, first, err)
+	}
+	ensureRunning(t, ctx, d, in)
+	c = connect(t, d, in, "", in.Password)
+	if n := c.DBSize(ctx).Val(); n != 100 {
+		t.Fatalf("after the drain: %d keys, want 100", n)
+	}
+
+	in.Replication = false
+	ensureRunning(t, ctx, d, in)
+	if got := labelled(t, ctx, in.DatabaseID); slices.Contains(got, "poddisruptionbudget/"+kubernetes.Name(in.DatabaseID)) {
+		t.Fatalf("a database of one pod keeps a disruption budget: %v", got)
+	}
+}
