@@ -1,6 +1,9 @@
 package kubernetes_test
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,5 +90,65 @@ func TestClusterPorts(t *testing.T) {
 	err = d.Ensure(ctx, full)
 	if err == nil || !strings.Contains(err.Error(), "no free port left") {
 		t.Fatalf("Ensure with the range used up = %v, want an error saying no free port is left", err)
+	}
+}
+
+// TestClusterPodDeleted: a replicated cluster whose endpoint's pod is deleted (a new pod
+// is a new node, empty, at a new address) is healed by Ensure: the replica takes the
+// shard over, the gone node is forgotten, the new one follows it; every key is served.
+func TestClusterPodDeleted(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 4*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 152, "none")
+	in.OSSCluster, in.Shards, in.Replication, in.MaxMemoryBytes = true, 2, true, 2*in.MaxMemoryBytes
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{d.PublicEndpoint(in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true})
+	defer cc.Close()
+	for i := range 200 {
+		if err := cc.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		n, err := m.Wait(ctx, 1, 5000).Result()
+		if err == nil && n != 1 {
+			err = fmt.Errorf("WAIT 1 on %s: %d replicas", m.Options().Addr, n)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID)+"-0", metav1.GetOptions{}))
+	if err := cluster.client.CoreV1().Pods(cluster.ns).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, time.Minute, func() (bool, error) {
+		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, old.Name, metav1.GetOptions{})
+		return err == nil && p.UID != old.UID, nil
+	}); err != nil {
+		t.Fatalf("no new pod %s: %v", old.Name, err)
+	}
+	ensureRunning(t, ctx, d, in)
+	fresh := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{d.PublicEndpoint(in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true})
+	defer fresh.Close()
+	for i := range 200 {
+		if v, err := fresh.Get(ctx, "k"+strconv.Itoa(i)).Result(); err != nil || v != strconv.Itoa(i) {
+			t.Fatalf("k%d after the pod was replaced = %q, %v", i, v, err)
+		}
+	}
+	nodes, err := connect(t, d, in, "", in.Password).ClusterNodes(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(nodes), "\n")
+	failed := slices.ContainsFunc(lines, func(l string) bool {
+		f := strings.Fields(l)
+		return len(f) < 3 || slices.ContainsFunc(strings.Split(f[2], ","), func(flag string) bool { return flag == "fail" || flag == "fail?" })
+	})
+	if len(lines) != 4 || failed {
+		t.Fatalf("the cluster's nodes after the pod was replaced (want 4, none failed):\n%s", nodes)
 	}
 }
