@@ -392,6 +392,9 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance, img str
 	}); err != nil {
 		return fmt.Errorf("database %d: updating its statefulset: %w", id, err)
 	}
+	if err = d.replaceUnscheduled(ctx, id, want); err != nil {
+		return err
+	}
 	nodes := make([]*clusterMember, n)
 	for i := range n {
 		m, rerr := d.readClusterNode(ctx, id, i, ports[i], internal)

@@ -320,6 +320,9 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	}); err != nil {
 		return fmt.Errorf("database %d: updating its statefulset: %w", in.DatabaseID, err)
 	}
+	if err = d.replaceUnscheduled(ctx, in.DatabaseID, want); err != nil {
+		return err
+	}
 	internal := string(secret.Data[keyInternal])
 	if nodes > 1 {
 		// Again when a node's container restarted while it was being configured (its

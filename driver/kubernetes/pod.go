@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -19,8 +21,11 @@ import (
 )
 
 // waitReady waits until the database's pod of that ordinal is Ready, or fails as soon as
-// the pod shows it cannot run (its reason in the error). A pod that runs but is not
-// ready when StartTimeout runs out is ErrServerStarting.
+// the pod shows it cannot run (its reason in the error). A pod still on its way when
+// StartTimeout runs out (running but not ready, pending: not scheduled yet, its volume
+// not attached yet, being replaced) is ErrServerStarting: a node lost or drained, a claim
+// that follows its pod slowly, pass by themselves, and the reconciler tries again rather
+// than put a database whose data may be safe in a volume in error for good.
 func (d *Driver) waitReady(ctx context.Context, databaseID, ordinal int) (*corev1.Pod, error) {
 	pod, err := d.waitPod(ctx, nodePodName(databaseID, ordinal), nil)
 	if err != nil {
@@ -47,17 +52,17 @@ func (d *Driver) waitPod(ctx context.Context, name string, wanted func(*corev1.P
 			if why := cannotRun(pod); why != "" {
 				return nil, fmt.Errorf("pod %s cannot run: %s", pod.Name, why)
 			}
-			last = fmt.Errorf("pod %s is %s, not ready", pod.Name, pod.Status.Phase)
+			last = fmt.Errorf("pod %s is %s, not ready: %w", pod.Name, pod.Status.Phase, clouddb.ErrServerStarting)
 			if why := unschedulable(pod); why != "" {
-				last = fmt.Errorf("pod %s is %s", pod.Name, why)
+				last = fmt.Errorf("pod %s is %s: %w", pod.Name, why, clouddb.ErrServerStarting)
 			}
 			if running(pod) {
 				last = fmt.Errorf("pod %s runs, not ready yet: %w", pod.Name, clouddb.ErrServerStarting)
 			}
 		case err == nil:
-			last = fmt.Errorf("pod %s is being deleted", pod.Name)
+			last = fmt.Errorf("pod %s is being deleted: %w", pod.Name, clouddb.ErrServerStarting)
 		case apierrors.IsNotFound(err):
-			last = fmt.Errorf("pod %s does not exist yet", name)
+			last = fmt.Errorf("pod %s does not exist yet: %w", name, clouddb.ErrServerStarting)
 		case ctx.Err() == nil:
 			last = err
 		}
@@ -154,4 +159,37 @@ func ping(ctx context.Context, c *redis.Client) error {
 		return fmt.Errorf("%w: %v", clouddb.ErrServerStarting, err)
 	}
 	return err
+}
+
+// replaceUnscheduled deletes the database's pods that were never scheduled and were
+// made from another template than want's (OnDelete keeps a pod as it was made): a pod
+// too large for any node stays pending with its old size after the database is made
+// smaller. Never scheduled, it never ran: it holds no data, and the StatefulSet makes it
+// again from want's template.
+func (d *Driver) replaceUnscheduled(ctx context.Context, databaseID int, want *appsv1.StatefulSet) error {
+	pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(databaseID)}),
+	})
+	if err != nil {
+		return fmt.Errorf("database %d: listing its pods: %w", databaseID, err)
+	}
+	w := want.Spec.Template.Spec.Containers[0]
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || len(p.Spec.Containers) != 1 {
+			continue
+		}
+		c := p.Spec.Containers[0]
+		if c.Image == w.Image && c.Resources.Requests.Memory().Cmp(*w.Resources.Requests.Memory()) == 0 &&
+			equality.Semantic.DeepEqual(p.Spec.Affinity, want.Spec.Template.Spec.Affinity) {
+			continue
+		}
+		err = d.cfg.Client.CoreV1().Pods(d.ns).Delete(ctx, p.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: ptr(int64(0)), Preconditions: &metav1.Preconditions{UID: &p.UID},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("database %d: replacing its unscheduled pod %s: %w", databaseID, p.Name, err)
+		}
+		d.log.Info("replaced a pod that was never scheduled by one of the database's new template", "database_id", databaseID, "pod", p.Name)
+	}
+	return nil
 }
