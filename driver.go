@@ -82,6 +82,11 @@ type RedisEndpoint struct {
 	Username string
 	Password string
 	TLS      bool
+	// SameAccount is set when the source was named as a database of the account the
+	// data goes to (a bare host:port). A driver reads one of its own databases that asks
+	// its clients for a certificate (mutual TLS) only then: with a password alone, another
+	// account would read through clouddb's own certificate what its holder cannot.
+	SameAccount bool
 }
 
 // Errors of data operations, which callers report as failure reasons.

@@ -83,7 +83,7 @@ func ResolveSources(ctx context.Context, tx Tx, accountID int, uris []string) ([
 	var byPort map[int]*Database
 	out := make([]RedisEndpoint, 0, len(srcs))
 	for i, s := range srcs {
-		ep := RedisEndpoint{Addr: s.Addr(), Username: s.Username, Password: s.Password, TLS: s.TLS}
+		ep := RedisEndpoint{Addr: s.Addr(), Username: s.Username, Password: s.Password, TLS: s.TLS, SameAccount: s.SameAccount}
 		if s.SameAccount {
 			if byPort == nil {
 				dbs, _, err := tx.Databases(ctx, DatabaseFilter{AccountID: accountID, ExcludeDeleting: true})

@@ -86,10 +86,15 @@ func testTLS(t *testing.T, h Harness) {
 	require.Error(t, e.tlsClient(t, in, h.CA, stranger).Ping(e.ctx).Err(), "a certificate not the instance's")
 
 	// The driver's own data paths reach a database that asks for a client certificate:
-	// a copy from it (a source that says TLS) and a load into it.
+	// a copy from it (a source of the same account that says TLS) and a load into it. A
+	// source of another account (its password alone) does not get past the certificate.
 	other := filledSource(t, e, 2102, 50, 10)
 	file := snapshotFile(t, e, other, 0)
-	require.NoError(t, e.d.CopyFrom(e.ctx, other, clouddb.RedisEndpoint{Addr: e.addr(t, in), Password: in.Password, TLS: true}))
+	source := clouddb.RedisEndpoint{Addr: e.addr(t, in), Password: in.Password, TLS: true}
+	require.Error(t, e.d.CopyFrom(e.ctx, other, source), "another account's copy with the password, without the certificate")
+	requireFilled(t, e, e.client(t, other), 50, 10)
+	source.SameAccount = true
+	require.NoError(t, e.d.CopyFrom(e.ctx, other, source))
 	oc := e.client(t, other)
 	require.Equal(t, "v", oc.Get(e.ctx, "k").Val())
 	require.EqualValues(t, 1, oc.DBSize(e.ctx).Val(), "the copy replaced the data")

@@ -45,7 +45,7 @@ func desiredInstance(d *clouddb.Database, idx index, acl *aclState) (clouddb.Ins
 		if err != nil {
 			continue // validated when it was set
 		}
-		ep := clouddb.RedisEndpoint{Addr: src.Addr(), Username: src.Username, Password: src.Password, TLS: src.TLS}
+		ep := clouddb.RedisEndpoint{Addr: src.Addr(), Username: src.Username, Password: src.Password, TLS: src.TLS, SameAccount: src.SameAccount}
 		if src.SameAccount {
 			s := idx[[2]int{d.AccountID, src.Port}]
 			if s == nil {

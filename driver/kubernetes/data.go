@@ -179,7 +179,24 @@ func (d *Driver) ownEndpoint(ctx context.Context, e clouddb.RedisEndpoint) (redi
 	if err != nil || !tenantLogsIn(ctx, ep, e.Password) {
 		return redisdata.Endpoint{}, false
 	}
+	// Nor, from another account, past a client certificate the tenant must present.
+	if !e.SameAccount && asksClientCerts(ctx, ep) {
+		return redisdata.Endpoint{}, false
+	}
 	return ep, true
+}
+
+// asksClientCerts reports whether ep's server requires a client certificate (true when it
+// cannot tell).
+func asksClientCerts(ctx context.Context, ep redisdata.Endpoint) bool {
+	if ep.TLS == nil {
+		return false
+	}
+	c := redis.NewClient(&redis.Options{Addr: ep.Addr, Username: ep.Username, Password: ep.Password, TLSConfig: ep.TLS, MaxRetries: -1,
+		PoolSize: 1, DialTimeout: 5 * time.Second, ContextTimeoutEnabled: true, DisableIdentity: true})
+	defer c.Close()
+	got, err := c.ConfigGet(ctx, "tls-auth-clients").Result()
+	return err != nil || got["tls-auth-clients"] != "no"
 }
 
 // tenantLogsIn reports whether password logs in to ep's server as its default user, as

@@ -188,6 +188,10 @@ func (d *Driver) ownEndpoint(e clouddb.RedisEndpoint) (redisdata.Endpoint, bool)
 		if subtle.ConstantTimeCompare([]byte(c.Password), []byte(e.Password)) != 1 || c.DefaultOff {
 			return redisdata.Endpoint{}, false
 		}
+		// Nor, from another account, past a client certificate the tenant must present.
+		if c.TLSAuthClients && !e.SameAccount {
+			return redisdata.Endpoint{}, false
+		}
 		return redisdata.Endpoint{
 			Addr:     d.internalAddr(d.primaryNode(id), port),
 			Username: internalUser,

@@ -253,7 +253,7 @@ func TestTLS_DataPaths(t *testing.T) {
 	require.NoError(t, dc.FlushAll(ctx).Err())
 
 	// The own mTLS database by its public endpoint (rediss://).
-	srcEP := clouddb.RedisEndpoint{Addr: fmt.Sprintf("127.0.0.1:%d", src.Port), Password: src.Password, TLS: true}
+	srcEP := clouddb.RedisEndpoint{Addr: fmt.Sprintf("127.0.0.1:%d", src.Port), Password: src.Password, TLS: true, SameAccount: true}
 	require.NoError(t, b.driver.CopyFrom(ctx, dst, srcEP))
 	dc = dstClient()
 	require.Equal(t, "v", dc.Get(ctx, "k").Val())
