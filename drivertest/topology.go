@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/stretchr/testify/require"
 
 	"clouddb"
@@ -163,6 +164,9 @@ func (e *env) clusterClientAs(t *testing.T, in clouddb.Instance, user, password 
 		DisableIdentity: true,
 		DialTimeout:     5 * time.Second,
 		MaxRedirects:    8,
+		// Off as clouddb's own clients have them: go-redis' cluster client otherwise
+		// logs a failed handler registration for every node it connects to.
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
 	t.Cleanup(func() { _ = c.Close() })
 	return c

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -332,8 +333,20 @@ func nodeClient(pod *corev1.Pod, port int, internal string) *redis.Client {
 	return redis.NewClient(o)
 }
 
-// ensureCluster is Ensure of an OSS Cluster instance.
+// ensureCluster is Ensure of an OSS Cluster instance; again when a node's container
+// restarted while it was being configured (its pod's status had not shown the crash
+// yet): the next pass finds it as it now runs.
 func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance, img string) error {
+	for attempt := 1; ; attempt++ {
+		err := d.ensureClusterOnce(ctx, in, img)
+		if !errors.Is(err, errNodeRestarted) || attempt == 3 {
+			return err
+		}
+		d.log.Info("a node of a cluster restarted while Ensure configured it: once more", "database_id", in.DatabaseID, "error", err)
+	}
+}
+
+func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img string) error {
 	id := in.DatabaseID
 	shardIn := shardInstance(in)
 	n := clusterNodeCount(in)
@@ -420,7 +433,14 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance, img str
 	if err = d.formCluster(ctx, in, nodes); err != nil {
 		return err
 	}
-	return d.waitEndpoint(ctx, in, nodes[0].c, "")
+	if err = d.waitEndpoint(ctx, in, nodes[0].c, ""); err != nil {
+		return err
+	}
+	pods := make([]*corev1.Pod, n)
+	for i, m := range nodes {
+		pods[i] = m.pod
+	}
+	return d.samePods(ctx, id, pods)
 }
 
 // readClusterNode waits until node i's pod is ready and reads its part in the cluster.
@@ -835,12 +855,13 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 		if !podReady(pod) || pod.Status.PodIP == "" || podMemory(pod) < memoryLimit(shardIn.MaxMemoryBytes) {
 			return false, nil
 		}
-		ok, err := d.nodeRunningCluster(ctx, shardIn, pod, ports[i], internal)
+		why, err := d.nodeRunningCluster(ctx, shardIn, pod, ports[i], internal)
 		if err != nil {
 			d.log.Warn("a database's pod is ready but its state cannot be read", "database_id", id, "pod", pod.Name, "error", err)
 			return false, nil
 		}
-		if !ok {
+		if why != "" {
+			d.log.Info("a cluster node does not play its part", "database_id", id, "pod", pod.Name, "why", why)
 			return false, nil
 		}
 	}
@@ -871,35 +892,43 @@ func userOn(reply any) bool {
 // replication (Ensure turned clusterReplUser on since its start), announces its pod's
 // address, follows its primary if a replica, sees every slot served by the cluster of
 // its nodes, and runs with the instance's settings and users.
-func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, port int, internal string) (bool, error) {
+func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, port int, internal string) (string, error) {
 	c := nodeClient(pod, port, internal)
 	defer c.Close()
 	m := &clusterMember{pod: pod, port: port, c: c}
 	if err := ping(ctx, c); err != nil {
-		return false, err
+		return "", err
 	}
 	if err := m.read(ctx); err != nil {
-		return false, err
+		return "", err
 	}
-	if !m.replOn || !m.master && !m.linkUp {
-		return false, nil
+	switch {
+	case !m.replOn:
+		return "its server started since the last Ensure (it serves no replication yet)", nil
+	case !m.master && !m.linkUp:
+		return "a replica whose link to its primary is down", nil
 	}
 	got, err := c.ConfigGet(ctx, "cluster-announce-ip").Result()
 	if err != nil {
-		return false, fmt.Errorf("CONFIG GET cluster-announce-ip: %w", err)
+		return "", fmt.Errorf("CONFIG GET cluster-announce-ip: %w", err)
 	}
 	if got["cluster-announce-ip"] != pod.Status.PodIP {
-		return false, nil
+		return "it does not announce its pod's address", nil
 	}
 	info, err := c.ClusterInfo(ctx).Result()
 	if err != nil {
-		return false, fmt.Errorf("CLUSTER INFO: %w", err)
+		return "", fmt.Errorf("CLUSTER INFO: %w", err)
 	}
 	if infoField(info, "cluster_state") != "ok" || infoField(info, "cluster_slots_ok") != strconv.Itoa(clusterSlots) ||
 		infoField(info, "cluster_known_nodes") != strconv.Itoa(clusterNodeCount(in)) {
-		return false, nil
+		return fmt.Sprintf("it sees the cluster %s, %s slots served, %s nodes", infoField(info, "cluster_state"),
+			infoField(info, "cluster_slots_ok"), infoField(info, "cluster_known_nodes")), nil
 	}
-	return liveAsAsked(ctx, c, in)
+	ok, err := liveAsAsked(ctx, c, in)
+	if err != nil || ok {
+		return "", err
+	}
+	return "its settings or users are not the instance's", nil
 }
 
 // shardPrimary is the primary of shard s of a cluster as clouddb's own user, on its pod's

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"clouddb"
 	"clouddb/driver/kubernetes"
 )
 
@@ -76,7 +78,7 @@ func TestClusterPorts(t *testing.T) {
 	if len(addrs) != 2 || !(addrs[0] == want[0] && addrs[1] == want[1] || addrs[0] == want[1] && addrs[1] == want[0]) {
 		t.Fatalf("CLUSTER SLOTS names %v, want %v", addrs, want)
 	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{d.PublicEndpoint(in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true})
+	cc := clusterClient(d, in)
 	defer cc.Close()
 	for i := range 100 {
 		if err := cc.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
@@ -105,7 +107,7 @@ func TestClusterPodDeleted(t *testing.T) {
 	in.OSSCluster, in.Shards, in.Replication, in.MaxMemoryBytes = true, 2, true, 2*in.MaxMemoryBytes
 	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
 	ensureRunning(t, ctx, d, in)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{d.PublicEndpoint(in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true})
+	cc := clusterClient(d, in)
 	defer cc.Close()
 	for i := range 200 {
 		if err := cc.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
@@ -132,7 +134,7 @@ func TestClusterPodDeleted(t *testing.T) {
 		t.Fatalf("no new pod %s: %v", old.Name, err)
 	}
 	ensureRunning(t, ctx, d, in)
-	fresh := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{d.PublicEndpoint(in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true})
+	fresh := clusterClient(d, in)
 	defer fresh.Close()
 	for i := range 200 {
 		if v, err := fresh.Get(ctx, "k"+strconv.Itoa(i)).Result(); err != nil || v != strconv.Itoa(i) {
@@ -151,4 +153,13 @@ func TestClusterPodDeleted(t *testing.T) {
 	if len(lines) != 4 || failed {
 		t.Fatalf("the cluster's nodes after the pod was replaced (want 4, none failed):\n%s", nodes)
 	}
+}
+
+// clusterClient is a cluster client that starts from the database's endpoint, as a
+// tenant's does.
+func clusterClient(d *kubernetes.Driver, in clouddb.Instance) *redis.ClusterClient {
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: []string{d.PublicEndpoint(in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
 }

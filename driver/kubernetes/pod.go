@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -149,6 +150,8 @@ func client(pod *corev1.Pod, internal string, tc *tls.Config) *redis.Client {
 		DialTimeout:           5 * time.Second,
 		ContextTimeoutEnabled: true,
 		DisableIdentity:       true,
+		// Redis 7.0 has no maintenance notifications: no handshake for them.
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
 }
 
