@@ -112,7 +112,16 @@ func needCluster(t *testing.T) {
 
 func newDriver(t *testing.T, c k8s.Interface, ns string) *kubernetes.Driver {
 	t.Helper()
-	d, err := kubernetes.New(kubernetes.Config{
+	d, err := kubernetes.New(driverConfig(c, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// driverConfig is the Config of newDriver's drivers.
+func driverConfig(c k8s.Interface, ns string) kubernetes.Config {
+	return kubernetes.Config{
 		Client:          c,
 		Namespace:       ns,
 		Images:          map[string]string{redisVersion: redisImage},
@@ -122,11 +131,7 @@ func newDriver(t *testing.T, c k8s.Interface, ns string) *kubernetes.Driver {
 		StartTimeout:    90 * time.Second,
 		NodeAddress:     nodeIP,
 		CA:              testCA,
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	return d
 }
 
 func password(t *testing.T) string {

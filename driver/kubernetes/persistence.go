@@ -210,10 +210,19 @@ func (d *Driver) settle(ctx context.Context, in clouddb.Instance, secret *corev1
 	if err := d.scale(ctx, id, 0); err != nil {
 		return nil, err
 	}
-	if err := d.scale(ctx, id, 1); err != nil {
+	// The old pod's config leaves the Secret with it (see addConfigs): a key it shared
+	// with the new pod (one made before keys per TLS digest) is the new pod's again.
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("database %d: %w", id, err)
+	}
+	if _, err = d.applySecret(ctx, in, sts); err != nil {
 		return nil, err
 	}
-	pod, err := d.waitReady(ctx, id, 0)
+	if err = d.scale(ctx, id, 1); err != nil {
+		return nil, err
+	}
+	pod, err = d.waitReady(ctx, id, 0)
 	if err != nil {
 		return nil, err
 	}

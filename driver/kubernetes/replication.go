@@ -596,7 +596,7 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 		return false, fmt.Errorf("database %d: reading its secret: %w", id, err)
 	}
 	internal := string(secret.Data[keyInternal])
-	if conf, cerr := podConfig(in, internal, secret.Data); cerr != nil || string(secret.Data[keyConfig]) != string(conf) {
+	if !configAsAsked(in, internal, secret.Data) {
 		return false, nil
 	}
 	if secret.Annotations[annotationPendingLoad] != "" {

@@ -15,7 +15,7 @@ import (
 	"clouddb"
 )
 
-// applySecret creates or updates the database's Secret: its redis.conf, the tenant's
+// applySecret creates or updates the database's Secret: its redis.conf (see addConfigs), the tenant's
 // password and clouddb's own, which is made once and then kept, and the primary a
 // starting node replicates (see primaryKeys: the Service's, while sts runs two nodes or
 // the instance wants them).
@@ -45,7 +45,7 @@ func (d *Driver) applySecret(ctx context.Context, in clouddb.Instance, sts *apps
 	if err = d.addTLSData(in, old, data); err != nil {
 		return nil, err
 	}
-	if data[keyConfig], err = podConfig(in, internal, data); err != nil {
+	if err = d.addConfigs(ctx, in, sts, internal, data); err != nil {
 		return nil, err
 	}
 	primary, err := d.primaryKeysOf(ctx, in, sts)
@@ -75,4 +75,37 @@ func newSecret() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// addConfigs puts into data the redis.conf of every pod that may start: the instance's
+// next pod, and the pods of sts's template and the running ones, each under the key it
+// reads and naming the TLS files it mounts (see configKey). The keys no pod reads any
+// more are left out, so they go.
+func (d *Driver) addConfigs(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, internal string, data map[string][]byte) error {
+	if _, _, err := podConfig(in, internal, data); err != nil {
+		return err
+	}
+	readers := [][]corev1.KeyToPath{configItems(in, data), configVolumeItems(&sts.Spec.Template.Spec)}
+	pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(in.DatabaseID)}),
+	})
+	if err != nil {
+		return fmt.Errorf("database %d: listing its pods: %w", in.DatabaseID, err)
+	}
+	for i := range pods.Items {
+		readers = append(readers, configVolumeItems(&pods.Items[i].Spec))
+	}
+	// The running pods last: a key read by a running pod and the next one alike (made by
+	// a driver of one key for all) holds what the running pod can start with.
+	for _, items := range readers {
+		if items == nil {
+			continue
+		}
+		key, conf, err := mountedConfig(in, internal, items)
+		if err != nil {
+			return err
+		}
+		data[key] = conf
+	}
+	return nil
 }
