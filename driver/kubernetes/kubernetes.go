@@ -8,10 +8,11 @@
 // pod (an emptyDir) otherwise. Every object carries the labels LabelManagedBy and
 // LabelDatabase, by which a restarted clouddb finds what exists.
 //
-// TLS (tls.go), a persistence change (persistence.go) and replicaOf sources, followed by
-// clouddb itself (replicaof.go), are supported as by driver/local; so are UserSetter and
-// StreamLoader. Not supported yet, with an explicit error: more than one shard, OSS
-// Cluster, and TLS or a persistence change of a replicated database.
+// TLS (tls.go; a replicated database's nodes are replaced one at a time, renew.go), a
+// persistence change (persistence.go) and replicaOf sources, followed by clouddb itself
+// (replicaof.go), are supported as by driver/local; so are UserSetter and StreamLoader.
+// Not supported yet, with an explicit error: more than one shard, OSS Cluster, and a
+// persistence change of a replicated database.
 package kubernetes
 
 import (
@@ -189,10 +190,6 @@ func (d *Driver) supported(in clouddb.Instance) error {
 	if in.OSSCluster {
 		not = append(not, "OSS Cluster")
 	}
-	// A TLS change replaces the pod (persistence.go), of one pod only so far.
-	if in.TLS != nil && in.Replication {
-		not = append(not, "TLS with replication")
-	}
 	if len(not) > 0 {
 		return fmt.Errorf("database %d: %s: %w", in.DatabaseID, strings.Join(not, ", "), ErrNotSupported)
 	}
@@ -288,15 +285,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	}
 	internal := string(secret.Data[keyInternal])
 	if nodes > 1 {
-		// Again when a node's container restarted while it was being configured (its
-		// status had not shown the crash yet): the next pass finds it as it now runs.
-		for attempt := 1; ; attempt++ {
-			err = d.ensureNodes(ctx, in, secret, oldLimit, int(nodes))
-			if !errors.Is(err, errNodeRestarted) || attempt == 3 {
-				return err
-			}
-			d.log.Info("a node of a database restarted while Ensure configured it: once more", "database_id", in.DatabaseID, "error", err)
-		}
+		return d.runNodes(ctx, in, secret, oldLimit, int(nodes))
 	}
 	pod, err := d.waitReady(ctx, in.DatabaseID, 0)
 	if err != nil {

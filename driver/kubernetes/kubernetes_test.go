@@ -613,9 +613,8 @@ func TestNotSupported(t *testing.T) {
 	d := newDriver(t, cluster.client, cluster.ns)
 	base := instance(t, 104, "none")
 	for name, change := range map[string]func(*clouddb.Instance){
-		"shards":               func(in *clouddb.Instance) { in.Shards, in.OSSCluster = 2, true },
-		"tls with replication": func(in *clouddb.Instance) { in.TLS, in.Replication = &clouddb.InstanceTLS{}, true },
-		"version":              func(in *clouddb.Instance) { in.RedisVersion = "6.2" },
+		"shards":  func(in *clouddb.Instance) { in.Shards, in.OSSCluster = 2, true },
+		"version": func(in *clouddb.Instance) { in.RedisVersion = "6.2" },
 	} {
 		in := base
 		change(&in)

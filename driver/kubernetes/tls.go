@@ -28,8 +28,9 @@ import (
 // and the pod template carries a digest of them (annotationTLS), as does the Secret key of
 // the redis.conf that names them (configKey): any change of TLS (on, off, new client
 // certificates, a renewed certificate) is a new pod, which Ensure makes with the data
-// kept (see settle). The material stays in the Secret while TLS is off, for the pod that
-// still serves it until then.
+// kept (see settle; a replicated database's nodes one at a time, see renewNodes). The
+// material stays in the Secret while TLS is off, for the pods that still serve it until
+// then.
 
 // Keys of the TLS material in a database's Secret.
 const (

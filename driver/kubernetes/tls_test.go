@@ -15,19 +15,21 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"clouddb"
 	"clouddb/driver/kubernetes"
 )
 
-// tlsClient is a tenant's client of a TLS database at addr, trusting the tests' CA.
-func tlsClient(t *testing.T, addr, pass string) *redis.Client {
+// tlsClient is a tenant's client of a TLS database at addr, trusting the tests' CA,
+// presenting certs.
+func tlsClient(t *testing.T, addr, pass string, certs ...tls.Certificate) *redis.Client {
 	t.Helper()
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(testCA.CertificatePEM())
 	c := redis.NewClient(&redis.Options{
 		Addr: addr, Password: pass, MaxRetries: -1, DialTimeout: 5 * time.Second, DisableIdentity: true,
-		TLSConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		TLSConfig: &tls.Config{RootCAs: roots, Certificates: certs, MinVersion: tls.VersionTLS12},
 	})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -132,4 +134,168 @@ func TestTLSChangeRestartWindow(t *testing.T) {
 	if got, err := c.Get(ctx, "k").Result(); err != nil || got != "v" {
 		t.Fatalf("GET k over TLS after the change = %q, %v", got, err)
 	}
+}
+
+// TestReplicatedTLS: a replicated database with TLS serves TLS only on both nodes, its
+// replica following over TLS; a failover keeps every acknowledged write. New client
+// certificates replace one node at a time: a client that presents one of them writes
+// throughout, and none of its acknowledged writes is lost. TLS turned off, then on again,
+// keeps the data.
+func TestReplicatedTLS(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 8*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 122, "none")
+	in.Replication = true
+	in.TLS = &clouddb.InstanceTLS{}
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	addr := d.PublicEndpoint(in.Port)
+	waitRoutedTLS(t, addr)
+	c := tlsClient(t, addr, in.Password)
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING over TLS: %v", err)
+	}
+	if err := connect(t, d, in, "", in.Password).Ping(ctx).Err(); err == nil {
+		t.Fatal("a plain client was answered")
+	}
+	writeAcked(t, ctx, c, "k", 200)
+	internal := internalPassword(t, ctx, in.DatabaseID)
+	for _, name := range []string{kubernetes.Name(in.DatabaseID) + "-0", kubernetes.Name(in.DatabaseID) + "-1"} {
+		p := podNamed(t, ctx, name)
+		if err := redisClient(t, p.Status.PodIP+":6379", "clouddb-internal", internal).Ping(ctx).Err(); err == nil {
+			t.Fatalf("pod %s answers plain TCP", name)
+		}
+	}
+
+	primary := servingPod(t, ctx, cluster.ns, in.DatabaseID)
+	killServer(t, ctx, cluster.ns, primary)
+	ensureRunning(t, ctx, d, in)
+	if now := servingPod(t, ctx, cluster.ns, in.DatabaseID); now == primary {
+		t.Fatalf("the service still routes to %s, whose server was killed", now)
+	}
+	c = tlsClient(t, addr, in.Password)
+	requireKeys(t, ctx, c, "k", 200)
+	writeAcked(t, ctx, c, "after", 10) // the killed node is back as a replica, over TLS
+
+	certPEM, keyPEM, err := testCA.IssueClient("tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.TLS = &clouddb.InstanceTLS{ClientCertificates: []string{string(certPEM)}}
+	before := map[string]types.UID{}
+	for _, i := range []string{"-0", "-1"} {
+		before[i] = podNamed(t, ctx, kubernetes.Name(in.DatabaseID)+i).UID
+	}
+	w := startWriter(t, tlsClient(t, addr, in.Password, pair))
+	ensureRunning(t, ctx, d, in)
+	acked, gap := w.stop()
+	t.Logf("new client certificates: %d writes acknowledged during the change, the longest time without one %v", acked, gap.Round(time.Millisecond))
+	for i, uid := range before {
+		if podNamed(t, ctx, kubernetes.Name(in.DatabaseID)+i).UID == uid {
+			t.Fatalf("pod %s was not replaced", kubernetes.Name(in.DatabaseID)+i)
+		}
+	}
+	c = tlsClient(t, addr, in.Password, pair)
+	requireKeys(t, ctx, c, "k", 200)
+	requireKeys(t, ctx, c, "w", acked)
+	if err := tlsClient(t, addr, in.Password).Ping(ctx).Err(); err == nil {
+		t.Fatal("a client without a certificate was answered")
+	}
+	if gap > 10*time.Second {
+		t.Fatalf("no write acknowledged for %v during the change: both nodes were out", gap)
+	}
+	writeAcked(t, ctx, c, "certs", 10)
+
+	in.TLS = nil
+	ensureRunning(t, ctx, d, in)
+	c = connect(t, d, in, "", in.Password)
+	reachable(t, ctx, c)
+	requireKeys(t, ctx, c, "k", 200)
+	requireKeys(t, ctx, c, "w", acked)
+	writeAcked(t, ctx, c, "plain", 10)
+
+	in.TLS = &clouddb.InstanceTLS{}
+	ensureRunning(t, ctx, d, in)
+	waitRoutedTLS(t, addr)
+	c = tlsClient(t, addr, in.Password)
+	requireKeys(t, ctx, c, "k", 200)
+	requireKeys(t, ctx, c, "plain", 10)
+	writeAcked(t, ctx, c, "again", 10)
+}
+
+// writeAcked writes n keys prefix<i> = i, and waits until the replica has them (WAIT 1).
+func writeAcked(t *testing.T, ctx context.Context, c *redis.Client, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		if err := c.Set(ctx, prefix+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatalf("SET %s%d: %v", prefix, i, err)
+		}
+	}
+	if got, err := c.Wait(ctx, 1, 5*time.Second).Result(); err != nil || got != 1 {
+		t.Fatalf("WAIT 1 after the %s keys = %d, %v", prefix, got, err)
+	}
+}
+
+// requireKeys checks that keys prefix0 .. prefix<n-1> hold their index.
+func requireKeys(t *testing.T, ctx context.Context, c *redis.Client, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		if got, err := c.Get(ctx, prefix+strconv.Itoa(i)).Result(); err != nil || got != strconv.Itoa(i) {
+			t.Fatalf("GET %s%d = %q, %v", prefix, i, got, err)
+		}
+	}
+}
+
+// writer writes w0, w1, ... in order, one at a time, through c until stopped; a write
+// that fails is tried again (the same key) after 20 ms.
+type writer struct {
+	done    chan struct{}
+	result  chan [2]int64
+	stopped bool
+}
+
+func startWriter(t *testing.T, c *redis.Client) *writer {
+	t.Helper()
+	w := &writer{done: make(chan struct{}), result: make(chan [2]int64, 1)}
+	go func() {
+		var acked int64
+		last, gap := time.Now(), time.Duration(0)
+		for {
+			select {
+			case <-w.done:
+				w.result <- [2]int64{acked, int64(max(gap, time.Since(last)))}
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := c.Set(ctx, "w"+strconv.FormatInt(acked, 10), acked, 0).Err()
+			cancel()
+			if err != nil {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			gap = max(gap, time.Since(last))
+			last = time.Now()
+			acked++
+		}
+	}()
+	t.Cleanup(func() { _, _ = w.stop() })
+	return w
+}
+
+// stop ends the writes: how many were acknowledged, and the longest time without one.
+func (w *writer) stop() (int, time.Duration) {
+	if w.stopped {
+		return 0, 0
+	}
+	w.stopped = true
+	close(w.done)
+	r := <-w.result
+	return int(r[0]), time.Duration(r[1])
 }
