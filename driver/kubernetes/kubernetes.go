@@ -11,8 +11,7 @@
 // TLS (tls.go; a replicated database's nodes are replaced one at a time, renew.go), a
 // persistence change (persistence.go) and replicaOf sources, followed by clouddb itself
 // (replicaof.go), are supported as by driver/local; so are UserSetter and StreamLoader.
-// Not supported yet, with an explicit error: more than one shard, OSS Cluster, and a
-// persistence change of a replicated database.
+// Not supported yet, with an explicit error: more than one shard and OSS Cluster.
 package kubernetes
 
 import (
@@ -243,9 +242,6 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
 	}
 	if hasClaim(sts) != persistent(in) {
-		if in.Replication || sts.Spec.Replicas != nil && *sts.Spec.Replicas > 1 {
-			return fmt.Errorf("database %d: changing the data persistence of a replicated database: %w", in.DatabaseID, ErrNotSupported)
-		}
 		// A volume claim template is immutable: a new StatefulSet (persistence.go).
 		if sts, err = d.changePersistence(ctx, in, sts, img); err != nil {
 			return err

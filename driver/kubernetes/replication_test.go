@@ -295,3 +295,54 @@ func TestFailoverOfHungPrimary(t *testing.T) {
 		t.Fatalf("the database holds %d keys (%v), want 101", n, err)
 	}
 }
+
+// TestReplicatedPersistenceChange: a replicated database's persistence changed between
+// none and a persistent one (a new StatefulSet: its claims) keeps every key, those a
+// client wrote during the change and saw acknowledged included, and both nodes replicate
+// again; the claims come and go with the persistence.
+func TestReplicatedPersistenceChange(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 8*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 114, "none")
+	in.Replication = true
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	c := connect(t, d, in, "", in.Password)
+	reachable(t, ctx, c)
+	writeAcked(t, ctx, c, "k", 200)
+
+	for _, persistence := range []string{"aof-every-1-second", "none"} {
+		in.DataPersistence = persistence
+		w := startWriter(t, connect(t, d, in, "", in.Password))
+		ensureRunning(t, ctx, d, in)
+		acked, gap := w.stop()
+		t.Logf("persistence %s: %d writes acknowledged during the change, the longest time without one %v", persistence, acked, gap.Round(time.Millisecond))
+		c = connect(t, d, in, "", in.Password)
+		requireKeys(t, ctx, c, "k", 200)
+		requireKeys(t, ctx, c, "w", acked)
+		writeAcked(t, ctx, c, persistence, 10)
+		claims, err := cluster.client.CoreV1().PersistentVolumeClaims(cluster.ns).List(ctx, metav1.ListOptions{
+			LabelSelector: kubernetes.LabelDatabase + "=" + strconv.Itoa(in.DatabaseID),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if persistence != "none" {
+			want = 2
+		}
+		// Deleted claims may wait for their pods to go (kubernetes.io/pvc-protection).
+		live := 0
+		for _, cl := range claims.Items {
+			if cl.DeletionTimestamp == nil {
+				live++
+			}
+		}
+		if live != want {
+			t.Fatalf("persistence %s: %d claims, want %d", persistence, live, want)
+		}
+	}
+	requireKeys(t, ctx, c, "aof-every-1-second", 10)
+}
