@@ -287,6 +287,9 @@ func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts
 	if err != nil {
 		return nil, fmt.Errorf("database %d: reading its secret: %w", id, err)
 	}
+	if secret.Annotations[annotationPendingLoad] == "" && in.Replication && sts.Spec.Replicas != nil && *sts.Spec.Replicas == nodeCount(in) {
+		return d.adoptNodes(ctx, in, sts, img)
+	}
 	if secret.Annotations[annotationPendingLoad] == "" {
 		pod, rerr := d.runToSave(ctx, in, sts, secret)
 		if rerr != nil {
@@ -299,27 +302,59 @@ func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts
 	if err = d.scale(ctx, id, 0); err != nil {
 		return nil, err
 	}
-	d.log.Info("replacing a database's statefulset for its persistence", "database_id", id, "persistent", persistent(in))
-	orphan := metav1.DeletePropagationOrphan
-	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
-	err = api.Delete(ctx, sts.Name, metav1.DeleteOptions{PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &sts.UID}})
-	if ignoreNotFound(err) != nil {
-		return nil, fmt.Errorf("database %d: deleting its statefulset: %w", id, err)
-	}
-	if err = d.waitGone(ctx, id, "its old statefulset is gone", func(ctx context.Context) (bool, error) {
-		s, gerr := api.Get(ctx, sts.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(gerr) || (gerr == nil && s.UID != sts.UID), ignoreNotFound(gerr)
-	}); err != nil {
+	if err = d.orphanStatefulSet(ctx, in, sts); err != nil {
 		return nil, err
 	}
 	if persistent(in) {
-		if err = d.deleteClaims(ctx, id); err != nil {
+		if err = d.dropStaleClaims(ctx, id); err != nil {
 			return nil, err
 		}
-		if err = d.waitGone(ctx, id, "its stale claims are gone", func(ctx context.Context) (bool, error) {
-			left, lerr := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).List(ctx, claimsOf(id))
-			return lerr == nil && len(left.Items) == 0, lerr
-		}); err != nil {
+	}
+	return d.create(ctx, in, img)
+}
+
+// dropStaleClaims deletes the claims of a database that did not persist, before a
+// StatefulSet that persists would take them over with their old data, and waits until
+// they are gone.
+func (d *Driver) dropStaleClaims(ctx context.Context, id int) error {
+	if err := d.deleteClaims(ctx, id); err != nil {
+		return err
+	}
+	return d.waitGone(ctx, id, "its stale claims are gone", func(ctx context.Context) (bool, error) {
+		left, err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).List(ctx, claimsOf(id))
+		return err == nil && len(left.Items) == 0, err
+	})
+}
+
+// orphanStatefulSet deletes the database's StatefulSet sts, its dependents orphaned (its
+// pods, if any, run on; Ensure gives the Secret and the Service to the new one), and
+// waits until it is gone.
+func (d *Driver) orphanStatefulSet(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) error {
+	id := in.DatabaseID
+	d.log.Info("replacing a database's statefulset for its persistence", "database_id", id, "persistent", persistent(in))
+	orphan := metav1.DeletePropagationOrphan
+	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
+	err := api.Delete(ctx, sts.Name, metav1.DeleteOptions{PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &sts.UID}})
+	if ignoreNotFound(err) != nil {
+		return fmt.Errorf("database %d: deleting its statefulset: %w", id, err)
+	}
+	return d.waitGone(ctx, id, "its old statefulset is gone", func(ctx context.Context) (bool, error) {
+		s, gerr := api.Get(ctx, sts.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(gerr) || (gerr == nil && s.UID != sts.UID), ignoreNotFound(gerr)
+	})
+}
+
+// adoptNodes is changePersistence of a running replicated database, which keeps it
+// available: the new StatefulSet adopts the running pods (create makes it with as many
+// nodes as run), and renewNodes replaces them one at a time, each new node syncing from
+// the primary. Stale claims go first (no running pod of a database without persistence
+// uses one); those of a database that no longer persists go with its last old pod.
+func (d *Driver) adoptNodes(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, img string) (*appsv1.StatefulSet, error) {
+	if err := d.orphanStatefulSet(ctx, in, sts); err != nil {
+		return nil, err
+	}
+	if persistent(in) {
+		if err := d.dropStaleClaims(ctx, in.DatabaseID); err != nil {
 			return nil, err
 		}
 	}

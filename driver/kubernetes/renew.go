@@ -16,31 +16,60 @@ import (
 )
 
 // The nodes of a replicated database are replaced one at a time when what a running pod
-// cannot take changes (its TLS files, see tls.go), so that the other node serves
-// meanwhile and no data leaves the cluster: the replica's pod first, whose new pod syncs
-// from the primary; then the primary hands over to the new node (handOver) and its own
-// pod is replaced in turn, to come back as the replica. Each step leaves the database in
-// a state the next Ensure starts from (it elects the primary, has the other node follow
-// it, and replaces what is still old).
+// cannot take changes (its TLS files, see tls.go; its volume, see adoptNodes), so that
+// the other node serves meanwhile and no data leaves the cluster: the replica's pod
+// first, whose new pod syncs from the primary; then the primary hands over to the new
+// node (handOver) and its own pod is replaced in turn, to come back as the replica. Each
+// step leaves the database in a state the next Ensure starts from (it elects the
+// primary, has the other node follow it, and replaces what is still old).
 
 // errNodeReplaced: Ensure replaced a node's pod; its next pass over the nodes has the new
 // one follow the primary.
 var errNodeReplaced = errors.New("a node's pod was replaced")
 
-// renewNodes replaces the first node whose pod serves other TLS files than the template's
-// (TLS turned on or off, new client certificates, a renewed certificate): a replica
-// first; the primary p only once every replica is new, after it handed over to one. It
-// returns errNodeReplaced after a replacement, nil when every node is as the template.
+// renewNodes replaces a node whose pod is not as the template makes it: it serves other
+// TLS files (TLS turned on or off, new client certificates, a renewed certificate), or
+// has the other kind of volume (a persistence change, see adoptNodes). A replica goes
+// first; the primary p, after it handed over to the other node. When volumes change, in
+// ordinal order instead: the StatefulSet's controller makes pods in that order, and stops
+// at an old pod whose volumes it fails to make its claim's. It returns errNodeReplaced
+// after a replacement, nil when every node is as the template.
 func (d *Driver) renewNodes(ctx context.Context, in clouddb.Instance, secret *corev1.Secret, pods []*corev1.Pod, clients []*redis.Client, states []nodeState, p int) error {
 	digest := tlsDigest(in, secret.Data)
-	stale := func(i int) bool { return pods[i].Annotations[annotationTLS] != digest }
+	oldVolume := func(i int) bool { return hasVolumeClaim(pods[i]) != persistent(in) }
+	// first reports whether stale node i goes before node next.
+	next, left := -1, 0
+	first := func(i int) bool {
+		switch {
+		case next < 0:
+			return true
+		case oldVolume(i) != oldVolume(next):
+			return oldVolume(i)
+		case oldVolume(i):
+			return false // the lower ordinal, next
+		}
+		return next == p
+	}
 	for i := range pods {
-		if i != p && stale(i) {
-			return d.replaceNode(ctx, in, pods[i])
+		if pods[i].Annotations[annotationTLS] == digest && !oldVolume(i) {
+			continue
+		}
+		left++
+		if first(i) {
+			next = i
 		}
 	}
-	if !stale(p) {
+	if next < 0 {
 		return nil
+	}
+	if oldVolume(next) && left == 1 && !persistent(in) {
+		// The claims of before go with the last pod that uses one (kept until it is gone).
+		if err := d.deleteClaims(ctx, in.DatabaseID); err != nil {
+			return err
+		}
+	}
+	if next != p {
+		return d.replaceNode(ctx, in, pods[next])
 	}
 	q := 0
 	if p == 0 {
@@ -53,6 +82,17 @@ func (d *Driver) renewNodes(ctx context.Context, in clouddb.Instance, secret *co
 		return err
 	}
 	return d.replaceNode(ctx, in, pods[p])
+}
+
+// hasVolumeClaim reports whether the pod keeps its data on a claim (a persistent
+// database), not an emptyDir.
+func hasVolumeClaim(pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == "data" {
+			return v.PersistentVolumeClaim != nil
+		}
+	}
+	return false
 }
 
 // handOver makes node to, a replica of node from with its link up, the primary once it
@@ -122,7 +162,7 @@ func waitOffset(ctx context.Context, c *redis.Client, primaryIP, offset string) 
 func (d *Driver) replaceNode(ctx context.Context, in clouddb.Instance, pod *corev1.Pod) error {
 	id := in.DatabaseID
 	api := d.cfg.Client.CoreV1().Pods(d.ns)
-	d.log.Info("replacing a node of a database for its TLS settings", "database_id", id, "pod", pod.Name)
+	d.log.Info("replacing a node of a database for its TLS or persistence", "database_id", id, "pod", pod.Name)
 	err := api.Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("database %d: deleting pod %s: %w", id, pod.Name, err)

@@ -57,10 +57,13 @@ const (
 // replica.
 func nodeCount(in clouddb.Instance) int32 {
 	if in.Replication {
-		return 2
+		return maxNodes
 	}
 	return 1
 }
+
+// maxNodes is the number of pods of a replicated database.
+const maxNodes = 2
 
 // serverCommand runs redis-server on the database's config, replicating what the
 // Secret's primary keys say (Kubernetes expands $(VAR) in a command: the image needs no
@@ -701,8 +704,8 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 		}
 	}
 	for i, pod := range pods {
-		// Each serves the TLS files of the Secret (or none).
-		if pod.Annotations[annotationTLS] != tlsDigest(in, secret.Data) {
+		// Each serves the TLS files of the Secret (or none), on the volume of its persistence.
+		if pod.Annotations[annotationTLS] != tlsDigest(in, secret.Data) || hasVolumeClaim(pod) != persistent(in) {
 			return false, nil
 		}
 		tc, err := d.podTLS(pod, secret)
