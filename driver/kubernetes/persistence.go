@@ -280,7 +280,8 @@ func (d *Driver) deleteClaims(ctx context.Context, id int) error {
 // replica the new StatefulSet's first node loads it into syncs from), the StatefulSet
 // scaled to 0 and deleted with its dependents orphaned (Ensure gives the Secret and the
 // Service to the new one), and stale claims deleted before the new StatefulSet would
-// take them over.
+// take them over. A running replicated database keeps its pods instead, replaced one at
+// a time (see adoptNodes).
 func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, img string) (*appsv1.StatefulSet, error) {
 	id := in.DatabaseID
 	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})

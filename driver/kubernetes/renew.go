@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,18 +28,20 @@ import (
 // one follow the primary.
 var errNodeReplaced = errors.New("a node's pod was replaced")
 
-// renewNodes replaces a node whose pod is not as the template makes it: it serves other
-// TLS files (TLS turned on or off, new client certificates, a renewed certificate), or
-// has the other kind of volume (a persistence change, see adoptNodes). A replica goes
-// first; the primary p, after it handed over to the other node. When volumes change, in
-// ordinal order instead: the StatefulSet's controller makes pods in that order, and stops
-// at an old pod whose volumes it fails to make its claim's. It returns errNodeReplaced
-// after a replacement, nil when every node is as the template.
-func (d *Driver) renewNodes(ctx context.Context, in clouddb.Instance, secret *corev1.Secret, pods []*corev1.Pod, clients []*redis.Client, states []nodeState, p int) error {
-	digest := tlsDigest(in, secret.Data)
-	oldVolume := func(i int) bool { return hasVolumeClaim(pods[i]) != persistent(in) }
-	// first reports whether stale node i goes before node next.
+// renewNodes replaces a node whose pod differs from those the template of sts, the
+// database's StatefulSet, makes (the template, not the instance: a StatefulSet of before
+// runs until its data is saved, see runToSave): it serves other TLS files (TLS turned on
+// or off, new client certificates, a renewed certificate), or has the other kind of
+// volume (a persistence change, see adoptNodes). A replica goes first; the primary p,
+// after it handed over to the other node. When volumes change, in ordinal order instead:
+// the StatefulSet's controller makes pods in that order, and stops at an old pod whose
+// volumes it fails to make its claim's. It returns errNodeReplaced after a replacement,
+// nil when every node is as the template makes it.
+func (d *Driver) renewNodes(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, pods []*corev1.Pod, clients []*redis.Client, states []nodeState, p int) error {
+	digest, claim := sts.Spec.Template.Annotations[annotationTLS], hasClaim(sts)
+	oldVolume := func(i int) bool { return hasVolumeClaim(pods[i]) != claim }
 	next, left := -1, 0
+	// first reports whether stale node i goes before node next.
 	first := func(i int) bool {
 		switch {
 		case next < 0:
@@ -62,7 +65,7 @@ func (d *Driver) renewNodes(ctx context.Context, in clouddb.Instance, secret *co
 	if next < 0 {
 		return nil
 	}
-	if oldVolume(next) && left == 1 && !persistent(in) {
+	if oldVolume(next) && left == 1 && !claim {
 		// The claims of before go with the last pod that uses one (kept until it is gone).
 		if err := d.deleteClaims(ctx, in.DatabaseID); err != nil {
 			return err

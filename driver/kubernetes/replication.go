@@ -301,7 +301,7 @@ func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, secret *c
 		}
 		return d.syncSources(ctx, in, pods[0], secret)
 	}
-	if err := d.renewNodes(ctx, in, secret, pods, clients, states, p); err != nil {
+	if err := d.renewNodes(ctx, in, sts, pods, clients, states, p); err != nil {
 		return err
 	}
 	for i, pod := range pods {

@@ -405,3 +405,29 @@ func TestReplicatedPersistenceChangeResumes(t *testing.T) {
 		}
 	}
 }
+
+// TestStoppedReplicatedPersistenceChange: a stopped replicated database whose
+// persistence changes runs first on its StatefulSet of before (its data is on its
+// claims), then moves to the new one with every key.
+func TestStoppedReplicatedPersistenceChange(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 5*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 116, "aof-every-1-second")
+	in.Replication = true
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	c := connect(t, d, in, "", in.Password)
+	reachable(t, ctx, c)
+	writeAcked(t, ctx, c, "k", 100)
+	time.Sleep(1100 * time.Millisecond) // appendfsync everysec
+	if err := d.Stop(ctx, in.DatabaseID); err != nil {
+		t.Fatal(err)
+	}
+	in.DataPersistence = "none"
+	ensureRunning(t, ctx, d, in)
+	c = connect(t, d, in, "", in.Password)
+	requireKeys(t, ctx, c, "k", 100)
+	writeAcked(t, ctx, c, "after", 10)
+}
