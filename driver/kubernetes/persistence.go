@@ -234,8 +234,8 @@ func (d *Driver) settle(ctx context.Context, in clouddb.Instance, secret *corev1
 	return pod, nil
 }
 
-// scale sets the database's StatefulSet's replicas to n; to 0, it waits until the pod
-// is gone. A pod is replaced so, not deleted: the driver's role may not delete pods.
+// scale sets the database's StatefulSet's replicas to n; to 0, it waits until its first
+// pod, the last to go, is gone.
 func (d *Driver) scale(ctx context.Context, id int, n int32) error {
 	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
 	if err != nil {
