@@ -318,21 +318,11 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 // with fewer, its controller would delete them, and their data.
 func (d *Driver) create(ctx context.Context, in clouddb.Instance, img string) (*appsv1.StatefulSet, error) {
 	sts := d.statefulSet(in, img)
-	pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{
-		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(in.DatabaseID)}),
-	})
+	n, err := d.orphanedNodes(ctx, in.DatabaseID)
 	if err != nil {
-		return nil, fmt.Errorf("database %d: listing its pods: %w", in.DatabaseID, err)
+		return nil, err
 	}
-	n := 0
-	for _, p := range pods.Items {
-		for i := range maxNodes {
-			if p.Name == nodePodName(in.DatabaseID, i) && p.DeletionTimestamp == nil {
-				n = max(n, i+1)
-			}
-		}
-	}
-	sts.Spec.Replicas = ptr(int32(n))
+	sts.Spec.Replicas = ptr(n)
 	sts, err = d.cfg.Client.AppsV1().StatefulSets(d.ns).Create(ctx, sts, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("database %d: creating its statefulset: %w", in.DatabaseID, err)

@@ -362,6 +362,24 @@ func (d *Driver) adoptNodes(ctx context.Context, in clouddb.Instance, sts *appsv
 	return d.create(ctx, in, img)
 }
 
+// orphanedNodes is the number of nodes a new StatefulSet of the database takes over: up
+// to the highest ordinal of its pods that run (see adoptNodes).
+func (d *Driver) orphanedNodes(ctx context.Context, id int) (int32, error) {
+	pods, err := d.podsOf(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	var n int32
+	for _, p := range pods {
+		for i := range maxNodes {
+			if p.Name == nodePodName(id, i) && p.DeletionTimestamp == nil {
+				n = max(n, int32(i+1))
+			}
+		}
+	}
+	return n, nil
+}
+
 // runToSave is the pod whose data is the database's, on its StatefulSet of before: its
 // one pod, or the primary of its nodes, which Ensure elects and configures first (a
 // stopped database runs first: its data is in its pod, or on its claims).

@@ -86,14 +86,12 @@ func (d *Driver) addConfigs(ctx context.Context, in clouddb.Instance, sts *appsv
 		return err
 	}
 	readers := [][]corev1.KeyToPath{configItems(in, data), configVolumeItems(&sts.Spec.Template.Spec)}
-	pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{
-		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(in.DatabaseID)}),
-	})
+	pods, err := d.podsOf(ctx, in.DatabaseID)
 	if err != nil {
-		return fmt.Errorf("database %d: listing its pods: %w", in.DatabaseID, err)
+		return err
 	}
-	for i := range pods.Items {
-		readers = append(readers, configVolumeItems(&pods.Items[i].Spec))
+	for i := range pods {
+		readers = append(readers, configVolumeItems(&pods[i].Spec))
 	}
 	// The running pods last: a key read by a running pod and the next one alike (made by
 	// a driver of one key for all) holds what the running pod can start with.
