@@ -208,8 +208,8 @@ func (d *Driver) settle(ctx context.Context, in clouddb.Instance, secret *corev1
 	if err := d.scale(ctx, id, 0); err != nil {
 		return nil, err
 	}
-	// The old pod's config leaves the Secret with it (see addConfigs): a key it shared
-	// with the new pod (one made before keys per TLS digest) is the new pod's again.
+	// The old pod's config leaves the Secret with it (see addConfigs): a key the new pod
+	// reads too (one made before keys per TLS digest) is the new pod's again.
 	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("database %d: %w", id, err)
