@@ -6,9 +6,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -298,4 +300,69 @@ func (w *writer) stop() (int, time.Duration) {
 	close(w.done)
 	r := <-w.result
 	return int(r[0]), time.Duration(r[1])
+}
+
+// cancelOn is a log handler that cancels a context when the driver logs a message that
+// starts with prefix: an Ensure cut short there, as by clouddb's death.
+type cancelOn struct {
+	prefix string
+	cancel context.CancelFunc
+}
+
+func (h cancelOn) Enabled(context.Context, slog.Level) bool { return true }
+func (h cancelOn) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h cancelOn) WithGroup(string) slog.Handler            { return h }
+func (h cancelOn) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		h.cancel()
+	}
+	return nil
+}
+
+// TestReplicatedTLSChangeResumes: a TLS change of a replicated database cut short once
+// the primary handed over to the new node, before the old primary's pod is replaced
+// (the two nodes then speak different protocols, the old one following the new), is
+// completed by the next Ensure with every key: TLS turned off, then on again.
+func TestReplicatedTLSChangeResumes(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 6*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 123, "none")
+	in.Replication = true
+	in.TLS = &clouddb.InstanceTLS{}
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	addr := d.PublicEndpoint(in.Port)
+	waitRoutedTLS(t, addr)
+	writeAcked(t, ctx, tlsClient(t, addr, in.Password), "k", 100)
+
+	for _, tlsOn := range []bool{false, true} {
+		in.TLS = nil
+		if tlsOn {
+			in.TLS = &clouddb.InstanceTLS{}
+		}
+		cut, cancel := context.WithCancel(ctx)
+		cfg := driverConfig(cluster.client, cluster.ns)
+		cfg.Logger = slog.New(cancelOn{prefix: "handed a database's primary over", cancel: cancel})
+		interrupted, err := kubernetes.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err = interrupted.Ensure(cut, in); err == nil {
+			t.Fatalf("TLS %v: the Ensure meant to be cut short after the hand-over completed", tlsOn)
+		}
+		cancel()
+		t.Logf("TLS %v: Ensure cut short: %v", tlsOn, err)
+		ensureRunning(t, ctx, d, in)
+		c := connect(t, d, in, "", in.Password)
+		if tlsOn {
+			waitRoutedTLS(t, addr)
+			c = tlsClient(t, addr, in.Password)
+		} else {
+			reachable(t, ctx, c)
+		}
+		requireKeys(t, ctx, c, "k", 100)
+		writeAcked(t, ctx, c, "tls-"+strconv.FormatBool(tlsOn), 10)
+	}
 }
