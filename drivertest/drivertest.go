@@ -107,6 +107,8 @@ func Run(t *testing.T, h Harness) {
 		{"Replication", testReplication},
 		{"ReplicationToggle", testReplicationToggle},
 		{"LoadReplicated", testLoadReplicated},
+		{"ReplicationTLS", testReplicationTLS},
+		{"ReplicationPersistenceChange", testReplicationPersistenceChange},
 		{"Cluster", testCluster},
 		{"ClusterUsers", testClusterUsers},
 		{"ClusterStopKeepsData", testClusterStopKeepsData},

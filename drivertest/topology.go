@@ -122,6 +122,74 @@ func testReplicationToggle(t *testing.T, h Harness) {
 	require.Equal(t, "0", info(t, e.ctx, c, "replication", "connected_slaves"))
 }
 
+// testReplicationTLS: a replicated database with TLS serves TLS only; when its primary
+// dies the replica, which followed it over TLS, takes over with every acknowledged
+// write; TLS turned off, then on again, keeps the data and a replica that follows.
+func testReplicationTLS(t *testing.T, h Harness) {
+	need(t, "Replication", h.Replication)
+	need(t, "TLS", h.TLS)
+	e := setup(t, h)
+	in := e.instance(t, 2151)
+	in.Replication = true
+	in.TLS = &clouddb.InstanceTLS{}
+	e.ensure(t, in)
+	e.requireRunning(t, in, true)
+	require.Error(t, e.client(t, in).Ping(e.ctx).Err(), "plain TCP is refused")
+	c := e.tlsClient(t, in, h.CA)
+	writeAcked(t, e, c, "k", 100)
+
+	h.Kill(t, e.d, in, e.addr(t, in))
+	e.ensure(t, in)
+	e.requireRunning(t, in, true)
+	c = e.tlsClient(t, in, h.CA)
+	requireKeys(t, e.ctx, c, "k", 100)
+	writeAcked(t, e, c, "after", 10) // the node back replicates over TLS
+
+	in.TLS = nil
+	e.ensure(t, in)
+	e.requireRunning(t, in, true)
+	c = e.client(t, in)
+	requireKeys(t, e.ctx, c, "after", 10)
+	writeAcked(t, e, c, "plain", 10)
+
+	in.TLS = &clouddb.InstanceTLS{}
+	e.ensure(t, in)
+	e.requireRunning(t, in, true)
+	c = e.tlsClient(t, in, h.CA)
+	requireKeys(t, e.ctx, c, "k", 100)
+	requireKeys(t, e.ctx, c, "plain", 10)
+	writeAcked(t, e, c, "again", 10)
+}
+
+// testReplicationPersistenceChange: a replicated database's persistence changed between
+// none and a persistent one keeps its data, its replica follows again, and the data
+// persists from then on (it is kept over Stop).
+func testReplicationPersistenceChange(t *testing.T, h Harness) {
+	need(t, "Replication", h.Replication)
+	need(t, "PersistenceChange", h.PersistenceChange)
+	e := setup(t, h)
+	in := e.instance(t, 2161)
+	in.Replication = true
+	e.ensure(t, in)
+	writeAcked(t, e, e.client(t, in), "k", 100)
+	for _, persistence := range []string{"aof-every-1-second", "none"} {
+		in.DataPersistence = persistence
+		e.ensure(t, in)
+		e.requireRunning(t, in, true)
+		c := e.client(t, in)
+		requireKeys(t, e.ctx, c, "k", 100)
+		writeAcked(t, e, c, persistence, 10)
+		if persistence != "none" {
+			time.Sleep(1100 * time.Millisecond) // appendfsync everysec
+			require.NoError(t, e.d.Stop(e.ctx, in.DatabaseID))
+			e.ensure(t, in)
+			e.requireRunning(t, in, true)
+			requireKeys(t, e.ctx, e.client(t, in), "k", 100)
+		}
+	}
+	requireKeys(t, e.ctx, e.client(t, in), "aof-every-1-second", 10)
+}
+
 // testLoadReplicated: data loaded into a replicated database reaches its replica, which
 // serves it after a failover.
 func testLoadReplicated(t *testing.T, h Harness) {

@@ -8,13 +8,13 @@
 // pod (an emptyDir) otherwise. Every object carries the labels LabelManagedBy and
 // LabelDatabase, by which a restarted clouddb finds what exists.
 //
-// TLS (tls.go), a persistence change (persistence.go) and replicaOf sources, followed by
-// clouddb itself (replicaof.go), are supported as by driver/local; so are UserSetter,
-// StreamLoader and ACLChecker (on a pod of each image, aclcheck.go). An OSS Cluster
-// database runs one pod per cluster node, each with a Service of its own (see
-// cluster.go). Not supported yet, with an explicit error: more than one shard without
-// OSS Cluster, changing a cluster's shape, TLS or replicaOf sources with OSS Cluster,
-// and TLS or a persistence change of a replicated database.
+// TLS (tls.go; a replicated database's nodes are replaced one at a time, renew.go), a
+// persistence change (persistence.go) and replicaOf sources, followed by clouddb itself
+// (replicaof.go), are supported as by driver/local; so are UserSetter, StreamLoader and
+// ACLChecker (on a pod of each image, aclcheck.go). An OSS Cluster database runs one pod
+// per cluster node, each with a Service of its own (see cluster.go). Not supported yet,
+// with an explicit error: more than one shard without OSS Cluster, changing a cluster's
+// shape, and TLS or replicaOf sources with OSS Cluster.
 package kubernetes
 
 import (
@@ -198,10 +198,6 @@ func (d *Driver) supported(in clouddb.Instance) error {
 	if in.Shards > 1 && !in.OSSCluster {
 		not = append(not, "more than one shard without OSS Cluster")
 	}
-	// A TLS change replaces the pod (persistence.go), of one pod only so far.
-	if in.TLS != nil && in.Replication {
-		not = append(not, "TLS with replication")
-	}
 	if in.OSSCluster && d.cfg.ClusterPorts[0] <= 0 && in.Shards*perShard(in) > 1 {
 		not = append(not, "OSS Cluster without ports for its nodes (Config.ClusterPorts, --k8s-cluster-ports)")
 	}
@@ -277,9 +273,6 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return fmt.Errorf("database %d: turning OSS Cluster off: %w", in.DatabaseID, ErrNotSupported)
 	}
 	if hasClaim(sts) != persistent(in) {
-		if in.Replication || sts.Spec.Replicas != nil && *sts.Spec.Replicas > 1 {
-			return fmt.Errorf("database %d: changing the data persistence of a replicated database: %w", in.DatabaseID, ErrNotSupported)
-		}
 		// A volume claim template is immutable: a new StatefulSet (persistence.go).
 		if sts, err = d.changePersistence(ctx, in, sts, img); err != nil {
 			return err
@@ -325,15 +318,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	}
 	internal := string(secret.Data[keyInternal])
 	if nodes > 1 {
-		// Again when a node's container restarted while it was being configured (its
-		// status had not shown the crash yet): the next pass finds it as it now runs.
-		for attempt := 1; ; attempt++ {
-			err = d.ensureNodes(ctx, in, secret, oldLimit, int(nodes))
-			if !errors.Is(err, errNodeRestarted) || attempt == 3 {
-				return err
-			}
-			d.log.Info("a node of a database restarted while Ensure configured it: once more", "database_id", in.DatabaseID, "error", err)
-		}
+		return d.runNodes(ctx, in, secret, oldLimit, int(nodes))
 	}
 	pod, err := d.waitReady(ctx, in.DatabaseID, 0)
 	if err != nil {
@@ -365,11 +350,17 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 }
 
 // create makes the StatefulSet with no pod, then its Secret and Service owned by it; the
-// caller scales it to one, once they exist.
+// caller scales it to one, once they exist. Pods of the database that run without a
+// StatefulSet (adoptNodes' change of persistence, cut short) are adopted, as many nodes:
+// with fewer, its controller would delete them, and their data.
 func (d *Driver) create(ctx context.Context, in clouddb.Instance, img string) (*appsv1.StatefulSet, error) {
 	sts := d.statefulSet(in, img)
-	sts.Spec.Replicas = ptr(int32(0))
-	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Create(ctx, sts, metav1.CreateOptions{})
+	n, err := d.orphanedNodes(ctx, in.DatabaseID)
+	if err != nil {
+		return nil, err
+	}
+	sts.Spec.Replicas = ptr(n)
+	sts, err = d.cfg.Client.AppsV1().StatefulSets(d.ns).Create(ctx, sts, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("database %d: creating its statefulset: %w", in.DatabaseID, err)
 	}

@@ -118,7 +118,20 @@ func newDriver(t *testing.T, c k8s.Interface, ns string) *kubernetes.Driver {
 // newDriverWith is newDriver with its Config changed by change.
 func newDriverWith(t *testing.T, c k8s.Interface, ns string, change func(*kubernetes.Config)) *kubernetes.Driver {
 	t.Helper()
-	cfg := kubernetes.Config{
+	cfg := driverConfig(c, ns)
+	if change != nil {
+		change(&cfg)
+	}
+	d, err := kubernetes.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// driverConfig is the Config of newDriver's drivers.
+func driverConfig(c k8s.Interface, ns string) kubernetes.Config {
+	return kubernetes.Config{
 		Client:          c,
 		Namespace:       ns,
 		Images:          map[string]string{redisVersion: redisImage},
@@ -132,14 +145,6 @@ func newDriverWith(t *testing.T, c k8s.Interface, ns string, change func(*kubern
 		// TestClusterPorts' own.
 		ClusterPorts: [2]int{30000, 30169},
 	}
-	if change != nil {
-		change(&cfg)
-	}
-	d, err := kubernetes.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
 
 func password(t *testing.T) string {
@@ -628,10 +633,9 @@ func TestNotSupported(t *testing.T) {
 	d := newDriver(t, cluster.client, cluster.ns)
 	base := instance(t, 104, "none")
 	for name, change := range map[string]func(*clouddb.Instance){
-		"shards":               func(in *clouddb.Instance) { in.Shards = 2 },
-		"cluster with tls":     func(in *clouddb.Instance) { in.Shards, in.OSSCluster, in.TLS = 2, true, &clouddb.InstanceTLS{} },
-		"tls with replication": func(in *clouddb.Instance) { in.TLS, in.Replication = &clouddb.InstanceTLS{}, true },
-		"version":              func(in *clouddb.Instance) { in.RedisVersion = "6.2" },
+		"shards":           func(in *clouddb.Instance) { in.Shards = 2 },
+		"cluster with tls": func(in *clouddb.Instance) { in.Shards, in.OSSCluster, in.TLS = 2, true, &clouddb.InstanceTLS{} },
+		"version":          func(in *clouddb.Instance) { in.RedisVersion = "6.2" },
 	} {
 		in := base
 		change(&in)

@@ -195,7 +195,7 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	internal := string(secret.Data[keyInternal])
 	// The configuration the pod starts with is the instance's: its settings, password and
 	// users (Ensure writes it first).
-	if conf, cerr := podConfig(in, internal, secret.Data); cerr != nil || string(secret.Data[keyConfig]) != string(conf) {
+	if !configAsAsked(in, internal, secret.Data) {
 		return false, nil
 	}
 	// And it starts on its own (REPLICAOF NO ONE), as the primary of no replica.

@@ -49,8 +49,6 @@ func (d *Driver) pendingFile(id int) string {
 	return filepath.Join(dir, fmt.Sprintf("clouddb-k8s-%s-%d.rdb", d.ns, id))
 }
 
-func claimName(id int) string { return "data-" + Name(id) + "-0" }
-
 // podEndpoint is the pod's server as clouddb's own user.
 func (d *Driver) podEndpoint(pod *corev1.Pod, secret *corev1.Secret) (redisdata.Endpoint, error) {
 	tc, err := d.podTLS(pod, secret)
@@ -187,8 +185,8 @@ func (d *Driver) loadPending(ctx context.Context, in clouddb.Instance, pod *core
 	}
 	d.log.Info("loaded a database's data into its new pod", "database_id", id)
 	if !persistent(in) {
-		// The claim of the StatefulSet of before, which the data no longer needs.
-		return d.deleteClaim(ctx, id)
+		// The claims of the StatefulSet of before, which the data no longer needs.
+		return d.deleteClaims(ctx, id)
 	}
 	return nil
 }
@@ -210,10 +208,19 @@ func (d *Driver) settle(ctx context.Context, in clouddb.Instance, secret *corev1
 	if err := d.scale(ctx, id, 0); err != nil {
 		return nil, err
 	}
-	if err := d.scale(ctx, id, 1); err != nil {
+	// The old pod's config leaves the Secret with it (see addConfigs): a key the new pod
+	// reads too (one made before keys per TLS digest) is the new pod's again.
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("database %d: %w", id, err)
+	}
+	if _, err = d.applySecret(ctx, in, sts); err != nil {
 		return nil, err
 	}
-	pod, err := d.waitReady(ctx, id, 0)
+	if err = d.scale(ctx, id, 1); err != nil {
+		return nil, err
+	}
+	pod, err = d.waitReady(ctx, id, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -227,8 +234,8 @@ func (d *Driver) settle(ctx context.Context, in clouddb.Instance, secret *corev1
 	return pod, nil
 }
 
-// scale sets the database's StatefulSet's replicas to n; to 0, it waits until the pod
-// is gone. A pod is replaced so, not deleted: the driver's role may not delete pods.
+// scale sets the database's StatefulSet's replicas to n; to 0, it waits until its first
+// pod, the last to go, is gone.
 func (d *Driver) scale(ctx context.Context, id int, n int32) error {
 	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
 	if err != nil {
@@ -252,36 +259,42 @@ func (d *Driver) scale(ctx context.Context, id int, n int32) error {
 	})
 }
 
-// deleteClaim deletes the database's claim, if any (by a collection: the driver's role
+// claimsOf selects the database's claims (a node's each).
+func claimsOf(id int) metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: LabelDatabase + "=" + strconv.Itoa(id) + "," + managedSelector}
+}
+
+// deleteClaims deletes the database's claims, if any (by a collection: the driver's role
 // deletes claims so only).
-func (d *Driver) deleteClaim(ctx context.Context, id int) error {
-	err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).DeleteCollection(ctx, metav1.DeleteOptions{},
-		metav1.ListOptions{FieldSelector: "metadata.name=" + claimName(id)})
+func (d *Driver) deleteClaims(ctx context.Context, id int) error {
+	err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, claimsOf(id))
 	if err != nil {
-		return fmt.Errorf("database %d: deleting its claim: %w", id, err)
+		return fmt.Errorf("database %d: deleting its claims: %w", id, err)
 	}
 	return nil
 }
 
 // changePersistence replaces the StatefulSet of a database whose persistence changes
 // between none and a persistent one, its data kept, and returns the new one (no pod yet,
-// as create makes it): the data is saved, the StatefulSet scaled to 0 and deleted with
-// its dependents orphaned (Ensure gives the Secret and the Service to the new one), and
-// a stale claim deleted before one that the new StatefulSet would take over.
+// as create makes it): the data is saved (a replicated database's primary's, whose
+// replica the new StatefulSet's first node loads it into syncs from), the StatefulSet
+// scaled to 0 and deleted with its dependents orphaned (Ensure gives the Secret and the
+// Service to the new one), and stale claims deleted before the new StatefulSet would
+// take them over. A running replicated database keeps its pods instead, replaced one at
+// a time (see adoptNodes).
 func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, img string) (*appsv1.StatefulSet, error) {
 	id := in.DatabaseID
 	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("database %d: reading its secret: %w", id, err)
 	}
+	if secret.Annotations[annotationPendingLoad] == "" && in.Replication && sts.Spec.Replicas != nil && *sts.Spec.Replicas == nodeCount(in) {
+		return d.adoptNodes(ctx, in, sts, img)
+	}
 	if secret.Annotations[annotationPendingLoad] == "" {
-		// A stopped database runs first: its data is in its pod, or on its claim.
-		if err = d.scale(ctx, id, 1); err != nil {
-			return nil, err
-		}
-		pod, werr := d.waitReady(ctx, id, 0)
-		if werr != nil {
-			return nil, werr
+		pod, rerr := d.runToSave(ctx, in, sts, secret)
+		if rerr != nil {
+			return nil, rerr
 		}
 		if err = d.saveForRestart(ctx, in, pod, secret); err != nil {
 			return nil, err
@@ -290,32 +303,106 @@ func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts
 	if err = d.scale(ctx, id, 0); err != nil {
 		return nil, err
 	}
-	d.log.Info("replacing a database's statefulset for its persistence", "database_id", id, "persistent", persistent(in))
-	orphan := metav1.DeletePropagationOrphan
-	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
-	err = api.Delete(ctx, sts.Name, metav1.DeleteOptions{PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &sts.UID}})
-	if ignoreNotFound(err) != nil {
-		return nil, fmt.Errorf("database %d: deleting its statefulset: %w", id, err)
-	}
-	if err = d.waitGone(ctx, id, "its old statefulset is gone", func(ctx context.Context) (bool, error) {
-		s, gerr := api.Get(ctx, sts.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(gerr) || (gerr == nil && s.UID != sts.UID), ignoreNotFound(gerr)
-	}); err != nil {
+	if err = d.orphanStatefulSet(ctx, in, sts); err != nil {
 		return nil, err
 	}
 	if persistent(in) {
-		claims := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns)
-		if err = d.deleteClaim(ctx, id); err != nil {
-			return nil, err
-		}
-		if err = d.waitGone(ctx, id, "a stale claim is gone", func(ctx context.Context) (bool, error) {
-			_, gerr := claims.Get(ctx, claimName(id), metav1.GetOptions{})
-			return apierrors.IsNotFound(gerr), ignoreNotFound(gerr)
-		}); err != nil {
+		if err = d.dropStaleClaims(ctx, id); err != nil {
 			return nil, err
 		}
 	}
 	return d.create(ctx, in, img)
+}
+
+// dropStaleClaims deletes the claims of a database that did not persist, before a
+// StatefulSet that persists would take them over with their old data, and waits until
+// they are gone.
+func (d *Driver) dropStaleClaims(ctx context.Context, id int) error {
+	if err := d.deleteClaims(ctx, id); err != nil {
+		return err
+	}
+	return d.waitGone(ctx, id, "its stale claims are gone", func(ctx context.Context) (bool, error) {
+		left, err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).List(ctx, claimsOf(id))
+		return err == nil && len(left.Items) == 0, err
+	})
+}
+
+// orphanStatefulSet deletes the database's StatefulSet sts, its dependents orphaned (its
+// pods, if any, run on; Ensure gives the Secret and the Service to the new one), and
+// waits until it is gone.
+func (d *Driver) orphanStatefulSet(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) error {
+	id := in.DatabaseID
+	d.log.Info("replacing a database's statefulset for its persistence", "database_id", id, "persistent", persistent(in))
+	orphan := metav1.DeletePropagationOrphan
+	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
+	err := api.Delete(ctx, sts.Name, metav1.DeleteOptions{PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &sts.UID}})
+	if ignoreNotFound(err) != nil {
+		return fmt.Errorf("database %d: deleting its statefulset: %w", id, err)
+	}
+	return d.waitGone(ctx, id, "its old statefulset is gone", func(ctx context.Context) (bool, error) {
+		s, gerr := api.Get(ctx, sts.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(gerr) || (gerr == nil && s.UID != sts.UID), ignoreNotFound(gerr)
+	})
+}
+
+// adoptNodes is changePersistence of a running replicated database, which keeps it
+// available: the new StatefulSet adopts the running pods (create makes it with as many
+// nodes as run), and renewNodes replaces them one at a time, each new node syncing from
+// the primary. Stale claims go first (no running pod of a database without persistence
+// uses one); those of a database that no longer persists go with its last old pod.
+func (d *Driver) adoptNodes(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, img string) (*appsv1.StatefulSet, error) {
+	if err := d.orphanStatefulSet(ctx, in, sts); err != nil {
+		return nil, err
+	}
+	if persistent(in) {
+		if err := d.dropStaleClaims(ctx, in.DatabaseID); err != nil {
+			return nil, err
+		}
+	}
+	return d.create(ctx, in, img)
+}
+
+// orphanedNodes is the number of nodes a new StatefulSet of the database takes over: up
+// to the highest ordinal of its pods that run (see adoptNodes).
+func (d *Driver) orphanedNodes(ctx context.Context, id int) (int32, error) {
+	pods, err := d.podsOf(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	var n int32
+	for _, p := range pods {
+		for i := range maxNodes {
+			if p.Name == nodePodName(id, i) && p.DeletionTimestamp == nil {
+				n = max(n, int32(i+1))
+			}
+		}
+	}
+	return n, nil
+}
+
+// runToSave is the pod whose data is the database's, on its StatefulSet of before: its
+// one pod, or the primary of its nodes, which Ensure elects and configures first (a
+// stopped database runs first: its data is in its pod, or on its claims).
+func (d *Driver) runToSave(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, secret *corev1.Secret) (*corev1.Pod, error) {
+	id := in.DatabaseID
+	nodes := nodeCount(in)
+	if sts.Spec.Replicas != nil && *sts.Spec.Replicas > 0 {
+		nodes = *sts.Spec.Replicas
+	}
+	if err := d.scale(ctx, id, nodes); err != nil {
+		return nil, err
+	}
+	if nodes == 1 {
+		return d.waitReady(ctx, id, 0)
+	}
+	if err := d.runNodes(ctx, in, secret, containerMemory(sts), int(nodes)); err != nil {
+		return nil, err
+	}
+	pod, err := d.primaryPod(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("database %d: %w", id, err)
+	}
+	return pod, nil
 }
 
 // unroute points the database's Service at no pod while its data waits for a new pod: it

@@ -78,6 +78,17 @@ func (d *Driver) waitPod(ctx context.Context, name string, wanted func(*corev1.P
 	}
 }
 
+// podsOf lists the database's pods.
+func (d *Driver) podsOf(ctx context.Context, id int) ([]corev1.Pod, error) {
+	pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(id)}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("database %d: listing its pods: %w", id, err)
+	}
+	return pods.Items, nil
+}
+
 func podReady(pod *corev1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {

@@ -108,6 +108,11 @@ func TestRBAC(t *testing.T) {
 	if err := d.Ensure(ctx, in); err != nil {
 		t.Fatalf("Ensure of a new size with the Role's rights: %v", err)
 	}
+	in.TLS = &clouddb.InstanceTLS{} // its pods replaced one at a time (deleted)
+	if err := d.Ensure(ctx, in); err != nil {
+		t.Fatalf("Ensure of TLS turned on with the Role's rights: %v", err)
+	}
+	tenant = tlsClient(t, d.PublicEndpoint(in.Port), in.Password)
 	if err := d.Stop(ctx, in.DatabaseID); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -56,10 +57,13 @@ const (
 // replica.
 func nodeCount(in clouddb.Instance) int32 {
 	if in.Replication {
-		return 2
+		return maxNodes
 	}
 	return 1
 }
+
+// maxNodes is the number of pods of a replicated database.
+const maxNodes = 2
 
 // serverCommand runs redis-server on the database's config, replicating what the
 // Secret's primary keys say (Kubernetes expands $(VAR) in a command: the image needs no
@@ -128,6 +132,7 @@ type nodeState struct {
 	offset     int64 // master_repl_offset: how far in the replication stream its data is
 	keys       int64
 	masterHost string // the primary it replicates, "" for a master
+	masterPort int
 	linkUp     bool
 	runID      string
 }
@@ -183,6 +188,7 @@ func readState(ctx context.Context, c *redis.Client, pod *corev1.Pod) (nodeState
 	}
 	if !s.master {
 		s.masterHost = infoField(info, "master_host")
+		s.masterPort, _ = strconv.Atoi(infoField(info, "master_port"))
 		s.linkUp = infoField(info, "master_link_status") == "up"
 	}
 	s.runID = infoField(info, "run_id")
@@ -201,6 +207,24 @@ func infoField(info, field string) string {
 	return ""
 }
 
+// runNodes is ensureNodes, again when a node's container restarted while it was being
+// configured (its status had not shown the crash yet: the next pass finds it as it now
+// runs), and after each node replaced for its TLS (see renewNodes).
+func (d *Driver) runNodes(ctx context.Context, in clouddb.Instance, secret *corev1.Secret, oldLimit int64, n int) error {
+	for restarted, replaced := 0, 0; ; {
+		err := d.ensureNodes(ctx, in, secret, oldLimit, n)
+		switch {
+		case errors.Is(err, errNodeReplaced) && replaced < n:
+			replaced++
+		case errors.Is(err, errNodeRestarted) && restarted < 2:
+			restarted++
+			d.log.Info("a node of a database restarted while Ensure configured it: once more", "database_id", in.DatabaseID, "error", err)
+		default:
+			return err
+		}
+	}
+}
+
 // ensureNodes is Ensure of a database of n > 1 pods (replicated, or whose replication is
 // being turned off): it waits for its pods, chooses the primary and promotes it, has the
 // other follow it, points the Service at it, and applies the instance live to each node.
@@ -214,7 +238,7 @@ func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, secret *c
 	states := make([]nodeState, n)
 	var unread []int
 	for i := range n {
-		pod, c, s, err := d.readNode(ctx, id, i, internal, answerTimeout)
+		pod, c, s, err := d.readNode(ctx, id, i, secret, answerTimeout)
 		if err != nil {
 			unread = append(unread, i)
 			continue
@@ -229,7 +253,7 @@ func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, secret *c
 		// Not a primary lost under a replica that followed it: wait for them, as long as
 		// a start may take.
 		for _, i := range unread {
-			pod, c, s, err := d.readNode(ctx, id, i, internal, d.cfg.StartTimeout)
+			pod, c, s, err := d.readNode(ctx, id, i, secret, d.cfg.StartTimeout)
 			if err != nil {
 				return err
 			}
@@ -272,13 +296,16 @@ func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, secret *c
 		return err
 	}
 	if !in.Replication {
-		if err := d.dropReplica(ctx, in, pods[0], internal, oldLimit); err != nil {
+		if err := d.dropReplica(ctx, in, pods[0], internal, clients[0].Options().TLSConfig, oldLimit); err != nil {
 			return err
 		}
 		return d.syncSources(ctx, in, pods[0], secret)
 	}
-	for _, pod := range pods {
-		if err := d.applyLive(ctx, in, pod, internal, nil, oldLimit); err != nil {
+	if err := d.renewNodes(ctx, in, sts, pods, clients, states, p); err != nil {
+		return err
+	}
+	for i, pod := range pods {
+		if err := d.applyLive(ctx, in, pod, internal, clients[i].Options().TLSConfig, oldLimit); err != nil {
 			return fmt.Errorf("database %d: pod %s: %w", id, pod.Name, err)
 		}
 	}
@@ -295,11 +322,11 @@ func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, secret *c
 	return d.waitEndpoint(ctx, in, clients[p], states[p].runID)
 }
 
-// readNode waits until the node's pod is Ready and its server answers, and reads its
-// state. A pod may still look Ready for a moment after its server died (the kubelet has
-// not seen it yet), so a server that does not answer is asked again, for at most
-// StartTimeout.
-func (d *Driver) readNode(ctx context.Context, databaseID, ordinal int, internal string, within time.Duration) (*corev1.Pod, *redis.Client, nodeState, error) {
+// readNode waits until the node's pod is Ready and its server answers (over TLS as the
+// pod serves), and reads its state. A pod may still look Ready for a moment after its
+// server died (the kubelet has not seen it yet), so a server that does not answer is
+// asked again, for at most StartTimeout.
+func (d *Driver) readNode(ctx context.Context, databaseID, ordinal int, secret *corev1.Secret, within time.Duration) (*corev1.Pod, *redis.Client, nodeState, error) {
 	deadline := time.Now().Add(within)
 	for {
 		wctx, cancel := context.WithDeadline(ctx, deadline)
@@ -308,7 +335,11 @@ func (d *Driver) readNode(ctx context.Context, databaseID, ordinal int, internal
 		if err != nil {
 			return nil, nil, nodeState{}, err
 		}
-		c := client(pod, internal, nil)
+		tc, err := d.podTLS(pod, secret)
+		if err != nil {
+			return nil, nil, nodeState{}, fmt.Errorf("database %d: %w", databaseID, err)
+		}
+		c := client(pod, string(secret.Data[keyInternal]), tc)
 		s, err := readState(ctx, c, pod)
 		if err == nil {
 			return pod, c, s, nil
@@ -326,17 +357,71 @@ func (d *Driver) readNode(ctx context.Context, databaseID, ordinal int, internal
 
 // follow has every node but p replicate p, on p's pod address (the ClusterIP a node
 // starts with routes to p only once the label moved, and not through a connection made
-// before).
+// before), in the protocol p serves: while TLS is turned on or off one node at a time
+// (see renewNodes), a TLS node follows a plain p with tls-replication off, and a plain
+// node follows a TLS p on plainPort, which p opens for as long as such a node follows it.
 func (d *Driver) follow(ctx context.Context, in clouddb.Instance, pods []*corev1.Pod, clients []*redis.Client, states []nodeState, p int) error {
+	id := in.DatabaseID
 	ip := pods[p].Status.PodIP
+	plainReplica := false
 	for i := range pods {
-		if i == p || !states[i].master && states[i].masterHost == ip {
+		if i == p {
 			continue
 		}
-		if err := clients[i].Do(ctx, "replicaof", ip, strconv.Itoa(redisPort)).Err(); err != nil {
-			return fmt.Errorf("database %d: pod %s: REPLICAOF the primary %s: %w", in.DatabaseID, pods[i].Name, pods[p].Name, err)
+		port := redisPort
+		switch {
+		case servesTLS(pods[i]):
+			if err := setConfig(ctx, clients[i], "tls-replication", yesNo(servesTLS(pods[p]))); err != nil {
+				return fmt.Errorf("database %d: pod %s: %w", id, pods[i].Name, err)
+			}
+		case servesTLS(pods[p]):
+			port, plainReplica = plainPort, true
 		}
-		states[i].master, states[i].masterHost, states[i].linkUp = false, ip, false
+		if !states[i].master && states[i].masterHost == ip && states[i].masterPort == port {
+			continue
+		}
+		if err := clients[i].Do(ctx, "replicaof", ip, strconv.Itoa(port)).Err(); err != nil {
+			return fmt.Errorf("database %d: pod %s: REPLICAOF the primary %s: %w", id, pods[i].Name, pods[p].Name, err)
+		}
+		states[i].master, states[i].masterHost, states[i].masterPort, states[i].linkUp = false, ip, port, false
+	}
+	if servesTLS(pods[p]) {
+		port := 0
+		if plainReplica {
+			port = plainPort
+		}
+		if err := setConfig(ctx, clients[p], "port", strconv.Itoa(port)); err != nil {
+			return fmt.Errorf("database %d: pod %s: %w", id, pods[p].Name, err)
+		}
+	}
+	return nil
+}
+
+// plainPort is where a primary that serves TLS also listens in plain TCP while a node
+// that does not follows it (see follow).
+const plainPort = redisPort + 1
+
+func servesTLS(pod *corev1.Pod) bool { return pod.Annotations[annotationTLS] != "" }
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// setConfig sets a server's setting unless it has that value already (a port set again
+// would be listened on again).
+func setConfig(ctx context.Context, c *redis.Client, name, value string) error {
+	got, err := c.ConfigGet(ctx, name).Result()
+	if err != nil {
+		return fmt.Errorf("CONFIG GET %s: %w", name, err)
+	}
+	if got[name] == value {
+		return nil
+	}
+	if err = c.ConfigSet(ctx, name, value).Err(); err != nil {
+		return fmt.Errorf("CONFIG SET %s %s: %w", name, value, err)
 	}
 	return nil
 }
@@ -425,7 +510,7 @@ func (d *Driver) waitSynced(ctx context.Context, in clouddb.Instance, pods []*co
 // dropReplica ends replication turned off: node 0 is the primary (labelled, the Service
 // on it), so node 1 goes; then node 0 starts on its own at its next start, and the
 // Service selects the database's one pod.
-func (d *Driver) dropReplica(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, internal string, oldLimit int64) error {
+func (d *Driver) dropReplica(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, internal string, tc *tls.Config, oldLimit int64) error {
 	id := in.DatabaseID
 	if err := d.scale(ctx, id, 1); err != nil {
 		return err
@@ -447,10 +532,10 @@ func (d *Driver) dropReplica(ctx context.Context, in clouddb.Instance, pod *core
 		return err
 	}
 	d.log.Info("turned a database's replication off: its replica is gone", "database_id", id)
-	if err = d.applyLive(ctx, in, pod, internal, nil, oldLimit); err != nil {
+	if err = d.applyLive(ctx, in, pod, internal, tc, oldLimit); err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
-	c := client(pod, internal, nil)
+	c := client(pod, internal, tc)
 	defer c.Close()
 	return d.waitEndpoint(ctx, in, c, "")
 }
@@ -596,7 +681,7 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 		return false, fmt.Errorf("database %d: reading its secret: %w", id, err)
 	}
 	internal := string(secret.Data[keyInternal])
-	if conf, cerr := podConfig(in, internal, secret.Data); cerr != nil || string(secret.Data[keyConfig]) != string(conf) {
+	if !configAsAsked(in, internal, secret.Data) {
 		return false, nil
 	}
 	if secret.Annotations[annotationPendingLoad] != "" {
@@ -619,7 +704,15 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 		}
 	}
 	for i, pod := range pods {
-		ok, err := d.nodeRunning(ctx, in, pod, internal, i == primary, pods[primary].Status.PodIP)
+		// Each serves the TLS files of the Secret (or none), on the volume of its persistence.
+		if pod.Annotations[annotationTLS] != tlsDigest(in, secret.Data) || hasVolumeClaim(pod) != persistent(in) {
+			return false, nil
+		}
+		tc, err := d.podTLS(pod, secret)
+		if err != nil {
+			return false, fmt.Errorf("database %d: %w", id, err)
+		}
+		ok, err := d.nodeRunning(ctx, in, pod, internal, tc, i == primary, pods[primary].Status.PodIP)
 		if err != nil {
 			d.log.Warn("a database's pod is ready but its state cannot be read", "database_id", id, "pod", pod.Name, "error", err)
 			return false, nil
@@ -634,8 +727,8 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 
 // nodeRunning reports whether the node plays its part, the primary or the replica of the
 // primary at primaryIP with its link up, with the instance's settings and users.
-func (d *Driver) nodeRunning(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, internal string, primary bool, primaryIP string) (bool, error) {
-	c := client(pod, internal, nil)
+func (d *Driver) nodeRunning(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, internal string, tc *tls.Config, primary bool, primaryIP string) (bool, error) {
+	c := client(pod, internal, tc)
 	defer c.Close()
 	s, err := readState(ctx, c, pod)
 	if err != nil {

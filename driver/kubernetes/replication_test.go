@@ -13,7 +13,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"clouddb/driver/kubernetes"
 )
@@ -294,4 +296,138 @@ func TestFailoverOfHungPrimary(t *testing.T) {
 	if n, err := tenant.DBSize(ctx).Result(); err != nil || n != 101 {
 		t.Fatalf("the database holds %d keys (%v), want 101", n, err)
 	}
+}
+
+// TestReplicatedPersistenceChange: a replicated database's persistence changed between
+// none and a persistent one (a new StatefulSet: its claims) replaces its pods one at a
+// time: it keeps every key, those a client wrote during the change and saw acknowledged
+// included, the client waits a moment at most, and both nodes replicate again; the
+// claims come and go with the persistence.
+func TestReplicatedPersistenceChange(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 8*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 114, "none")
+	in.Replication = true
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	c := connect(t, d, in, "", in.Password)
+	reachable(t, ctx, c)
+	writeAcked(t, ctx, c, "k", 200)
+
+	for _, persistence := range []string{"aof-every-1-second", "none"} {
+		in.DataPersistence = persistence
+		before := map[string]types.UID{}
+		for _, i := range []string{"-0", "-1"} {
+			before[i] = podNamed(t, ctx, kubernetes.Name(in.DatabaseID)+i).UID
+		}
+		w := startWriter(t, connect(t, d, in, "", in.Password))
+		ensureRunning(t, ctx, d, in)
+		acked, gap := w.stop()
+		t.Logf("persistence %s: %d writes acknowledged during the change, the longest time without one %v", persistence, acked, gap.Round(time.Millisecond))
+		for i, uid := range before {
+			if podNamed(t, ctx, kubernetes.Name(in.DatabaseID)+i).UID == uid {
+				t.Fatalf("persistence %s: pod %s was not replaced", persistence, kubernetes.Name(in.DatabaseID)+i)
+			}
+		}
+		if gap > 5*time.Second {
+			t.Fatalf("persistence %s: no write acknowledged for %v: both nodes were out", persistence, gap)
+		}
+		c = connect(t, d, in, "", in.Password)
+		requireKeys(t, ctx, c, "k", 200)
+		requireKeys(t, ctx, c, "w", acked)
+		writeAcked(t, ctx, c, persistence, 10)
+		claims, err := cluster.client.CoreV1().PersistentVolumeClaims(cluster.ns).List(ctx, metav1.ListOptions{
+			LabelSelector: kubernetes.LabelDatabase + "=" + strconv.Itoa(in.DatabaseID),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if persistence != "none" {
+			want = 2
+		}
+		// Deleted claims may wait for their pods to go (kubernetes.io/pvc-protection).
+		live := 0
+		for _, cl := range claims.Items {
+			if cl.DeletionTimestamp == nil {
+				live++
+			}
+		}
+		if live != want {
+			t.Fatalf("persistence %s: %d claims, want %d", persistence, live, want)
+		}
+	}
+	requireKeys(t, ctx, c, "aof-every-1-second", 10)
+}
+
+// TestReplicatedPersistenceChangeResumes: a persistence change cut short once the old
+// StatefulSet is gone, its pods running on without one, is resumed by the next Ensure:
+// the new StatefulSet adopts them (one of no pods would delete them, and the data of a
+// database without persistence), then replaces them with the data kept.
+func TestReplicatedPersistenceChangeResumes(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 5*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 115, "none")
+	in.Replication = true
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	c := connect(t, d, in, "", in.Password)
+	reachable(t, ctx, c)
+	writeAcked(t, ctx, c, "k", 100)
+
+	name := kubernetes.Name(in.DatabaseID)
+	api := cluster.client.AppsV1().StatefulSets(cluster.ns)
+	orphan := metav1.DeletePropagationOrphan
+	if err := api.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, time.Minute, func() (bool, error) {
+		_, err := api.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatalf("the statefulset is not gone: %v", err)
+	}
+	in.DataPersistence = "aof-every-1-second"
+	ensureRunning(t, ctx, d, in)
+	c = connect(t, d, in, "", in.Password)
+	requireKeys(t, ctx, c, "k", 100)
+	writeAcked(t, ctx, c, "after", 10)
+	for _, i := range []string{"-0", "-1"} {
+		p := podNamed(t, ctx, name+i)
+		for _, v := range p.Spec.Volumes {
+			if v.Name == "data" && v.PersistentVolumeClaim == nil {
+				t.Fatalf("pod %s keeps its data out of a claim", p.Name)
+			}
+		}
+	}
+}
+
+// TestStoppedReplicatedPersistenceChange: a stopped replicated database whose
+// persistence changes runs first on its StatefulSet of before (its data is on its
+// claims), then moves to the new one with every key.
+func TestStoppedReplicatedPersistenceChange(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 5*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 116, "aof-every-1-second")
+	in.Replication = true
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	c := connect(t, d, in, "", in.Password)
+	reachable(t, ctx, c)
+	writeAcked(t, ctx, c, "k", 100)
+	time.Sleep(1100 * time.Millisecond) // appendfsync everysec
+	if err := d.Stop(ctx, in.DatabaseID); err != nil {
+		t.Fatal(err)
+	}
+	in.DataPersistence = "none"
+	ensureRunning(t, ctx, d, in)
+	c = connect(t, d, in, "", in.Password)
+	requireKeys(t, ctx, c, "k", 100)
+	writeAcked(t, ctx, c, "after", 10)
 }

@@ -15,7 +15,7 @@ import (
 	"clouddb"
 )
 
-// applySecret creates or updates the database's Secret: its redis.conf, the tenant's
+// applySecret creates or updates the database's Secret: its redis.conf (see addConfigs), the tenant's
 // password and clouddb's own, which is made once and then kept, and the primary a
 // starting node replicates (see primaryKeys: the Service's, while sts runs two nodes or
 // the instance wants them).
@@ -50,7 +50,7 @@ func (d *Driver) applySecretWith(ctx context.Context, in clouddb.Instance, sts *
 	if err = d.addTLSData(in, old, data); err != nil {
 		return nil, err
 	}
-	if data[keyConfig], err = podConfig(in, internal, data); err != nil {
+	if err = d.addConfigs(ctx, in, sts, internal, data); err != nil {
 		return nil, err
 	}
 	// A cluster node's replication is the cluster's (redis refuses replicaof there).
@@ -85,4 +85,35 @@ func newSecret() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// addConfigs puts into data the redis.conf of every pod that may start: the instance's
+// next pod, and the pods of sts's template and the running ones, each under the key it
+// reads and naming the TLS files it mounts (see configKey). The keys no pod reads any
+// more are left out, so they go.
+func (d *Driver) addConfigs(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, internal string, data map[string][]byte) error {
+	if _, _, err := podConfig(in, internal, data); err != nil {
+		return err
+	}
+	readers := [][]corev1.KeyToPath{configItems(in, data), configVolumeItems(&sts.Spec.Template.Spec)}
+	pods, err := d.podsOf(ctx, in.DatabaseID)
+	if err != nil {
+		return err
+	}
+	for i := range pods {
+		readers = append(readers, configVolumeItems(&pods[i].Spec))
+	}
+	// The running pods last: a key read by a running pod and the next one alike (made by
+	// a driver of one key for all) holds what the running pod can start with.
+	for _, items := range readers {
+		if items == nil {
+			continue
+		}
+		key, conf, err := mountedConfig(in, internal, items)
+		if err != nil {
+			return err
+		}
+		data[key] = conf
+	}
+	return nil
 }

@@ -25,10 +25,12 @@ import (
 // there is any), the server's certificate and key, and the client certificate clouddb
 // presents. A pod's volumes are fixed at its creation and the kubelet refreshes a mounted
 // Secret only after a minute or more, so the mounted files are named after their content
-// and the pod template carries a digest of them (annotationTLS): any change of TLS (on,
-// off, new client certificates, a renewed certificate) is a new pod, which Ensure makes
-// with the data kept (see restartKept). The material stays in the Secret while TLS is
-// off, for the pod that still serves it until then.
+// and the pod template carries a digest of them (annotationTLS), as does the Secret key of
+// the redis.conf that names them (configKey): any change of TLS (on, off, new client
+// certificates, a renewed certificate) is a new pod, which Ensure makes with the data
+// kept (see settle; a replicated database's nodes one at a time, see renewNodes). The
+// material stays in the Secret while TLS is off, for the pods that still serve it until
+// then.
 
 // Keys of the TLS material in a database's Secret.
 const (
@@ -147,72 +149,131 @@ func (d *Driver) leafUsable(certPEM, keyPEM []byte, usage x509.ExtKeyUsage, host
 	return err == nil && pki.LeafUsable(pair, d.cfg.CA.CertificatePEM(), usage, hosts)
 }
 
-// tlsLines are the redis.conf lines of a TLS database, after renderConfig's (a later
-// "port" wins): its files as mounted, client certificates required when the tenant gave
-// any, and TLS for replication, whose client certificate is clouddb's.
-func tlsLines(in clouddb.Instance, data map[string][]byte) ([][]string, error) {
-	if in.TLS == nil {
-		return nil, nil
+// tlsLines are the redis.conf lines of a pod that mounts the TLS files at paths (by
+// Secret key; none: it serves plain TCP), after renderConfig's (a later "port" wins):
+// client certificates required when the tenant gave any, and TLS for replication, whose
+// client certificate is clouddb's.
+func tlsLines(in clouddb.Instance, paths map[string]string) [][]string {
+	if paths[keyTLSCert] == "" {
+		return nil
 	}
-	for _, k := range tlsKeys {
-		if len(data[k]) == 0 {
-			return nil, fmt.Errorf("database %d: its secret has no %s", in.DatabaseID, k)
-		}
-	}
-	path := func(k string) string { return confDir + "/" + tlsPath(k, data[k]) }
 	auth := "no"
-	if len(in.TLS.ClientCertificates) > 0 {
+	if in.TLS != nil && len(in.TLS.ClientCertificates) > 0 {
 		auth = "yes"
 	}
 	return [][]string{
 		{"port", "0"},
 		{"tls-port", fmt.Sprint(redisPort)},
-		{"tls-cert-file", path(keyTLSCert)},
-		{"tls-key-file", path(keyTLSKey)},
-		{"tls-ca-cert-file", path(keyTLSCA)},
+		{"tls-cert-file", paths[keyTLSCert]},
+		{"tls-key-file", paths[keyTLSKey]},
+		{"tls-ca-cert-file", paths[keyTLSCA]},
 		{"tls-auth-clients", auth},
 		{"tls-replication", "yes"},
-		{"tls-client-cert-file", path(keyTLSClientCert)},
-		{"tls-client-key-file", path(keyTLSClientKey)},
-	}, nil
+		{"tls-client-cert-file", paths[keyTLSClientCert]},
+		{"tls-client-key-file", paths[keyTLSClientKey]},
+	}
 }
 
-// podConfig is the redis.conf of the instance's pod: renderConfig's, and its TLS lines
-// with the files of the Secret's data.
-func podConfig(in clouddb.Instance, internal string, data map[string][]byte) ([]byte, error) {
+// configKey is the Secret key of the redis.conf of the pods whose TLS files have that
+// digest ("": none). A key per digest, not one redis.conf for all: the Secret changes
+// before the pods do, and a pod that restarts meanwhile must find the config made for
+// the files it mounts (a pod without them would crash-loop on a TLS config).
+func configKey(digest string) string {
+	if digest == "" {
+		return keyConfig
+	}
+	return "redis-tls-" + digest + ".conf"
+}
+
+// isConfigKey reports whether Secret key k holds a redis.conf.
+func isConfigKey(k string) bool {
+	return k == keyConfig || strings.HasPrefix(k, "redis-tls-") && strings.HasSuffix(k, ".conf")
+}
+
+// configItems are the items of the config volume of the instance's pods, with the
+// Secret's data: the redis.conf of their TLS digest, and the TLS files named after their
+// content.
+func configItems(in clouddb.Instance, data map[string][]byte) []corev1.KeyToPath {
+	digest := tlsDigest(in, data)
+	items := []corev1.KeyToPath{{Key: configKey(digest), Path: confFile}}
+	if digest != "" {
+		for _, k := range tlsKeys {
+			items = append(items, corev1.KeyToPath{Key: k, Path: tlsPath(k, data[k])})
+		}
+	}
+	return items
+}
+
+// configVolumeItems are the items of the config volume of a pod (spec): what it reads.
+func configVolumeItems(spec *corev1.PodSpec) []corev1.KeyToPath {
+	for _, v := range spec.Volumes {
+		if v.Name == "config" && v.Secret != nil {
+			return v.Secret.Items
+		}
+	}
+	return nil
+}
+
+// mountedConfig is the Secret key and the redis.conf, the instance's, of a pod whose
+// config volume has these items: its TLS lines name the files it mounts.
+func mountedConfig(in clouddb.Instance, internal string, items []corev1.KeyToPath) (string, []byte, error) {
+	key := keyConfig
+	paths := map[string]string{}
+	for _, it := range items {
+		if it.Path == confFile {
+			key = it.Key
+		} else {
+			paths[it.Key] = confDir + "/" + it.Path
+		}
+	}
 	conf, err := renderConfig(in, internal)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	lines, err := tlsLines(in, data)
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range lines {
+	for _, l := range tlsLines(in, paths) {
 		conf = appendLine(conf, l[0], l[1:]...)
 	}
-	return conf, nil
+	return key, conf, nil
 }
 
-// withTLS mounts the TLS files of the Secret's data into the pods of sts, the instance's
-// StatefulSet as renderConfig's, and marks its template with their digest.
+// podConfig is the Secret key and the redis.conf of the instance's next pod, with the
+// TLS files of the Secret's data.
+func podConfig(in clouddb.Instance, internal string, data map[string][]byte) (string, []byte, error) {
+	if in.TLS != nil {
+		for _, k := range tlsKeys {
+			if len(data[k]) == 0 {
+				return "", nil, fmt.Errorf("database %d: its secret has no %s", in.DatabaseID, k)
+			}
+		}
+	}
+	return mountedConfig(in, internal, configItems(in, data))
+}
+
+// configAsAsked reports whether the Secret's data holds the redis.conf of the instance's
+// next pod.
+func configAsAsked(in clouddb.Instance, internal string, data map[string][]byte) bool {
+	key, conf, err := podConfig(in, internal, data)
+	return err == nil && string(data[key]) == string(conf)
+}
+
+// withTLS mounts the redis.conf and the TLS files of the Secret's data into the pods of
+// sts, the instance's StatefulSet as renderConfig's, and marks its template with their
+// digest.
 func withTLS(sts *appsv1.StatefulSet, in clouddb.Instance, data map[string][]byte) {
+	t := &sts.Spec.Template
+	for i := range t.Spec.Volumes {
+		if s := t.Spec.Volumes[i].Secret; s != nil && t.Spec.Volumes[i].Name == "config" {
+			s.Items = configItems(in, data)
+		}
+	}
 	digest := tlsDigest(in, data)
 	if digest == "" {
 		return
 	}
-	t := &sts.Spec.Template
 	if t.Annotations == nil {
 		t.Annotations = map[string]string{}
 	}
 	t.Annotations[annotationTLS] = digest
-	for i := range t.Spec.Volumes {
-		if s := t.Spec.Volumes[i].Secret; s != nil && t.Spec.Volumes[i].Name == "config" {
-			for _, k := range tlsKeys {
-				s.Items = append(s.Items, corev1.KeyToPath{Key: k, Path: tlsPath(k, data[k])})
-			}
-		}
-	}
 }
 
 // podTLS is how clouddb's own connections reach the pod: nil when its server serves plain

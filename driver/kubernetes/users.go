@@ -17,8 +17,9 @@ import (
 var _ clouddb.UserSetter = (*Driver)(nil)
 
 // SetUsers gives the database's named users (read-only while it follows sources) to the
-// redis.conf of its Secret, which its next pod starts with, and to its running server if
-// its pod is ready; nothing else changes (the rest of the redis.conf is kept as it is).
+// redis.conf of its Secret (each of them, see configKey), which its next pod starts with,
+// and to its running server if its pod is ready; nothing else changes (the rest of the
+// redis.conf is kept as it is).
 func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
 	id := in.DatabaseID
 	api := d.cfg.Client.CoreV1().Secrets(d.ns)
@@ -28,9 +29,16 @@ func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
 		if err != nil {
 			return err
 		}
-		conf := withUsers(s.Data[keyConfig], in)
-		if !bytes.Equal(conf, s.Data[keyConfig]) {
-			s.Data[keyConfig] = conf
+		changed := false
+		for k, v := range s.Data {
+			if !isConfigKey(k) {
+				continue
+			}
+			if conf := withUsers(v, in); !bytes.Equal(conf, v) {
+				s.Data[k], changed = conf, true
+			}
+		}
+		if changed {
 			if s, err = api.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 				return err
 			}

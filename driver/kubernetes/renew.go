@@ -1,0 +1,180 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"clouddb"
+)
+
+// The nodes of a replicated database are replaced one at a time when what a running pod
+// cannot take changes (its TLS files, see tls.go; its volume, see adoptNodes), so that
+// the other node serves meanwhile and no data leaves the cluster: the replica's pod
+// first, whose new pod syncs from the primary; then the primary hands over to the new
+// node (handOver) and its own pod is replaced in turn, to come back as the replica. Each
+// step leaves the database in a state the next Ensure starts from (it elects the
+// primary, has the other node follow it, and replaces what is still old).
+
+// errNodeReplaced: Ensure replaced a node's pod; its next pass over the nodes has the new
+// one follow the primary.
+var errNodeReplaced = errors.New("a node's pod was replaced")
+
+// renewNodes replaces a node whose pod differs from those the template of sts, the
+// database's StatefulSet, makes (the template, not the instance: a StatefulSet of before
+// runs until its data is saved, see runToSave): it serves other TLS files (TLS turned on
+// or off, new client certificates, a renewed certificate), or has the other kind of
+// volume (a persistence change, see adoptNodes). A replica goes first; the primary p,
+// after it handed over to the other node. When volumes change, in ordinal order instead:
+// the StatefulSet's controller makes pods in that order, and stops at an old pod whose
+// volumes it fails to make its claim's. It returns errNodeReplaced after a replacement,
+// nil when every node is as the template makes it.
+func (d *Driver) renewNodes(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, pods []*corev1.Pod, clients []*redis.Client, states []nodeState, p int) error {
+	digest, claim := sts.Spec.Template.Annotations[annotationTLS], hasClaim(sts)
+	oldVolume := func(i int) bool { return hasVolumeClaim(pods[i]) != claim }
+	next, left := -1, 0
+	// first reports whether stale node i goes before node next.
+	first := func(i int) bool {
+		switch {
+		case next < 0:
+			return true
+		case oldVolume(i) != oldVolume(next):
+			return oldVolume(i)
+		case oldVolume(i):
+			return false // the lower ordinal, next
+		}
+		return next == p
+	}
+	for i := range pods {
+		if pods[i].Annotations[annotationTLS] == digest && !oldVolume(i) {
+			continue
+		}
+		left++
+		if first(i) {
+			next = i
+		}
+	}
+	if next < 0 {
+		return nil
+	}
+	if oldVolume(next) && left == 1 && !claim {
+		// The claims of before go with the last pod that uses one (kept until it is gone).
+		if err := d.deleteClaims(ctx, in.DatabaseID); err != nil {
+			return err
+		}
+	}
+	if next != p {
+		return d.replaceNode(ctx, in, pods[next])
+	}
+	q := 0
+	if p == 0 {
+		q = 1
+	}
+	if err := d.waitSynced(ctx, in, pods, clients, p); err != nil {
+		return err
+	}
+	if err := d.handOver(ctx, in, pods, clients, states, p, q); err != nil {
+		return err
+	}
+	return d.replaceNode(ctx, in, pods[p])
+}
+
+// hasVolumeClaim reports whether the pod keeps its data on a claim (a persistent
+// database), not an emptyDir.
+func hasVolumeClaim(pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == "data" {
+			return v.PersistentVolumeClaim != nil
+		}
+	}
+	return false
+}
+
+// handOver makes node to, a replica of node from with its link up, the primary once it
+// holds every write of from: from's clients' writes pause, to catches up and is
+// promoted, from follows it (refusing writes from then on: a paused write fails, it is
+// never acknowledged), and the label, and with it the Service, moves to to. redis'
+// FAILOVER would need from to reach to in to's protocol, which it cannot when TLS is
+// turned on (from has no certificate).
+func (d *Driver) handOver(ctx context.Context, in clouddb.Instance, pods []*corev1.Pod, clients []*redis.Client, states []nodeState, from, to int) error {
+	id := in.DatabaseID
+	// Longer than the wait below: the writes resume by themselves if clouddb stops here.
+	if err := clients[from].Do(ctx, "client", "pause", "20000", "write").Err(); err != nil {
+		return fmt.Errorf("database %d: pod %s: CLIENT PAUSE: %w", id, pods[from].Name, err)
+	}
+	unpause := func() { _ = clients[from].Do(context.WithoutCancel(ctx), "client", "unpause").Err() }
+	info, err := clients[from].Info(ctx, "replication").Result()
+	if err != nil {
+		unpause()
+		return fmt.Errorf("database %d: pod %s: INFO replication: %w", id, pods[from].Name, err)
+	}
+	last := infoField(info, "master_repl_offset")
+	if err = waitOffset(ctx, clients[to], pods[from].Status.PodIP, last); err != nil {
+		unpause()
+		return fmt.Errorf("database %d: pod %s does not catch up with pod %s (offset %s): %v: %w", id, pods[to].Name, pods[from].Name, last, err, clouddb.ErrServerStarting)
+	}
+	if err = clients[to].Do(ctx, "replicaof", "no", "one").Err(); err != nil {
+		unpause()
+		return fmt.Errorf("database %d: promoting pod %s: REPLICAOF NO ONE: %w", id, pods[to].Name, err)
+	}
+	states[to].master, states[to].masterHost, states[to].linkUp = true, "", false
+	if err = d.follow(ctx, in, pods, clients, states, to); err != nil {
+		return err
+	}
+	if err = d.labelPrimary(ctx, id, pods, to); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	d.log.Info("handed a database's primary over to its other node, whose pod is new", "database_id", id, "pod", pods[to].Name)
+	return nil
+}
+
+// waitOffset waits, 10 s at most, until the replica c, linked to the primary at
+// primaryIP, has processed its replication stream up to offset.
+func waitOffset(ctx context.Context, c *redis.Client, primaryIP, offset string) error {
+	want, err := strconv.ParseInt(offset, 10, 64)
+	if err != nil {
+		return fmt.Errorf("master_repl_offset %q: %w", offset, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && infoField(info, "master_host") == primaryIP && infoField(info, "master_link_status") == "up" {
+			if got, perr := strconv.ParseInt(infoField(info, "slave_repl_offset"), 10, 64); perr == nil && got >= want {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// replaceNode deletes the node's pod, which its StatefulSet makes again from its
+// template (OnDelete), and waits until it is gone; it returns errNodeReplaced.
+func (d *Driver) replaceNode(ctx context.Context, in clouddb.Instance, pod *corev1.Pod) error {
+	id := in.DatabaseID
+	api := d.cfg.Client.CoreV1().Pods(d.ns)
+	d.log.Info("replacing a node of a database for its TLS or persistence", "database_id", id, "pod", pod.Name)
+	err := api.Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("database %d: deleting pod %s: %w", id, pod.Name, err)
+	}
+	if err = d.waitGone(ctx, id, "pod "+pod.Name+" is replaced", func(ctx context.Context) (bool, error) {
+		now, gerr := api.Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(gerr) || gerr == nil && now.UID != pod.UID, ignoreNotFound(gerr)
+	}); err != nil {
+		return err
+	}
+	return fmt.Errorf("database %d: pod %s: %w", id, pod.Name, errNodeReplaced)
+}
