@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,7 +65,8 @@ func TestConformance(t *testing.T) {
 			if in.TLS != nil {
 				waitRoutedTLS(t, addr)
 			} else if err := answers(addr); err != nil {
-				t.Fatalf("no redis server answers at %s: %v", addr, err)
+				ns, _ := namespaces.Load(d)
+				t.Fatalf("no redis server answers at %s: %v; the database's pods: %s", addr, err, podStates(ns.(string), in.DatabaseID))
 			}
 			return addr
 		},
@@ -165,4 +168,20 @@ func answers(addr string) error {
 		return errors.New("not a redis reply: " + strconv.Quote(line))
 	}
 	return nil
+}
+
+// podStates describes the database's pods (ready, restarts, phase), for a failure's
+// message.
+func podStates(ns string, id int) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods, err := cluster.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=" + strconv.Itoa(id)})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, p := range pods.Items {
+		out = append(out, fmt.Sprintf("%s %s ready=%v restarts=%d ip=%s", p.Name, p.Status.Phase, ready(&p), restarts(&p), p.Status.PodIP))
+	}
+	return strings.Join(out, "; ")
 }
