@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 
 	"clouddb"
 )
@@ -27,39 +28,43 @@ import (
 func (d *Driver) applyDisruptionBudget(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) error {
 	api := d.cfg.Client.PolicyV1().PodDisruptionBudgets(d.ns)
 	name := Name(in.DatabaseID)
-	pdb, err := api.Get(ctx, name, metav1.GetOptions{})
-	found := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("database %d: reading its disruption budget: %w", in.DatabaseID, err)
-	}
-	if !in.Replication {
-		if found {
-			if err = api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("database %d: deleting its disruption budget: %w", in.DatabaseID, err)
-			}
-		}
-		return nil
-	}
 	one := intstr.FromInt32(1)
 	want := policyv1.PodDisruptionBudgetSpec{
 		MaxUnavailable: &one,
 		Selector:       &metav1.LabelSelector{MatchLabels: selector(in.DatabaseID)},
 	}
-	if found {
-		if pdb.Spec.MaxUnavailable != nil && *pdb.Spec.MaxUnavailable == one && pdb.Spec.MinAvailable == nil &&
-			pdb.Spec.Selector != nil && maps.Equal(pdb.Spec.Selector.MatchLabels, want.Selector.MatchLabels) &&
-			len(pdb.OwnerReferences) == 1 && pdb.OwnerReferences[0].UID == sts.UID {
-			return nil
+	// Again on a conflict: the disruption controller writes the budget's status.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pdb, err := api.Get(ctx, name, metav1.GetOptions{})
+		found := err == nil
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
 		}
-	} else {
-		pdb = &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.ns}}
-	}
-	pdb.Labels, pdb.OwnerReferences, pdb.Spec = labels(in.DatabaseID), ownedBy(sts), want
-	if found {
-		_, err = api.Update(ctx, pdb, metav1.UpdateOptions{})
-	} else {
-		_, err = api.Create(ctx, pdb, metav1.CreateOptions{})
-	}
+		if !in.Replication {
+			if found {
+				if err = api.Delete(ctx, name, metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
+					return nil
+				}
+			}
+			return err
+		}
+		if found {
+			if pdb.Spec.MaxUnavailable != nil && *pdb.Spec.MaxUnavailable == one && pdb.Spec.MinAvailable == nil &&
+				pdb.Spec.Selector != nil && maps.Equal(pdb.Spec.Selector.MatchLabels, want.Selector.MatchLabels) &&
+				len(pdb.OwnerReferences) == 1 && pdb.OwnerReferences[0].UID == sts.UID {
+				return nil
+			}
+		} else {
+			pdb = &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.ns}}
+		}
+		pdb.Labels, pdb.OwnerReferences, pdb.Spec = labels(in.DatabaseID), ownedBy(sts), want
+		if found {
+			_, err = api.Update(ctx, pdb, metav1.UpdateOptions{})
+		} else {
+			_, err = api.Create(ctx, pdb, metav1.CreateOptions{})
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("database %d: writing its disruption budget: %w", in.DatabaseID, err)
 	}
