@@ -924,10 +924,14 @@ func (d *Driver) shardPrimary(ctx context.Context, in clouddb.Instance, s int) (
 		if err != nil || !podReady(pod) || pod.Status.PodIP == "" || ports[i] == 0 {
 			continue
 		}
-		c := nodeClient(pod, ports[i], internal)
-		info, err := c.Info(ctx, "replication").Result()
-		c.Close()
-		if err == nil && infoField(info, "role") == "master" {
+		// The node that serves the shard's slots, since Ensure turned replication on there
+		// (with replication): a master without slots (a new pod's node, not yet a replica)
+		// or a restarted primary, empty until Ensure has its replica take over, would give
+		// an empty snapshot as the shard's backup.
+		m := &clusterMember{pod: pod, port: ports[i], c: nodeClient(pod, ports[i], internal)}
+		err = m.read(ctx)
+		m.c.Close()
+		if err == nil && m.master && m.slots && (m.replOn || !in.Replication) {
 			return redisdata.Shard{Endpoint: redisdata.Endpoint{
 				Addr:     net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ports[i])),
 				Username: redisconf.InternalUser,
@@ -936,7 +940,7 @@ func (d *Driver) shardPrimary(ctx context.Context, in clouddb.Instance, s int) (
 			}, Lo: lo, Hi: hi}, nil
 		}
 	}
-	return redisdata.Shard{}, fmt.Errorf("database %d: shard %d has no primary running", id, s)
+	return redisdata.Shard{}, fmt.Errorf("database %d: shard %d has no primary serving its slots since Ensure (a node restarted or replaced: Ensure heals it): %w", id, s, clouddb.ErrServerStarting)
 }
 
 // snapshotCluster writes an RDB snapshot of shard s's primary.

@@ -1,6 +1,7 @@
 package kubernetes_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -150,5 +151,91 @@ func TestClusterPodDeleted(t *testing.T) {
 	})
 	if len(lines) != 4 || failed {
 		t.Fatalf("the cluster's nodes after the pod was replaced (want 4, none failed):\n%s", nodes)
+	}
+}
+
+// TestClusterSnapshotAfterRestart: a replicated cluster whose primary's server crashed
+// (it comes back at once, empty, still its shard's primary with the slots, until Ensure
+// has its replica take over) is not backed up from that empty node: Snapshot of its
+// shard fails (or holds the data), it never writes an empty RDB as the shard's backup.
+func TestClusterSnapshotAfterRestart(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 4*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 153, "none")
+	in.OSSCluster, in.Shards, in.Replication = true, 1, true
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{d.PublicEndpoint(in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true})
+	defer cc.Close()
+	const keys = 100
+	for i := range keys {
+		if err := cc.Set(ctx, "snapkey"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		n, err := m.Wait(ctx, 1, 5000).Result()
+		if err == nil && n != 1 {
+			err = fmt.Errorf("WAIT 1 on %s: %d replicas", m.Options().Addr, n)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	holdsKeys := func(rdb []byte) bool {
+		for i := range keys {
+			if !bytes.Contains(rdb, []byte("snapkey"+strconv.Itoa(i))) {
+				return false
+			}
+		}
+		return true
+	}
+	var before bytes.Buffer
+	if _, err := d.Snapshot(ctx, in, 0, &before); err != nil || !holdsKeys(before.Bytes()) {
+		t.Fatalf("Snapshot before the crash: %v (holds every key: %v)", err, err == nil && holdsKeys(before.Bytes()))
+	}
+
+	// The snapshot's fork ends before the server is killed (killServer wants one process).
+	if err := poll(ctx, 30*time.Second, func() (bool, error) {
+		busy := false
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			info, err := m.Info(ctx, "persistence").Result()
+			busy = busy || err != nil || !strings.Contains(info, "rdb_bgsave_in_progress:0")
+			return nil
+		})
+		return err == nil && !busy, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	name := kubernetes.Name(in.DatabaseID) + "-0"
+	old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{}))
+	restarts := old.Status.ContainerStatuses[0].RestartCount
+	killServer(t, ctx, cluster.ns, name)
+	if err := poll(ctx, time.Minute, func() (bool, error) {
+		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount == restarts {
+			return false, nil
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("pod %s did not come back: %v", name, err)
+	}
+	var after bytes.Buffer
+	n, err := d.Snapshot(ctx, in, 0, &after)
+	if err == nil && !holdsKeys(after.Bytes()) {
+		t.Fatalf("Snapshot of shard 0 with its primary restarted empty, before Ensure: %d bytes without the shard's keys (an empty backup), want an error or the data", n)
+	}
+	t.Logf("Snapshot before Ensure: %d bytes, %v", n, err)
+	ensureRunning(t, ctx, d, in)
+	var healed bytes.Buffer
+	if _, err := d.Snapshot(ctx, in, 0, &healed); err != nil || !holdsKeys(healed.Bytes()) {
+		t.Fatalf("Snapshot after Ensure: %v (holds every key: %v)", err, err == nil && holdsKeys(healed.Bytes()))
 	}
 }
