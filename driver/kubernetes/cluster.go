@@ -464,6 +464,7 @@ type clusterMember struct {
 	linkUp   bool
 	masterID string
 	keys     int64
+	runID    string // the server's, to tell it from one started since
 }
 
 // addr is the node's address for the other nodes, as CLUSTER NODES shows it.
@@ -492,6 +493,10 @@ func (m *clusterMember) read(ctx context.Context) error {
 		return fmt.Errorf("INFO replication: %w", err)
 	}
 	m.linkUp = infoField(info, "master_link_status") == "up"
+	if info, err = m.c.Info(ctx, "server").Result(); err != nil {
+		return fmt.Errorf("INFO server: %w", err)
+	}
+	m.runID = infoField(info, "run_id")
 	if m.keys, err = m.c.DBSize(ctx).Result(); err != nil {
 		return fmt.Errorf("DBSIZE: %w", err)
 	}
@@ -669,10 +674,8 @@ func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, nodes []*
 			return err
 		}
 	}
-	for _, m := range nodes {
-		if err = m.c.Do(ctx, "acl", "setuser", clusterReplUser, "on").Err(); err != nil {
-			return fmt.Errorf("database %d: pod %s: ACL SETUSER %s on: %w", id, m.pod.Name, clusterReplUser, err)
-		}
+	if err = d.replicationOn(ctx, in, nodes); err != nil {
+		return err
 	}
 	return d.waitCluster(ctx, in, "every node to see every slot served, every replica in sync", func() (bool, error) {
 		for _, m := range nodes {
@@ -693,6 +696,33 @@ func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, nodes []*
 		}
 		return true, nil
 	})
+}
+
+// replicationOn turns clusterReplUser on, on every node, the last step of Ensure's
+// decisions: only on the server Ensure read. A node's client reconnects by itself, so a
+// server that restarted since (without persistence: empty, still its shard's primary)
+// would otherwise be turned on, and its replica, which had refused to follow it, would
+// resync from it and lose every key. The run_id is read in the same transaction as the
+// ACL SETUSER; a restarted server is turned off again at once and Ensure starts over.
+func (d *Driver) replicationOn(ctx context.Context, in clouddb.Instance, nodes []*clusterMember) error {
+	for _, m := range nodes {
+		var info *redis.StringCmd
+		_, err := m.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			info = p.Info(ctx, "server")
+			p.Do(ctx, "acl", "setuser", clusterReplUser, "on")
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("database %d: pod %s: ACL SETUSER %s on: %w", in.DatabaseID, m.pod.Name, clusterReplUser, err)
+		}
+		if runID := infoField(info.Val(), "run_id"); runID != m.runID {
+			if err = m.c.Do(ctx, "acl", "setuser", clusterReplUser, "off").Err(); err != nil {
+				return fmt.Errorf("database %d: pod %s: ACL SETUSER %s off: %w", in.DatabaseID, m.pod.Name, clusterReplUser, err)
+			}
+			return fmt.Errorf("database %d: pod %s (run_id %s, read as %s): %w: %w", in.DatabaseID, m.pod.Name, runID, m.runID, errNodeRestarted, clouddb.ErrServerStarting)
+		}
+	}
+	return nil
 }
 
 // assignSlots gives each shard's primary the slots of its range that no node serves.
