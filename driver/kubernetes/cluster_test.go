@@ -309,3 +309,67 @@ func nodePort(t *testing.T, ctx context.Context, svc string) int {
 	s := must(cluster.client.CoreV1().Services(cluster.ns).Get(ctx, svc, metav1.GetOptions{}))
 	return int(s.Spec.Ports[0].NodePort)
 }
+
+// TestClusterRestartedPrimaryWritten: a replicated cluster whose primary's server
+// crashed (it comes back at once, empty, still the shard's primary) and is written to
+// before Ensure runs, with more keys than its replica holds (a cache refilling), keeps the
+// data its replica held: Ensure's choice of the shard's data by key count alone gave the
+// restarted, refilled primary the shard, and the replica's resync from it dropped every
+// key written before the crash.
+//
+// It fails today (every key written before the crash is gone): skipped until a restarted
+// primary serves no client before Ensure has decided its shard, or Ensure decides by
+// more than a key count.
+func TestClusterRestartedPrimaryWritten(t *testing.T) {
+	needCluster(t)
+	if os.Getenv("CLOUDDB_K8S_KNOWN_FAILURES") == "" {
+		t.Skip("known failure: a restarted, refilled primary's data wins over its replica's (set CLOUDDB_K8S_KNOWN_FAILURES=1 to run)")
+	}
+	t.Parallel()
+	ctx := ctxFor(t, 4*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 156, "none")
+	in.OSSCluster, in.Shards, in.Replication = true, 1, true
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	c := connect(t, d, in, "", in.Password)
+	for i := range 100 {
+		if err := c.Set(ctx, "old"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Do(ctx, "wait", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	name := kubernetes.Name(in.DatabaseID) + "-0"
+	old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{}))
+	restarts := old.Status.ContainerStatuses[0].RestartCount
+	killServer(t, ctx, cluster.ns, name)
+	// The tenant's clients write on as soon as the server answers again.
+	if err := poll(ctx, time.Minute, func() (bool, error) {
+		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount == restarts {
+			return false, nil
+		}
+		return c.Set(ctx, "new0", 0, 0).Err() == nil, nil
+	}); err != nil {
+		t.Fatalf("the restarted primary takes no write: %v", err)
+	}
+	for i := range 150 {
+		if err := c.Set(ctx, "new"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ensureRunning(t, ctx, d, in)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{d.PublicEndpoint(in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true})
+	defer cc.Close()
+	missing := 0
+	for i := range 100 {
+		if cc.Get(ctx, "old"+strconv.Itoa(i)).Err() != nil {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("after Ensure: %d of the 100 keys written before the primary's crash are gone (its replica held them all)", missing)
+	}
+}
