@@ -413,6 +413,11 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance, img str
 		if err = m.c.ConfigSet(ctx, "cluster-announce-ip", m.pod.Status.PodIP).Err(); err != nil {
 			return fmt.Errorf("database %d: pod %s: CONFIG SET cluster-announce-ip: %w", id, m.pod.Name, err)
 		}
+		// The host clients reach it at, as now configured: its file is read only at the
+		// server's start, and a changed NodeAddress restarts no pod.
+		if err = m.c.ConfigSet(ctx, "cluster-announce-hostname", d.cfg.NodeAddress).Err(); err != nil {
+			return fmt.Errorf("database %d: pod %s: CONFIG SET cluster-announce-hostname: %w", id, m.pod.Name, err)
+		}
 	}
 	if err = d.clusterFailover(ctx, in, nodes); err != nil {
 		return err
@@ -899,7 +904,7 @@ func userOn(reply any) bool {
 
 // nodeRunningCluster reports whether the node of pod plays its part: it serves
 // replication (Ensure turned clusterReplUser on since its start), announces its pod's
-// address, follows its primary if a replica, sees every slot served by the cluster of
+// address and NodeAddress, follows its primary if a replica, sees every slot served by the cluster of
 // its nodes, and runs with the instance's settings and users.
 func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, port int, internal string) (bool, error) {
 	c := nodeClient(pod, port, internal)
@@ -919,6 +924,12 @@ func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, po
 		return false, fmt.Errorf("CONFIG GET cluster-announce-ip: %w", err)
 	}
 	if got["cluster-announce-ip"] != pod.Status.PodIP {
+		return false, nil
+	}
+	if got, err = c.ConfigGet(ctx, "cluster-announce-hostname").Result(); err != nil {
+		return false, fmt.Errorf("CONFIG GET cluster-announce-hostname: %w", err)
+	}
+	if got["cluster-announce-hostname"] != d.cfg.NodeAddress {
 		return false, nil
 	}
 	info, err := c.ClusterInfo(ctx).Result()

@@ -310,6 +310,38 @@ func nodePort(t *testing.T, ctx context.Context, svc string) int {
 	return int(s.Spec.Ports[0].NodePort)
 }
 
+// TestClusterNodeAddressChanged: a cluster's nodes announce the driver's NodeAddress as
+// it is now (a changed --advertise-host), not only from their next start: the pods are
+// never restarted for it (OnDelete), and CLUSTER SLOTS would send every client to the
+// old address while Running said true. (The test cluster's NodePorts answer on one
+// address only: the new one here is none, which Ensure does not try to reach.)
+func TestClusterNodeAddressChanged(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 4*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 155, "none")
+	in.OSSCluster, in.Shards = true, 1
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	moved := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) { c.NodeAddress = "" })
+	ensureRunning(t, ctx, moved, in)
+	host, err := connect(t, d, in, "", in.Password).Do(ctx, "cluster", "myid").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := connect(t, d, in, "", in.Password).ClusterNodes(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(nodes), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 1 && f[0] == host && strings.Contains(f[1], ","+nodeIP) {
+			t.Fatalf("the node still announces the old node address %s after Ensure with another (Running said true): %s", nodeIP, l)
+		}
+	}
+}
+
 // TestClusterRestartedPrimaryWritten: a replicated cluster whose primary's server
 // crashed (it comes back at once, empty, still the shard's primary) and is written to
 // before Ensure runs, with more keys than its replica holds (a cache refilling), keeps the
