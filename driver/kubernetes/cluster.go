@@ -426,6 +426,11 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 		if err = m.c.ConfigSet(ctx, "cluster-announce-ip", m.pod.Status.PodIP).Err(); err != nil {
 			return fmt.Errorf("database %d: pod %s: CONFIG SET cluster-announce-ip: %w", id, m.pod.Name, err)
 		}
+		// The host clients reach it at, as now configured: its file is read only at the
+		// server's start, and a changed NodeAddress restarts no pod.
+		if err = m.c.ConfigSet(ctx, "cluster-announce-hostname", d.cfg.NodeAddress).Err(); err != nil {
+			return fmt.Errorf("database %d: pod %s: CONFIG SET cluster-announce-hostname: %w", id, m.pod.Name, err)
+		}
 	}
 	if err = d.clusterFailover(ctx, in, nodes); err != nil {
 		return err
@@ -484,6 +489,7 @@ type clusterMember struct {
 	linkUp   bool
 	masterID string
 	keys     int64
+	runID    string // the server's, to tell it from one started since
 }
 
 // addr is the node's address for the other nodes, as CLUSTER NODES shows it.
@@ -512,6 +518,10 @@ func (m *clusterMember) read(ctx context.Context) error {
 		return fmt.Errorf("INFO replication: %w", err)
 	}
 	m.linkUp = infoField(info, "master_link_status") == "up"
+	if info, err = m.c.Info(ctx, "server").Result(); err != nil {
+		return fmt.Errorf("INFO server: %w", err)
+	}
+	m.runID = infoField(info, "run_id")
 	if m.keys, err = m.c.DBSize(ctx).Result(); err != nil {
 		return fmt.Errorf("DBSIZE: %w", err)
 	}
@@ -689,10 +699,8 @@ func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, nodes []*
 			return err
 		}
 	}
-	for _, m := range nodes {
-		if err = m.c.Do(ctx, "acl", "setuser", clusterReplUser, "on").Err(); err != nil {
-			return fmt.Errorf("database %d: pod %s: ACL SETUSER %s on: %w", id, m.pod.Name, clusterReplUser, err)
-		}
+	if err = d.replicationOn(ctx, in, nodes); err != nil {
+		return err
 	}
 	return d.waitCluster(ctx, in, "every node to see every slot served, every replica in sync", func() (bool, error) {
 		for _, m := range nodes {
@@ -713,6 +721,33 @@ func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, nodes []*
 		}
 		return true, nil
 	})
+}
+
+// replicationOn turns clusterReplUser on, on every node, the last step of Ensure's
+// decisions: only on the server Ensure read. A node's client reconnects by itself, so a
+// server that restarted since (without persistence: empty, still its shard's primary)
+// would otherwise be turned on, and its replica, which had refused to follow it, would
+// resync from it and lose every key. The run_id is read in the same transaction as the
+// ACL SETUSER; a restarted server is turned off again at once and Ensure starts over.
+func (d *Driver) replicationOn(ctx context.Context, in clouddb.Instance, nodes []*clusterMember) error {
+	for _, m := range nodes {
+		var info *redis.StringCmd
+		_, err := m.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			info = p.Info(ctx, "server")
+			p.Do(ctx, "acl", "setuser", clusterReplUser, "on")
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("database %d: pod %s: ACL SETUSER %s on: %w", in.DatabaseID, m.pod.Name, clusterReplUser, err)
+		}
+		if runID := infoField(info.Val(), "run_id"); runID != m.runID {
+			if err = m.c.Do(ctx, "acl", "setuser", clusterReplUser, "off").Err(); err != nil {
+				return fmt.Errorf("database %d: pod %s: ACL SETUSER %s off: %w", in.DatabaseID, m.pod.Name, clusterReplUser, err)
+			}
+			return fmt.Errorf("database %d: pod %s (run_id %s, read as %s): %w: %w", in.DatabaseID, m.pod.Name, runID, m.runID, errNodeRestarted, clouddb.ErrServerStarting)
+		}
+	}
+	return nil
 }
 
 // assignSlots gives each shard's primary the slots of its range that no node serves.
@@ -890,7 +925,7 @@ func userOn(reply any) bool {
 
 // nodeRunningCluster reports whether the node of pod plays its part: it serves
 // replication (Ensure turned clusterReplUser on since its start), announces its pod's
-// address, follows its primary if a replica, sees every slot served by the cluster of
+// address and NodeAddress, follows its primary if a replica, sees every slot served by the cluster of
 // its nodes, and runs with the instance's settings and users.
 func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, port int, internal string) (string, error) {
 	c := nodeClient(pod, port, internal)
@@ -914,6 +949,12 @@ func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, po
 	}
 	if got["cluster-announce-ip"] != pod.Status.PodIP {
 		return "it does not announce its pod's address", nil
+	}
+	if got, err = c.ConfigGet(ctx, "cluster-announce-hostname").Result(); err != nil {
+		return "", fmt.Errorf("CONFIG GET cluster-announce-hostname: %w", err)
+	}
+	if got["cluster-announce-hostname"] != d.cfg.NodeAddress {
+		return "it does not announce the node address clients reach", nil
 	}
 	info, err := c.ClusterInfo(ctx).Result()
 	if err != nil {
@@ -953,10 +994,14 @@ func (d *Driver) shardPrimary(ctx context.Context, in clouddb.Instance, s int) (
 		if err != nil || !podReady(pod) || pod.Status.PodIP == "" || ports[i] == 0 {
 			continue
 		}
-		c := nodeClient(pod, ports[i], internal)
-		info, err := c.Info(ctx, "replication").Result()
-		c.Close()
-		if err == nil && infoField(info, "role") == "master" {
+		// The node that serves the shard's slots, since Ensure turned replication on there
+		// (with replication): a master without slots (a new pod's node, not yet a replica)
+		// or a restarted primary, empty until Ensure has its replica take over, would give
+		// an empty snapshot as the shard's backup.
+		m := &clusterMember{pod: pod, port: ports[i], c: nodeClient(pod, ports[i], internal)}
+		err = m.read(ctx)
+		m.c.Close()
+		if err == nil && m.master && m.slots && (m.replOn || !in.Replication) {
 			return redisdata.Shard{Endpoint: redisdata.Endpoint{
 				Addr:     net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ports[i])),
 				Username: redisconf.InternalUser,
@@ -965,7 +1010,7 @@ func (d *Driver) shardPrimary(ctx context.Context, in clouddb.Instance, s int) (
 			}, Lo: lo, Hi: hi}, nil
 		}
 	}
-	return redisdata.Shard{}, fmt.Errorf("database %d: shard %d has no primary running", id, s)
+	return redisdata.Shard{}, fmt.Errorf("database %d: shard %d has no primary serving its slots since Ensure (a node restarted or replaced: Ensure heals it): %w", id, s, clouddb.ErrServerStarting)
 }
 
 // snapshotCluster writes an RDB snapshot of shard s's primary.

@@ -1,8 +1,10 @@
 package kubernetes_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -152,6 +154,257 @@ func TestClusterPodDeleted(t *testing.T) {
 	})
 	if len(lines) != 4 || failed {
 		t.Fatalf("the cluster's nodes after the pod was replaced (want 4, none failed):\n%s", nodes)
+	}
+}
+
+// TestClusterSnapshotAfterRestart: a replicated cluster whose primary's server crashed
+// (it comes back at once, empty, still its shard's primary with the slots, until Ensure
+// has its replica take over) is not backed up from that empty node: Snapshot of its
+// shard fails (or holds the data), it never writes an empty RDB as the shard's backup.
+func TestClusterSnapshotAfterRestart(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 4*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 153, "none")
+	in.OSSCluster, in.Shards, in.Replication = true, 1, true
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	cc := clusterClient(d, in)
+	defer cc.Close()
+	const keys = 100
+	for i := range keys {
+		if err := cc.Set(ctx, "snapkey"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		n, err := m.Wait(ctx, 1, 5000).Result()
+		if err == nil && n != 1 {
+			err = fmt.Errorf("WAIT 1 on %s: %d replicas", m.Options().Addr, n)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	holdsKeys := func(rdb []byte) bool {
+		for i := range keys {
+			if !bytes.Contains(rdb, []byte("snapkey"+strconv.Itoa(i))) {
+				return false
+			}
+		}
+		return true
+	}
+	var before bytes.Buffer
+	if _, err := d.Snapshot(ctx, in, 0, &before); err != nil || !holdsKeys(before.Bytes()) {
+		t.Fatalf("Snapshot before the crash: %v (holds every key: %v)", err, err == nil && holdsKeys(before.Bytes()))
+	}
+
+	// The snapshot's fork ends before the server is killed (killServer wants one process).
+	if err := poll(ctx, 30*time.Second, func() (bool, error) {
+		busy := false
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			info, err := m.Info(ctx, "persistence").Result()
+			busy = busy || err != nil || !strings.Contains(info, "rdb_bgsave_in_progress:0")
+			return nil
+		})
+		return err == nil && !busy, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	name := kubernetes.Name(in.DatabaseID) + "-0"
+	old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{}))
+	restarts := old.Status.ContainerStatuses[0].RestartCount
+	killServer(t, ctx, cluster.ns, name)
+	if err := poll(ctx, time.Minute, func() (bool, error) {
+		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount == restarts {
+			return false, nil
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("pod %s did not come back: %v", name, err)
+	}
+	var after bytes.Buffer
+	n, err := d.Snapshot(ctx, in, 0, &after)
+	if err == nil && !holdsKeys(after.Bytes()) {
+		t.Fatalf("Snapshot of shard 0 with its primary restarted empty, before Ensure: %d bytes without the shard's keys (an empty backup), want an error or the data", n)
+	}
+	t.Logf("Snapshot before Ensure: %d bytes, %v", n, err)
+	ensureRunning(t, ctx, d, in)
+	var healed bytes.Buffer
+	if _, err := d.Snapshot(ctx, in, 0, &healed); err != nil || !holdsKeys(healed.Bytes()) {
+		t.Fatalf("Snapshot after Ensure: %v (holds every key: %v)", err, err == nil && holdsKeys(healed.Bytes()))
+	}
+}
+
+// TestClusterPrimaryLost: a replicated cluster whose primary's pod cannot come back (its
+// node lost: here the only node cordoned and the pod deleted, so that its new pod stays
+// pending) is served by its replica after Ensure, as a replicated database of one shard
+// is (orphanedReplica): the replica holds every key, and never takes over by itself
+// (cluster-replica-no-failover). Not parallel: it cordons the node.
+//
+// It fails today (Ensure waits for every node's pod, ErrServerStarting for as long as
+// the pod cannot run, the shard without a primary): skipped until ensureCluster takes a
+// shard over from a primary whose pod is lost.
+func TestClusterPrimaryLost(t *testing.T) {
+	needCluster(t)
+	if os.Getenv("CLOUDDB_K8S_KNOWN_FAILURES") == "" {
+		t.Skip("known failure: a cluster does not fail over from a lost primary pod (set CLOUDDB_K8S_KNOWN_FAILURES=1 to run)")
+	}
+	ctx := ctxFor(t, 4*time.Minute)
+	d := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) { c.StartTimeout = 30 * time.Second })
+	in := instance(t, 154, "none")
+	in.OSSCluster, in.Shards, in.Replication = true, 1, true
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	cc := clusterClient(d, in)
+	defer cc.Close()
+	for i := range 50 {
+		if err := cc.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		n, err := m.Wait(ctx, 1, 5000).Result()
+		if err == nil && n != 1 {
+			err = fmt.Errorf("WAIT 1 on %s: %d replicas", m.Options().Addr, n)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	nodes := must(cluster.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}))
+	cordon := func(on bool) {
+		for _, n := range nodes.Items {
+			nn := must(cluster.client.CoreV1().Nodes().Get(ctxFor(t, time.Minute), n.Name, metav1.GetOptions{}))
+			nn.Spec.Unschedulable = on
+			if _, err := cluster.client.CoreV1().Nodes().Update(ctxFor(t, time.Minute), nn, metav1.UpdateOptions{}); err != nil {
+				t.Errorf("cordon %s %v: %v", n.Name, on, err)
+			}
+		}
+	}
+	cordon(true)
+	t.Cleanup(func() { cordon(false) })
+	name := kubernetes.Name(in.DatabaseID) + "-0"
+	if err := cluster.client.CoreV1().Pods(cluster.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	err := d.Ensure(ctx, in)
+	if err != nil {
+		t.Fatalf("Ensure with shard 0's primary pod lost (its replica holds every key): %v; want the replica to take the shard over", err)
+	}
+	replica := redis.NewClient(&redis.Options{Addr: d.PublicEndpoint(nodePort(t, ctx, kubernetes.Name(in.DatabaseID)+"-1")), Password: in.Password, Protocol: 2, DisableIdentity: true})
+	defer replica.Close()
+	if v, err := replica.Get(ctx, "k1").Result(); err != nil || v != "1" {
+		t.Fatalf("k1 on the replica after Ensure = %q, %v", v, err)
+	}
+}
+
+func nodePort(t *testing.T, ctx context.Context, svc string) int {
+	t.Helper()
+	s := must(cluster.client.CoreV1().Services(cluster.ns).Get(ctx, svc, metav1.GetOptions{}))
+	return int(s.Spec.Ports[0].NodePort)
+}
+
+// TestClusterNodeAddressChanged: a cluster's nodes announce the driver's NodeAddress as
+// it is now (a changed --advertise-host), not only from their next start: the pods are
+// never restarted for it (OnDelete), and CLUSTER SLOTS would send every client to the
+// old address while Running said true. (The test cluster's NodePorts answer on one
+// address only: the new one here is none, which Ensure does not try to reach.)
+func TestClusterNodeAddressChanged(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 4*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 155, "none")
+	in.OSSCluster, in.Shards = true, 1
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	moved := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) { c.NodeAddress = "" })
+	ensureRunning(t, ctx, moved, in)
+	host, err := connect(t, d, in, "", in.Password).Do(ctx, "cluster", "myid").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := connect(t, d, in, "", in.Password).ClusterNodes(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(nodes), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 1 && f[0] == host && strings.Contains(f[1], ","+nodeIP) {
+			t.Fatalf("the node still announces the old node address %s after Ensure with another (Running said true): %s", nodeIP, l)
+		}
+	}
+}
+
+// TestClusterRestartedPrimaryWritten: a replicated cluster whose primary's server
+// crashed (it comes back at once, empty, still the shard's primary) and is written to
+// before Ensure runs, with more keys than its replica holds (a cache refilling), keeps the
+// data its replica held: Ensure's choice of the shard's data by key count alone gave the
+// restarted, refilled primary the shard, and the replica's resync from it dropped every
+// key written before the crash.
+//
+// It fails today (every key written before the crash is gone): skipped until a restarted
+// primary serves no client before Ensure has decided its shard, or Ensure decides by
+// more than a key count.
+func TestClusterRestartedPrimaryWritten(t *testing.T) {
+	needCluster(t)
+	if os.Getenv("CLOUDDB_K8S_KNOWN_FAILURES") == "" {
+		t.Skip("known failure: a restarted, refilled primary's data wins over its replica's (set CLOUDDB_K8S_KNOWN_FAILURES=1 to run)")
+	}
+	t.Parallel()
+	ctx := ctxFor(t, 4*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 156, "none")
+	in.OSSCluster, in.Shards, in.Replication = true, 1, true
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	c := connect(t, d, in, "", in.Password)
+	for i := range 100 {
+		if err := c.Set(ctx, "old"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Do(ctx, "wait", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	name := kubernetes.Name(in.DatabaseID) + "-0"
+	old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{}))
+	restarts := old.Status.ContainerStatuses[0].RestartCount
+	killServer(t, ctx, cluster.ns, name)
+	// The tenant's clients write on as soon as the server answers again.
+	if err := poll(ctx, time.Minute, func() (bool, error) {
+		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount == restarts {
+			return false, nil
+		}
+		return c.Set(ctx, "new0", 0, 0).Err() == nil, nil
+	}); err != nil {
+		t.Fatalf("the restarted primary takes no write: %v", err)
+	}
+	for i := range 150 {
+		if err := c.Set(ctx, "new"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ensureRunning(t, ctx, d, in)
+	cc := clusterClient(d, in)
+	defer cc.Close()
+	missing := 0
+	for i := range 100 {
+		if cc.Get(ctx, "old"+strconv.Itoa(i)).Err() != nil {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("after Ensure: %d of the 100 keys written before the primary's crash are gone (its replica held them all)", missing)
 	}
 }
 
