@@ -41,10 +41,11 @@ func (d *Driver) applyDisruptionBudget(ctx context.Context, in clouddb.Instance,
 			return err
 		}
 		if !in.Replication {
-			if found {
-				if err = api.Delete(ctx, name, metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
-					return nil
-				}
+			if !found {
+				return nil
+			}
+			if err = api.Delete(ctx, name, metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
+				return nil
 			}
 			return err
 		}
