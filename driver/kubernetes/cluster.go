@@ -608,7 +608,7 @@ func (d *Driver) takeOver(ctx context.Context, in clouddb.Instance, m *clusterMe
 			// A node that does not know m (a new pod's, not met yet) learns it by gossip
 			// once formCluster has it meet the others.
 			i := slices.IndexFunc(ns, func(n clusterNode) bool { return n.id == m.id })
-			if i >= 0 && !(ns[i].has("master") && len(ns[i].slots) > 0) {
+			if i >= 0 && (!ns[i].has("master") || len(ns[i].slots) == 0) {
 				return false, nil
 			}
 		}

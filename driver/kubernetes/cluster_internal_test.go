@@ -54,14 +54,14 @@ func TestReplicationOnAfterRestart(t *testing.T) {
 	}
 	path := filepath.Join(dir, "redis.conf")
 	conf = bytes.ReplaceAll(conf, []byte("dir \"/data\"\n"), nil)
-	if err := os.WriteFile(path, conf, 0o600); err != nil {
+	if err = os.WriteFile(path, conf, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var cmd *exec.Cmd
 	start := func() {
 		cmd = exec.Command(bin, path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--cluster-port", strconv.Itoa(bus))
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		if serr := cmd.Start(); serr != nil {
+			t.Fatal(serr)
 		}
 	}
 	start()
@@ -83,21 +83,21 @@ func TestReplicationOnAfterRestart(t *testing.T) {
 	up()
 	replOn := func() bool {
 		t.Helper()
-		flags, err := c.Do(ctx, "acl", "getuser", clusterReplUser).Result()
-		if err != nil {
-			t.Fatal(err)
+		flags, gerr := c.Do(ctx, "acl", "getuser", clusterReplUser).Result()
+		if gerr != nil {
+			t.Fatal(gerr)
 		}
 		return userOn(flags)
 	}
 	d := &Driver{log: slog.New(slog.DiscardHandler)}
 	m := &clusterMember{pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "node-0"}, Status: corev1.PodStatus{PodIP: "127.0.0.1"}}, port: port, c: c}
-	if err := m.read(ctx); err != nil {
+	if err = m.read(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if m.replOn {
 		t.Fatalf("%s is on at the server's start", clusterReplUser)
 	}
-	if err := d.replicationOn(ctx, in, []*clusterMember{m}); err != nil || !replOn() {
+	if err = d.replicationOn(ctx, in, []*clusterMember{m}); err != nil || !replOn() {
 		t.Fatalf("replicationOn on the server read = %v (on: %v), want nil and on", err, replOn())
 	}
 
