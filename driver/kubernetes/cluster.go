@@ -75,8 +75,8 @@ const (
 const envPodName = "CLOUDDB_POD_NAME"
 
 // clusterSettings are the lines of a cluster node's redis.conf, after the others.
-func clusterSettings(internal string) [][]string {
-	return [][]string{
+func clusterSettings(in clouddb.Instance, internal string) [][]string {
+	s := [][]string{
 		{"cluster-enabled", "yes"},
 		{"cluster-config-file", "nodes.conf"},
 		{"cluster-port", strconv.Itoa(busPort)},
@@ -89,6 +89,15 @@ func clusterSettings(internal string) [][]string {
 		{"user", clusterReplUser, "off", "resetkeys", "resetchannels", "-@all", "+psync", "+replconf", "+ping", ">" + internal},
 		{"masteruser", clusterReplUser},
 	}
+	if in.Replication {
+		// A primary that restarted (empty without persistence, still serving its slots)
+		// takes no write before Ensure has decided its shard: one it took would be lost
+		// when its replica, which holds the shard's data, takes over, and a refill larger
+		// than the replica's data would win over it. Ensure opens writes (0) with
+		// replication (see replicationOn).
+		s = append(s, []string{"min-replicas-to-write", "1"})
+	}
+	return s
 }
 
 // nodeConfigKey is the Secret key of the config file of the node of that pod.
@@ -735,13 +744,22 @@ func (d *Driver) replicationOn(ctx context.Context, in clouddb.Instance, nodes [
 		_, err := m.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			info = p.Info(ctx, "server")
 			p.Do(ctx, "acl", "setuser", clusterReplUser, "on")
+			if in.Replication {
+				p.ConfigSet(ctx, "min-replicas-to-write", "0")
+			}
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("database %d: pod %s: ACL SETUSER %s on: %w", in.DatabaseID, m.pod.Name, clusterReplUser, err)
 		}
 		if runID := infoField(info.Val(), "run_id"); runID != m.runID {
-			if err = m.c.Do(ctx, "acl", "setuser", clusterReplUser, "off").Err(); err != nil {
+			if _, err = m.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Do(ctx, "acl", "setuser", clusterReplUser, "off")
+				if in.Replication {
+					p.ConfigSet(ctx, "min-replicas-to-write", "1")
+				}
+				return nil
+			}); err != nil {
 				return fmt.Errorf("database %d: pod %s: ACL SETUSER %s off: %w", in.DatabaseID, m.pod.Name, clusterReplUser, err)
 			}
 			return fmt.Errorf("database %d: pod %s (run_id %s, read as %s): %w: %w", in.DatabaseID, m.pod.Name, runID, m.runID, errNodeRestarted, clouddb.ErrServerStarting)

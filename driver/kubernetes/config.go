@@ -79,7 +79,7 @@ func renderConfig(in clouddb.Instance, internalSecret string) ([]byte, error) {
 	line("masteruser", redisconf.InternalUser)
 	line("masterauth", internalSecret)
 	if in.OSSCluster {
-		for _, l := range clusterSettings(internalSecret) {
+		for _, l := range clusterSettings(in, internalSecret) {
 			line(l[0], l[1:]...)
 		}
 	}
