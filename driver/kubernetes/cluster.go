@@ -892,21 +892,9 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 		if ports[i] == 0 || string(secret.Data[nodeConfigKey(nodePodName(id, i))]) != string(d.nodeConfig(ports[i])) {
 			return false, nil
 		}
-		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, i), metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("database %d: %w", id, err)
-		}
-		if why := cannotRun(pod); why != "" {
-			return false, fmt.Errorf("database %d: pod %s cannot run: %s", id, pod.Name, why)
-		}
-		if why := unschedulable(pod); why != "" {
-			return false, fmt.Errorf("database %d: pod %s is %s", id, pod.Name, why)
-		}
-		if !podReady(pod) || pod.Status.PodIP == "" || podMemory(pod) < memoryLimit(shardIn.MaxMemoryBytes) {
-			return false, nil
+		pod, err := d.servingPod(ctx, id, i, shardIn.MaxMemoryBytes)
+		if pod == nil || err != nil {
+			return false, err
 		}
 		why, err := d.nodeRunningCluster(ctx, shardIn, pod, ports[i], internal)
 		if err != nil {

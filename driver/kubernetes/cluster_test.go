@@ -113,20 +113,7 @@ func TestClusterPodDeleted(t *testing.T) {
 	ensureRunning(t, ctx, d, in)
 	cc := clusterClient(d, in)
 	defer cc.Close()
-	for i := range 200 {
-		if err := cc.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		n, err := m.Wait(ctx, 1, 5000).Result()
-		if err == nil && n != 1 {
-			err = fmt.Errorf("WAIT 1 on %s: %d replicas", m.Options().Addr, n)
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	writeReplicated(t, ctx, cc, "k", 200)
 	old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID)+"-0", metav1.GetOptions{}))
 	if err := cluster.client.CoreV1().Pods(cluster.ns).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
 		t.Fatal(err)
@@ -175,20 +162,7 @@ func TestClusterSnapshotAfterRestart(t *testing.T) {
 	cc := clusterClient(d, in)
 	defer cc.Close()
 	const keys = 100
-	for i := range keys {
-		if err := cc.Set(ctx, "snapkey"+strconv.Itoa(i), i, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		n, err := m.Wait(ctx, 1, 5000).Result()
-		if err == nil && n != 1 {
-			err = fmt.Errorf("WAIT 1 on %s: %d replicas", m.Options().Addr, n)
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	writeReplicated(t, ctx, cc, "snapkey", keys)
 	holdsKeys := func(rdb []byte) bool {
 		for i := range keys {
 			if !bytes.Contains(rdb, []byte("snapkey"+strconv.Itoa(i))) {
@@ -267,20 +241,7 @@ func TestClusterPrimaryLost(t *testing.T) {
 	ensureRunning(t, ctx, d, in)
 	cc := clusterClient(d, in)
 	defer cc.Close()
-	for i := range 50 {
-		if err := cc.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		n, err := m.Wait(ctx, 1, 5000).Result()
-		if err == nil && n != 1 {
-			err = fmt.Errorf("WAIT 1 on %s: %d replicas", m.Options().Addr, n)
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	writeReplicated(t, ctx, cc, "k", 50)
 	nodes := must(cluster.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}))
 	cordon := func(on bool) {
 		for _, n := range nodes.Items {
@@ -417,4 +378,24 @@ func clusterClient(d *kubernetes.Driver, in clouddb.Instance) *redis.ClusterClie
 		Addrs: []string{d.PublicEndpoint(in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
+}
+
+// writeReplicated writes n keys prefix<i> = i through the cluster client and waits until
+// every shard's replica has them.
+func writeReplicated(t *testing.T, ctx context.Context, cc *redis.ClusterClient, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		if err := cc.Set(ctx, prefix+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		got, err := m.Wait(ctx, 1, 5000).Result()
+		if err == nil && got != 1 {
+			err = fmt.Errorf("WAIT 1 on %s: %d replicas", m.Options().Addr, got)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -171,22 +171,9 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if in.Replication {
 		return d.runningNodes(ctx, in)
 	}
-	pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(in.DatabaseID, 0), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("database %d: %w", in.DatabaseID, err)
-	}
-	if why := cannotRun(pod); why != "" {
-		return false, fmt.Errorf("database %d: pod %s cannot run: %s", in.DatabaseID, pod.Name, why)
-	}
-	if why := unschedulable(pod); why != "" {
-		return false, fmt.Errorf("database %d: pod %s is %s", in.DatabaseID, pod.Name, why)
-	}
-	// A container with more memory than the size needs is fine (see applyLive).
-	if !podReady(pod) || pod.Status.PodIP == "" || podMemory(pod) < memoryLimit(in.MaxMemoryBytes) {
-		return false, nil
+	pod, err := d.servingPod(ctx, in.DatabaseID, 0, in.MaxMemoryBytes)
+	if pod == nil || err != nil {
+		return false, err
 	}
 	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
 	if err != nil {

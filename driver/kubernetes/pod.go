@@ -207,3 +207,27 @@ func (d *Driver) replaceUnscheduled(ctx context.Context, databaseID int, want *a
 	}
 	return nil
 }
+
+// servingPod is the database's pod of that ordinal when it is Ready, with its address and
+// the memory a maxmemory of maxMemory needs (a container with more is fine, see
+// applyLive); nil when it is not (yet), and an error that says why when it cannot run or
+// cannot be placed.
+func (d *Driver) servingPod(ctx context.Context, databaseID, ordinal int, maxMemory int64) (*corev1.Pod, error) {
+	pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(databaseID, ordinal), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("database %d: %w", databaseID, err)
+	}
+	if why := cannotRun(pod); why != "" {
+		return nil, fmt.Errorf("database %d: pod %s cannot run: %s", databaseID, pod.Name, why)
+	}
+	if why := unschedulable(pod); why != "" {
+		return nil, fmt.Errorf("database %d: pod %s is %s", databaseID, pod.Name, why)
+	}
+	if !podReady(pod) || pod.Status.PodIP == "" || podMemory(pod) < memoryLimit(maxMemory) {
+		return nil, nil
+	}
+	return pod, nil
+}

@@ -649,21 +649,9 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 	pods := make([]*corev1.Pod, n)
 	primary := -1
 	for i := range n {
-		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, i), metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("database %d: %w", id, err)
-		}
-		if why := cannotRun(pod); why != "" {
-			return false, fmt.Errorf("database %d: pod %s cannot run: %s", id, pod.Name, why)
-		}
-		if why := unschedulable(pod); why != "" {
-			return false, fmt.Errorf("database %d: pod %s is %s", id, pod.Name, why)
-		}
-		if !podReady(pod) || pod.Status.PodIP == "" || podMemory(pod) < memoryLimit(in.MaxMemoryBytes) {
-			return false, nil
+		pod, err := d.servingPod(ctx, id, i, in.MaxMemoryBytes)
+		if pod == nil || err != nil {
+			return false, err
 		}
 		if pod.Labels[LabelRole] == rolePrimary {
 			if primary >= 0 {
