@@ -402,8 +402,8 @@ func TestDriverFlags(t *testing.T) {
 	require.Equal(t, []string{"30000-32767", ""}, []string{m.Config.DBPorts, m.Config.ClusterPorts})
 	m = NewMain(io.Discard, io.Discard)
 	require.NoError(t, m.ParseFlags([]string{"--driver", "kubernetes", "--db-ports", "30000-32699", "--k8s-cluster-ports", "32700-32767"}))
-	ports, err := clusterPorts(&m.Config)
-	require.NoError(t, err)
+	ports, perr := clusterPorts(&m.Config)
+	require.NoError(t, perr)
 	require.Equal(t, [2]int{32700, 32767}, ports)
 	for args, want := range map[string]string{
 		"--driver nomad":                                          "--driver",
