@@ -419,7 +419,13 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	}
 	nodes := make([]*clusterMember, n)
 	for i := range n {
-		m, rerr := d.readClusterNode(ctx, id, i, ports[i], internal)
+		m, rerr := d.readClusterNode(ctx, id, i, ports[i], internal, answerTimeout)
+		if errors.Is(rerr, clouddb.ErrServerStarting) {
+			if lerr := d.lostNode(ctx, in, i, ports, internal, rerr); lerr != nil {
+				return lerr
+			}
+			m, rerr = d.readClusterNode(ctx, id, i, ports[i], internal, d.cfg.StartTimeout)
+		}
 		if rerr != nil {
 			return rerr
 		}
@@ -458,8 +464,8 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 }
 
 // readClusterNode waits until node i's pod is ready and reads its part in the cluster.
-func (d *Driver) readClusterNode(ctx context.Context, databaseID, i, port int, internal string) (*clusterMember, error) {
-	deadline := time.Now().Add(d.cfg.StartTimeout)
+func (d *Driver) readClusterNode(ctx context.Context, databaseID, i, port int, internal string, within time.Duration) (*clusterMember, error) {
+	deadline := time.Now().Add(within)
 	for {
 		wctx, cancel := context.WithDeadline(ctx, deadline)
 		pod, err := d.waitReady(wctx, databaseID, i)
@@ -482,6 +488,56 @@ func (d *Driver) readClusterNode(ctx context.Context, databaseID, i, port int, i
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// lostNode is what Ensure does when node i does not answer within answerTimeout and its
+// pod runs no server (pending, its node lost, being deleted: err): when its shard's other node serves the
+// shard, or is a replica with data whose link to its primary is down and so takes the
+// shard over (CLUSTER FAILOVER TAKEOVER: replicas never fail over on their own), the
+// shard is served and Ensure returns ErrServerStarting at once, to be tried again until
+// node i is back (it then rejoins as a replica). Otherwise it returns nil: Ensure waits
+// for node i the rest of StartTimeout, as for a cluster being made.
+func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports []int, internal string, err error) error {
+	if !in.Replication {
+		return nil
+	}
+	// A server that runs is starting or loading its data (a volume's AOF): waited for, as
+	// its replica may lack its last writes. A pod that does not run its server is lost.
+	pod, gerr := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(in.DatabaseID, i), metav1.GetOptions{})
+	if gerr == nil && pod.DeletionTimestamp == nil && running(pod) {
+		return nil
+	}
+	s := i % in.Shards
+	j := shardNodes(in, s)[0]
+	if j == i {
+		j = shardNodes(in, s)[1]
+	}
+	other, oerr := d.readClusterNode(ctx, in.DatabaseID, j, ports[j], internal, time.Second)
+	if oerr != nil {
+		return nil
+	}
+	defer other.c.Close()
+	switch {
+	case other.master && other.slots:
+	case !other.master && !other.linkUp && other.keys > 0:
+		d.log.Warn("a shard's primary does not answer: its replica takes over", "database_id", in.DatabaseID,
+			"lost", nodePodName(in.DatabaseID, i), "replica", other.pod.Name, "replica_keys", other.keys, "error", err)
+		if terr := d.takeOver(ctx, in, other, []*clusterMember{other}); terr != nil {
+			return terr
+		}
+		// A node just promoted serves once the cluster is ok for it (redis waits the node
+		// timeout before a master that was in a minority serves again).
+		if werr := d.waitCluster(ctx, in, "the new primary to serve", func() (bool, error) {
+			info, ierr := other.c.ClusterInfo(ctx).Result()
+			return ierr == nil && infoField(info, "cluster_state") == "ok", ierr
+		}); werr != nil {
+			return werr
+		}
+	default:
+		return nil
+	}
+	return fmt.Errorf("database %d: node %s is not back (%v); its shard is served by %s: %w",
+		in.DatabaseID, nodePodName(in.DatabaseID, i), err, other.pod.Name, clouddb.ErrServerStarting)
 }
 
 // clusterMember is what Ensure knows of a node.

@@ -3,8 +3,8 @@ package kubernetes_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -223,16 +223,10 @@ func TestClusterSnapshotAfterRestart(t *testing.T) {
 // node lost: here the only node cordoned and the pod deleted, so that its new pod stays
 // pending) is served by its replica after Ensure, as a replicated database of one shard
 // is (orphanedReplica): the replica holds every key, and never takes over by itself
-// (cluster-replica-no-failover). Not parallel: it cordons the node.
-//
-// It fails today (Ensure waits for every node's pod, ErrServerStarting for as long as
-// the pod cannot run, the shard without a primary): skipped until ensureCluster takes a
-// shard over from a primary whose pod is lost.
+// (cluster-replica-no-failover). Ensure then waits for the lost node (ErrServerStarting).
+// Not parallel: it cordons the node.
 func TestClusterPrimaryLost(t *testing.T) {
 	needCluster(t)
-	if os.Getenv("CLOUDDB_K8S_KNOWN_FAILURES") == "" {
-		t.Skip("known failure: a cluster does not fail over from a lost primary pod (set CLOUDDB_K8S_KNOWN_FAILURES=1 to run)")
-	}
 	ctx := ctxFor(t, 4*time.Minute)
 	d := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) { c.StartTimeout = 30 * time.Second })
 	in := instance(t, 154, "none")
@@ -259,8 +253,8 @@ func TestClusterPrimaryLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := d.Ensure(ctx, in)
-	if err != nil {
-		t.Fatalf("Ensure with shard 0's primary pod lost (its replica holds every key): %v; want the replica to take the shard over", err)
+	if !errors.Is(err, clouddb.ErrServerStarting) || !strings.Contains(err.Error(), "is served by") {
+		t.Fatalf("Ensure with shard 0's primary pod lost (its replica holds every key): %v; want the replica to take the shard over, and a wait for the lost node", err)
 	}
 	replica := redis.NewClient(&redis.Options{Addr: d.PublicEndpoint(nodePort(t, ctx, kubernetes.Name(in.DatabaseID)+"-1")), Password: in.Password, Protocol: 2, DisableIdentity: true})
 	defer replica.Close()
