@@ -160,6 +160,10 @@ func (d *Driver) clusterStatefulSet(in clouddb.Instance, img string) *appsv1.Sta
 	n := clusterNodeCount(in)
 	sts := d.statefulSet(shardInstance(in), img)
 	sts.Spec.Replicas = ptr(int32(n))
+	// The nodes start, stop and come back each on its own: in order (the default), a
+	// node whose pod cannot run would hold back the start of every node after it, and a
+	// cluster's first start would take a pod start per node.
+	sts.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
 	sts.Annotations = map[string]string{annotationShards: strconv.Itoa(in.Shards), annotationReplicated: strconv.FormatBool(in.Replication)}
 	spec := &sts.Spec.Template.Spec
 	c := &spec.Containers[0]
