@@ -750,6 +750,12 @@ func (d *Driver) formCluster(ctx context.Context, in clouddb.Instance, nodes []*
 				if i < 0 && x != nodes[0] || slices.ContainsFunc(view, func(n clusterNode) bool { return n.has("handshake") && addrIs(n.addr, m.addr()) }) {
 					continue
 				}
+				// Still m at that address: a pod deleted meanwhile leaves its address to
+				// another pod, maybe another tenant's cluster node, whose bus port is the
+				// same (its client port, a NodePort, is not: no other node answers there).
+				if myID, ierr := m.c.Do(ctx, "cluster", "myid").Text(); ierr != nil || myID != m.id {
+					return false, fmt.Errorf("pod %s: the node read is no longer at %s (%v)", m.pod.Name, m.addr(), ierr)
+				}
 				if merr := x.c.Do(ctx, "cluster", "meet", m.pod.Status.PodIP, m.port, busPort).Err(); merr != nil {
 					return false, fmt.Errorf("pod %s: CLUSTER MEET pod %s: %w", x.pod.Name, m.pod.Name, merr)
 				}
