@@ -28,10 +28,10 @@ import (
 // An OSS Cluster database (Instance.OSSCluster) is a Redis Cluster of the pods of its
 // StatefulSet: shard s of S is served by pod s, and with replication by pod S+s as well
 // (so that turning replication on only adds pods), each with its share of the memory
-// limit. Node i listens, inside its pod, on its own port
-// P(i), which is also the NodePort of its own Service (node 0's is the database's
-// Service, on the database's port; the others' are the driver's to choose from
-// Config.ClusterPorts, and the Service keeps them). So the address a node gives for
+// limit. Node i listens, inside its pod, on its own port P(i), which is also the NodePort
+// of its own Service (node 0's is the database's Service, on the database's port; the
+// others' are the driver's to choose from Config.ClusterPorts, and the Service keeps
+// them). So the address a node gives for
 // itself serves everyone with one port: clients outside the cluster reach
 // NodeAddress:P(i) (each node announces NodeAddress as its hostname, and CLUSTER SLOTS,
 // CLUSTER SHARDS and MOVED name hostnames), and the nodes reach each other directly on
@@ -47,8 +47,10 @@ import (
 // clusterReplUser, which the config file turns off; Ensure turns it on, on every node,
 // only once each shard's primary holds the shard's data, after having a replica that
 // holds more than its restarted primary take the shard over (CLUSTER FAILOVER TAKEOVER:
-// no vote of the other primaries, so that two shards fail over as well). Replicas never
-// fail over on their own (cluster-replica-no-failover).
+// no vote of the other primaries, so that two shards fail over as well). Until then a
+// replicated shard's restarted primary takes no write either (min-replicas-to-write).
+// Replicas never fail over on their own (cluster-replica-no-failover): Ensure also has a
+// replica take over from a primary whose pod runs no server (lostNode).
 
 // clusterReplUser is the user replicas log in to their primary as (see above): it may
 // only replicate.
