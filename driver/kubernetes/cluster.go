@@ -979,22 +979,9 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 
 // userOn reports whether an ACL GETUSER reply has the flag on.
 func userOn(reply any) bool {
-	var fields []any
-	switch r := reply.(type) {
-	case []any: // RESP2
-		fields = r
-	case map[any]any: // RESP3
-		for k, v := range r {
-			fields = append(fields, k, v)
-		}
-	}
-	for i := 0; i+1 < len(fields); i += 2 {
-		if fmt.Sprint(fields[i]) == "flags" {
-			flags, _ := fields[i+1].([]any)
-			return slices.ContainsFunc(flags, func(f any) bool { return fmt.Sprint(f) == "on" })
-		}
-	}
-	return false
+	fields, _ := aclFields(reply)
+	flags, _ := fields["flags"].([]any)
+	return slices.ContainsFunc(flags, func(f any) bool { return fmt.Sprint(f) == "on" })
 }
 
 // nodeRunningCluster reports whether the node of pod plays its part: it serves

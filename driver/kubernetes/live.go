@@ -257,26 +257,12 @@ func liveAsAsked(ctx context.Context, c *redis.Client, in clouddb.Instance) (boo
 		if err != nil {
 			return false, fmt.Errorf("ACL GETUSER %s: %w", name, err)
 		}
-		var fields []any
-		switch r := reply.(type) {
-		case []any: // RESP2
-			fields = r
-		case map[any]any: // RESP3
-			for k, v := range r {
-				fields = append(fields, k, v)
-			}
-		default:
+		fields, ok := aclFields(reply)
+		if !ok {
 			return false, fmt.Errorf("ACL GETUSER %s: unexpected reply %T", name, reply)
 		}
-		var flags, hashes []any
-		for i := 0; i+1 < len(fields); i += 2 {
-			switch fmt.Sprint(fields[i]) {
-			case "flags":
-				flags, _ = fields[i+1].([]any)
-			case "passwords":
-				hashes, _ = fields[i+1].([]any)
-			}
-		}
+		flags, _ := fields["flags"].([]any)
+		hashes, _ := fields["passwords"].([]any)
 		on := slices.ContainsFunc(flags, func(f any) bool { return fmt.Sprint(f) == "on" })
 		if on != (name != "default" || !in.DefaultUserOff) {
 			return false, nil

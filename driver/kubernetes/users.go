@@ -119,3 +119,22 @@ func withUsers(conf []byte, in clouddb.Instance) []byte {
 	}
 	return out
 }
+
+// aclFields are the fields of an ACL GETUSER reply by name, in RESP2 (a flat list) or
+// RESP3 (a map); false for a reply of neither shape.
+func aclFields(reply any) (map[string]any, bool) {
+	out := map[string]any{}
+	switch r := reply.(type) {
+	case []any: // RESP2
+		for i := 0; i+1 < len(r); i += 2 {
+			out[fmt.Sprint(r[i])] = r[i+1]
+		}
+	case map[any]any: // RESP3
+		for k, v := range r {
+			out[fmt.Sprint(k)] = v
+		}
+	default:
+		return nil, false
+	}
+	return out, true
+}
