@@ -81,7 +81,9 @@ func testTLS(t *testing.T, h Harness) {
 	in.TLS = &clouddb.InstanceTLS{ClientCertificates: []string{certPEM}}
 	e.ensure(t, in)
 	e.requireRunning(t, in, true)
-	require.Equal(t, "v", e.tlsClient(t, in, h.CA, pair).Get(e.ctx, "k").Val())
+	v, err := e.tlsClient(t, in, h.CA, pair).Get(e.ctx, "k").Result()
+	require.NoError(t, err, "the key after client certificates were required")
+	require.Equal(t, "v", v)
 	require.Error(t, e.tlsClient(t, in, h.CA).Ping(e.ctx).Err(), "a client without a certificate")
 	require.Error(t, e.tlsClient(t, in, h.CA, stranger).Ping(e.ctx).Err(), "a certificate not the instance's")
 
