@@ -267,6 +267,12 @@ func (d *Driver) deleteStaleCheckers(ctx context.Context) {
 // retireCheckers deletes every checker of the namespace, ACLCheckIdle after the last
 // check; a check that runs meanwhile arms the timer again.
 func (d *Driver) retireCheckers() {
+	// Its own goroutine (time.AfterFunc): a panic here would end clouddb.
+	defer func() {
+		if p := clouddb.Recovered(recover()); p != nil {
+			d.log.Error("deleting the checkers of ACL rules panicked", "panic", p.Value, "stack", string(p.Stack))
+		}
+	}()
 	select {
 	case d.acl.sem <- struct{}{}:
 	default:

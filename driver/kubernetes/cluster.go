@@ -199,17 +199,26 @@ func nodeServiceName(databaseID, i int) string {
 // only when the Service is made, and the next one is tried.
 func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) ([]int, error) {
 	id := in.DatabaseID
-	api := d.cfg.Client.CoreV1().Services(d.ns)
+	have, err := d.cfg.Client.CoreV1().Services(d.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(id)}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("database %d: listing its services: %w", id, err)
+	}
 	ports := make([]int, clusterNodeCount(in))
 	var taken map[int]bool // the namespace's NodePorts, listed once a node needs a port
 	for i := range ports {
+		var old *corev1.Service
+		for k := range have.Items {
+			if have.Items[k].Name == nodeServiceName(id, i) {
+				old = &have.Items[k]
+			}
+		}
 		port := 0
 		if i == 0 {
 			port = in.Port
-		} else if old, err := api.Get(ctx, nodeServiceName(id, i), metav1.GetOptions{}); err == nil && len(old.Spec.Ports) == 1 {
+		} else if old != nil && len(old.Spec.Ports) == 1 {
 			port = int(old.Spec.Ports[0].NodePort)
-		} else if err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("database %d: reading service %s: %w", id, nodeServiceName(id, i), err)
 		}
 		for tries := 0; ; tries++ {
 			if port == 0 {
@@ -223,7 +232,7 @@ func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts
 					return nil, fmt.Errorf("database %d: no free port left in the cluster nodes' range %d-%d", id, d.cfg.ClusterPorts[0], d.cfg.ClusterPorts[1])
 				}
 			}
-			err := d.applyNodeService(ctx, in, sts, i, port)
+			err := d.applyNodeService(ctx, in, sts, i, port, old)
 			if err == nil {
 				ports[i] = port
 				break
@@ -279,21 +288,19 @@ func (d *Driver) freeClusterPort(taken map[int]bool) int {
 	return 0
 }
 
-// applyNodeService creates or updates node i's Service: port redisPort inside the
-// cluster (its DNS name, as every database's), port and NodePort the node's own.
-func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, i, port int) error {
+// applyNodeService creates or updates node i's Service, svc when it has one: port
+// redisPort inside the cluster (its DNS name, as every database's), port and NodePort
+// the node's own.
+func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, i, port int, svc *corev1.Service) error {
 	id := in.DatabaseID
 	name := nodeServiceName(id, i)
 	api := d.cfg.Client.CoreV1().Services(d.ns)
 	sel := selector(id)
 	sel[appsv1.StatefulSetPodNameLabel] = nodePodName(id, i)
 	want := corev1.ServicePort{Name: "redis", Protocol: corev1.ProtocolTCP, Port: redisPort, TargetPort: intstr.FromInt(port), NodePort: int32(port)}
-	svc, err := api.Get(ctx, name, metav1.GetOptions{})
-	found := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("database %d: reading service %s: %w", id, name, err)
-	}
+	found := svc != nil
 	if found {
+		svc = svc.DeepCopy()
 		if svc.Spec.Type == corev1.ServiceTypeNodePort && len(svc.Spec.Ports) == 1 && svc.Spec.Ports[0].Port == want.Port &&
 			svc.Spec.Ports[0].NodePort == want.NodePort && svc.Spec.Ports[0].TargetPort == want.TargetPort &&
 			maps.Equal(svc.Spec.Selector, sel) && len(svc.OwnerReferences) == 1 && svc.OwnerReferences[0].UID == sts.UID {
@@ -304,6 +311,7 @@ func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts 
 	}
 	svc.Labels, svc.OwnerReferences = labels(id), ownedBy(sts)
 	svc.Spec.Type, svc.Spec.Selector, svc.Spec.Ports = corev1.ServiceTypeNodePort, sel, []corev1.ServicePort{want}
+	var err error
 	if found {
 		_, err = api.Update(ctx, svc, metav1.UpdateOptions{})
 	} else {
@@ -341,11 +349,7 @@ func (d *Driver) nodePorts(ctx context.Context, in clouddb.Instance) ([]int, err
 
 // nodeClient opens a connection to a cluster node's server as clouddb's own user.
 func nodeClient(pod *corev1.Pod, port int, internal string) *redis.Client {
-	c := client(pod, internal, nil)
-	o := c.Options()
-	c.Close()
-	o.Addr = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port))
-	return redis.NewClient(o)
+	return clientAt(pod, port, internal, nil)
 }
 
 // ensureCluster is Ensure of an OSS Cluster instance; again when a node's container

@@ -1,6 +1,7 @@
 package kubernetes_test
 
 import (
+	"context"
 	"os"
 	"slices"
 	"strconv"
@@ -49,16 +50,8 @@ func TestDrainTakesOneNode(t *testing.T) {
 		}
 	}
 
-	evict := func(name string) error {
-		return cluster.client.CoreV1().Pods(cluster.ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.ns}})
-	}
-	// The budget counts both pods healthy before it allows one eviction.
-	if err := poll(ctx, 30*time.Second, func() (bool, error) {
-		pdb, err := cluster.client.PolicyV1().PodDisruptionBudgets(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID), metav1.GetOptions{})
-		return err == nil && pdb.Status.DisruptionsAllowed == 1, nil
-	}); err != nil {
-		t.Fatalf("the database's disruption budget allows no eviction: %v", err)
-	}
+	evict := func(name string) error { return evictPod(ctx, name) }
+	waitEvictable(t, ctx, in.DatabaseID)
 	first, second := kubernetes.Name(in.DatabaseID)+"-0", kubernetes.Name(in.DatabaseID)+"-1"
 	if err := evict(first); err != nil {
 		t.Fatalf("evicting %s: %v", first, err)
@@ -110,15 +103,8 @@ func TestDrainWaitsForCopy(t *testing.T) {
 	if err := c.Do(ctx, "wait", 1, 5000).Err(); err != nil {
 		t.Fatal(err)
 	}
-	evict := func(name string) error {
-		return cluster.client.CoreV1().Pods(cluster.ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.ns}})
-	}
-	if err := poll(ctx, 30*time.Second, func() (bool, error) {
-		pdb, err := cluster.client.PolicyV1().PodDisruptionBudgets(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID), metav1.GetOptions{})
-		return err == nil && pdb.Status.DisruptionsAllowed == 1, nil
-	}); err != nil {
-		t.Fatalf("the database's disruption budget allows no eviction: %v", err)
-	}
+	evict := func(name string) error { return evictPod(ctx, name) }
+	waitEvictable(t, ctx, in.DatabaseID)
 	first, second := kubernetes.Name(in.DatabaseID)+"-0", kubernetes.Name(in.DatabaseID)+"-1"
 	old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, first, metav1.GetOptions{}))
 	if err := evict(first); err != nil {
@@ -147,5 +133,22 @@ func TestDrainWaitsForCopy(t *testing.T) {
 	ensureRunning(t, ctx, d, in)
 	if n := connect(t, d, in, "", in.Password).DBSize(ctx).Val(); n != 100 {
 		t.Fatalf("after the drain: %d keys, want 100", n)
+	}
+}
+
+// evictPod asks for the eviction of a pod of the test namespace, as a drain does.
+func evictPod(ctx context.Context, name string) error {
+	return cluster.client.CoreV1().Pods(cluster.ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.ns}})
+}
+
+// waitEvictable waits until the database's disruption budget, which counts its pods
+// healthy, allows one eviction.
+func waitEvictable(t *testing.T, ctx context.Context, id int) {
+	t.Helper()
+	if err := poll(ctx, 30*time.Second, func() (bool, error) {
+		pdb, err := cluster.client.PolicyV1().PodDisruptionBudgets(cluster.ns).Get(ctx, kubernetes.Name(id), metav1.GetOptions{})
+		return err == nil && pdb.Status.DisruptionsAllowed == 1, nil
+	}); err != nil {
+		t.Fatalf("the disruption budget of database %d allows no eviction: %v", id, err)
 	}
 }

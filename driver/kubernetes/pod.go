@@ -151,9 +151,14 @@ func unschedulable(pod *corev1.Pod) string {
 // client opens a connection to the pod's server as clouddb's own user, over TLS with tc
 // when not nil (see podTLS).
 func client(pod *corev1.Pod, internal string, tc *tls.Config) *redis.Client {
+	return clientAt(pod, redisPort, internal, tc)
+}
+
+// clientAt is client to the pod's server on port (a cluster node's own, see cluster.go).
+func clientAt(pod *corev1.Pod, port int, internal string, tc *tls.Config) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		TLSConfig:             tc,
-		Addr:                  net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(redisPort)),
+		Addr:                  net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)),
 		Username:              redisconf.InternalUser,
 		Password:              internal,
 		MaxRetries:            -1,

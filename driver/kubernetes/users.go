@@ -85,11 +85,7 @@ func (d *Driver) setNodeUsers(ctx context.Context, in clouddb.Instance, name str
 	if err != nil {
 		return err
 	}
-	c := client(pod, string(secret.Data[keyInternal]), tc)
-	if port != redisPort {
-		c.Close()
-		c = nodeClient(pod, port, string(secret.Data[keyInternal]))
-	}
+	c := clientAt(pod, port, string(secret.Data[keyInternal]), tc)
 	defer c.Close()
 	return setNamedUsers(ctx, c, in)
 }
