@@ -101,7 +101,7 @@ func TestTLSChangeRestartWindow(t *testing.T) {
 	t.Parallel()
 	ctx := ctxFor(t, 5*time.Minute)
 	d := newDriver(t, cluster.client, cluster.ns)
-	in := instance(t, 121, "aof-every-1-second")
+	in := instance(t, 124, "aof-every-1-second")
 	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
 	ensureRunning(t, ctx, d, in)
 	tenant := connect(t, d, in, "", in.Password)
