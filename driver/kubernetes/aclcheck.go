@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"clouddb"
 	"clouddb/internal/aclcheck"
@@ -181,7 +180,7 @@ func (d *Driver) checker(ctx context.Context, img, pass string) (*corev1.Pod, er
 			len(sts.Spec.Template.Spec.Containers) == 1 && sts.Spec.Template.Spec.Containers[0].Image == img:
 			return d.waitPod(ctx, want.Name+"-0", func(p *corev1.Pod) bool {
 				return p.Annotations[annotationACLCheck] == hash && metav1.IsControlledBy(p, sts)
-			})
+			}, podStarted)
 		case sts.DeletionTimestamp == nil:
 			// Its server's password is another Driver's.
 			d.deleteChecker(ctx, want.Name)
@@ -216,10 +215,7 @@ func (d *Driver) checkerSet(img, pass string) *appsv1.StatefulSet {
 		Resources:                corev1.ResourceRequirements{Requests: mem, Limits: mem},
 		SecurityContext:          d.securityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		ReadinessProbe: &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(redisPort)}},
-			PeriodSeconds: 1,
-		},
+		StartupProbe:             startupProbe(redisPort),
 	}
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.ns, Labels: l},

@@ -41,8 +41,8 @@ func checkers(t *testing.T, ctx context.Context, ns string) ([]string, []corev1.
 func oneChecker(t *testing.T, ctx context.Context, ns string) *corev1.Pod {
 	t.Helper()
 	names, pods := checkers(t, ctx, ns)
-	if len(names) != 1 || len(pods) != 1 || !ready(&pods[0]) {
-		t.Fatalf("checkers %v, %d pods: want one, ready", names, len(pods))
+	if len(names) != 1 || len(pods) != 1 || !started(&pods[0]) {
+		t.Fatalf("checkers %v, %d pods: want one, its server up", names, len(pods))
 	}
 	return &pods[0]
 }

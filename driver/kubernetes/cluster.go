@@ -156,23 +156,19 @@ func isCluster(sts *appsv1.StatefulSet) bool {
 }
 
 // clusterStatefulSet is the StatefulSet of a cluster instance: each pod's server reads
-// the shared config file, then its node's own (its port), and is ready once its bus
+// the shared config file, then its node's own (its port), and is started once its bus
 // listens (its client port differs from pod to pod; a probe's port cannot).
 func (d *Driver) clusterStatefulSet(in clouddb.Instance, img string) *appsv1.StatefulSet {
 	n := clusterNodeCount(in)
 	sts := d.statefulSet(shardInstance(in), img)
 	sts.Spec.Replicas = ptr(int32(n))
-	// The nodes start, stop and come back each on its own: in order (the default), a
-	// node whose pod cannot run would hold back the start of every node after it, and a
-	// cluster's first start would take a pod start per node.
-	sts.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
 	sts.Annotations = map[string]string{annotationShards: strconv.Itoa(in.Shards), annotationReplicated: strconv.FormatBool(in.Replication)}
 	spec := &sts.Spec.Template.Spec
 	c := &spec.Containers[0]
 	c.Command = []string{"redis-server", confDir + "/" + confFile, "--include", confDir + "/" + nodeConfigKey("$("+envPodName+")")}
-	c.Env = []corev1.EnvVar{{Name: envPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+	c.Env = []corev1.EnvVar{{Name: envPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}, probeEnv(in.DatabaseID)}
 	c.Ports = []corev1.ContainerPort{{Name: "bus", ContainerPort: busPort}}
-	c.ReadinessProbe.TCPSocket.Port = intstr.FromInt32(busPort)
+	c.StartupProbe = startupProbe(busPort)
 	for i := range spec.Volumes {
 		if spec.Volumes[i].Name != "config" {
 			continue
@@ -478,7 +474,7 @@ func (d *Driver) readClusterNode(ctx context.Context, databaseID, i, port int, i
 	deadline := time.Now().Add(within)
 	for {
 		wctx, cancel := context.WithDeadline(ctx, deadline)
-		pod, err := d.waitReady(wctx, databaseID, i)
+		pod, err := d.waitStarted(wctx, databaseID, i)
 		cancel()
 		if err != nil {
 			return nil, err

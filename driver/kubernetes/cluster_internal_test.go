@@ -21,6 +21,13 @@ import (
 	"clouddb/internal/redisconf"
 )
 
+// configHere is a pod's redis.conf made to run on this machine: the pod's data directory
+// and socket directory are not this machine's (the command line gives the directory).
+func configHere(conf []byte, dir string) []byte {
+	conf = bytes.ReplaceAll(conf, []byte("dir \"/data\"\n"), nil)
+	return bytes.ReplaceAll(conf, []byte(socketPath), []byte(filepath.Join(dir, "redis.sock")))
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -53,8 +60,7 @@ func TestReplicationOnAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "redis.conf")
-	conf = bytes.ReplaceAll(conf, []byte("dir \"/data\"\n"), nil)
-	if err = os.WriteFile(path, conf, 0o600); err != nil {
+	if err = os.WriteFile(path, configHere(conf, dir), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var cmd *exec.Cmd

@@ -2,7 +2,6 @@ package kubernetes_test
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -72,67 +71,73 @@ func TestDrainTakesOneNode(t *testing.T) {
 	}
 }
 
-// TestDrainWaitsForCopy: the disruption budget of a replicated cluster does not let a
-// drain take the second copy of a shard as soon as the first's new pod is Ready: a new
-// pod of a database without persistence is an empty node, Ready once it listens, and
-// holds the shard's data only once Ensure had its replica take over and it resynced. A
-// drain retries a refused eviction every few seconds: were the replica evicted then, the
-// shard's keys would be gone.
-//
-// It fails today (the eviction is allowed, and Ensure then finds no key: the budget counts
-// Ready pods, and a pod is Ready once its port listens): skipped until a pod is Ready
-// only once it holds its data.
+// TestDrainWaitsForCopy: the disruption budget of a replicated database or cluster does
+// not let a drain take the second copy of the data as soon as the first's new pod is up:
+// a new pod of a database without persistence is an empty node, which holds the data only
+// once Ensure had it follow the node that stayed and it synced. A drain retries a refused
+// eviction every few seconds: were the other node evicted then, the keys would be gone.
+// The budget counts Ready pods, and a pod is Ready only once it holds the data (probe.go).
 func TestDrainWaitsForCopy(t *testing.T) {
 	needCluster(t)
-	if os.Getenv("CLOUDDB_K8S_KNOWN_FAILURES") == "" {
-		t.Skip("known failure: a drain may evict a shard's only copy once the new empty pod is Ready (set CLOUDDB_K8S_KNOWN_FAILURES=1 to run)")
-	}
 	t.Parallel()
-	ctx := ctxFor(t, 4*time.Minute)
-	d := newDriver(t, cluster.client, cluster.ns)
-	in := instance(t, 161, "none")
-	in.OSSCluster, in.Shards, in.Replication = true, 1, true
-	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
-	ensureRunning(t, ctx, d, in)
-	c := connect(t, d, in, "", in.Password)
-	for i := range 100 {
-		if err := c.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.Do(ctx, "wait", 1, 5000).Err(); err != nil {
-		t.Fatal(err)
-	}
-	evict := func(name string) error { return evictPod(ctx, name) }
-	waitEvictable(t, ctx, in.DatabaseID)
-	first, second := kubernetes.Name(in.DatabaseID)+"-0", kubernetes.Name(in.DatabaseID)+"-1"
-	old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, first, metav1.GetOptions{}))
-	if err := evict(first); err != nil {
-		t.Fatalf("evicting %s: %v", first, err)
-	}
-	// A drain's loop: the new pod of the first comes up, empty, and Ready.
-	if err := poll(ctx, time.Minute, func() (bool, error) {
-		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, first, metav1.GetOptions{})
-		if err != nil || p.UID == old.UID {
-			return false, nil
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				return true, nil
+	for _, tc := range []struct {
+		name    string
+		id      int
+		cluster bool
+	}{{"replicated", 162, false}, {"cluster", 161, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxFor(t, 4*time.Minute)
+			d := newDriver(t, cluster.client, cluster.ns)
+			in := instance(t, tc.id, "none")
+			in.Replication = true
+			if tc.cluster {
+				in.OSSCluster, in.Shards = true, 1
 			}
-		}
-		return false, nil
-	}); err != nil {
-		t.Fatalf("no new ready pod %s: %v", first, err)
-	}
-	// The budget's controller has seen it ready; a drain retrying now...
-	time.Sleep(5 * time.Second)
-	if err := evict(second); !apierrors.IsTooManyRequests(err) {
-		t.Errorf("evicting %s, the only copy of the data, while the new %s is empty = %v, want refused (429)", second, first, err)
-	}
-	ensureRunning(t, ctx, d, in)
-	if n := connect(t, d, in, "", in.Password).DBSize(ctx).Val(); n != 100 {
-		t.Fatalf("after the drain: %d keys, want 100", n)
+			t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+			ensureRunning(t, ctx, d, in)
+			c := connect(t, d, in, "", in.Password)
+			for i := range 100 {
+				if err := c.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.Do(ctx, "wait", 1, 5000).Err(); err != nil {
+				t.Fatal(err)
+			}
+			waitEvictable(t, ctx, in.DatabaseID)
+			first, second := kubernetes.Name(in.DatabaseID)+"-0", kubernetes.Name(in.DatabaseID)+"-1"
+			old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, first, metav1.GetOptions{}))
+			if err := evictPod(ctx, first); err != nil {
+				t.Fatalf("evicting %s: %v", first, err)
+			}
+			// A drain's loop: the new pod of the first comes up, its server listening, empty.
+			if err := poll(ctx, time.Minute, func() (bool, error) {
+				p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, first, metav1.GetOptions{})
+				if err != nil || p.UID == old.UID {
+					return false, nil
+				}
+				for _, cs := range p.Status.ContainerStatuses {
+					if cs.State.Running != nil && cs.Started != nil && *cs.Started {
+						return true, nil
+					}
+				}
+				return false, nil
+			}); err != nil {
+				t.Fatalf("no new pod %s with its server up: %v", first, err)
+			}
+			// The budget's controller has seen it; a drain retrying now...
+			time.Sleep(5 * time.Second)
+			if err := evictPod(ctx, second); !apierrors.IsTooManyRequests(err) {
+				t.Errorf("evicting %s, the only copy of the data, while the new %s is empty = %v, want refused (429)", second, first, err)
+			}
+			ensureRunning(t, ctx, d, in)
+			if n := connect(t, d, in, "", in.Password).DBSize(ctx).Val(); n != 100 {
+				t.Fatalf("after the drain: %d keys, want 100", n)
+			}
+			// Once the new node holds the data, the budget lets one go again.
+			waitEvictable(t, ctx, in.DatabaseID)
+		})
 	}
 }
 

@@ -278,6 +278,16 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 			return err
 		}
 	}
+	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		// Made by an earlier clouddb, whose nodes started in order; the policy is
+		// immutable: a new StatefulSet adopts the pods as they run.
+		if err = d.orphanStatefulSet(ctx, in, sts, "its nodes start in parallel"); err != nil {
+			return err
+		}
+		if sts, err = d.create(ctx, in, img); err != nil {
+			return err
+		}
+	}
 	// The Service first: a replicated database's Secret names its ClusterIP.
 	if _, err = d.applyService(ctx, in, sts, nil); err != nil {
 		return err
@@ -320,7 +330,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if nodes > 1 {
 		return d.runNodes(ctx, in, secret, oldLimit, int(nodes))
 	}
-	pod, err := d.waitReady(ctx, in.DatabaseID, 0)
+	pod, err := d.waitStarted(ctx, in.DatabaseID, 0)
 	if err != nil {
 		return err
 	}
@@ -342,6 +352,10 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return err
 	}
 	if err = d.syncSources(ctx, in, pod, secret); err != nil {
+		return err
+	}
+	// Ready: the Service routes to it (and it did not restart meanwhile).
+	if err = d.samePods(ctx, in.DatabaseID, []*corev1.Pod{pod}); err != nil {
 		return err
 	}
 	c := client(pod, internal, tc)

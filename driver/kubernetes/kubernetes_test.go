@@ -501,6 +501,17 @@ func ready(p *corev1.Pod) bool {
 	return false
 }
 
+// started reports whether the pod's server listens (its startup probe passed), whatever
+// it holds: a replicated database's restarted node is not Ready before Ensure.
+func started(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running != nil && cs.Started != nil && *cs.Started {
+			return true
+		}
+	}
+	return false
+}
+
 func restarts(p *corev1.Pod) int32 {
 	var n int32
 	for _, cs := range p.Status.ContainerStatuses {

@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"os"
@@ -43,9 +42,7 @@ func TestLiveAsAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "redis.conf")
-	// The pod's data directory is not this machine's: the command line's is.
-	conf = bytes.ReplaceAll(conf, []byte("dir \"/data\"\n"), nil)
-	if err := os.WriteFile(path, conf, 0o600); err != nil {
+	if err := os.WriteFile(path, configHere(conf, dir), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir)

@@ -220,7 +220,7 @@ func (d *Driver) settle(ctx context.Context, in clouddb.Instance, secret *corev1
 	if err = d.scale(ctx, id, 1); err != nil {
 		return nil, err
 	}
-	pod, err = d.waitReady(ctx, id, 0)
+	pod, err = d.waitStarted(ctx, id, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -234,8 +234,8 @@ func (d *Driver) settle(ctx context.Context, in clouddb.Instance, secret *corev1
 	return pod, nil
 }
 
-// scale sets the database's StatefulSet's replicas to n; to 0, it waits until its first
-// pod, the last to go, is gone.
+// scale sets the database's StatefulSet's replicas to n; to 0, it waits until its pods
+// are gone.
 func (d *Driver) scale(ctx context.Context, id int, n int32) error {
 	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
 	if err != nil {
@@ -253,9 +253,10 @@ func (d *Driver) scale(ctx context.Context, id int, n int32) error {
 	if n > 0 {
 		return nil
 	}
-	return d.waitGone(ctx, id, "its pod is gone", func(ctx context.Context) (bool, error) {
-		_, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, 0), metav1.GetOptions{})
-		return apierrors.IsNotFound(err), ignoreNotFound(err)
+	// Every pod: they stop in parallel.
+	return d.waitGone(ctx, id, "its pods are gone", func(ctx context.Context) (bool, error) {
+		pods, err := d.podsOf(ctx, id)
+		return err == nil && len(pods) == 0, err
 	})
 }
 
@@ -303,7 +304,7 @@ func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts
 	if err = d.scale(ctx, id, 0); err != nil {
 		return nil, err
 	}
-	if err = d.orphanStatefulSet(ctx, in, sts); err != nil {
+	if err = d.orphanStatefulSet(ctx, in, sts, persistenceChange(in)); err != nil {
 		return nil, err
 	}
 	if persistent(in) {
@@ -312,6 +313,14 @@ func (d *Driver) changePersistence(ctx context.Context, in clouddb.Instance, sts
 		}
 	}
 	return d.create(ctx, in, img)
+}
+
+// persistenceChange says what a change of persistence makes of the database, for the log.
+func persistenceChange(in clouddb.Instance) string {
+	if persistent(in) {
+		return "its data persists"
+	}
+	return "its data no longer persists"
 }
 
 // dropStaleClaims deletes the claims of a database that did not persist, before a
@@ -329,10 +338,10 @@ func (d *Driver) dropStaleClaims(ctx context.Context, id int) error {
 
 // orphanStatefulSet deletes the database's StatefulSet sts, its dependents orphaned (its
 // pods, if any, run on; Ensure gives the Secret and the Service to the new one), and
-// waits until it is gone.
-func (d *Driver) orphanStatefulSet(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) error {
+// waits until it is gone. why is the change the new one makes, for the log.
+func (d *Driver) orphanStatefulSet(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, why string) error {
 	id := in.DatabaseID
-	d.log.Info("replacing a database's statefulset for its persistence", "database_id", id, "persistent", persistent(in))
+	d.log.Info("replacing a database's statefulset", "database_id", id, "why", why)
 	orphan := metav1.DeletePropagationOrphan
 	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
 	err := api.Delete(ctx, sts.Name, metav1.DeleteOptions{PropagationPolicy: &orphan, Preconditions: &metav1.Preconditions{UID: &sts.UID}})
@@ -351,7 +360,7 @@ func (d *Driver) orphanStatefulSet(ctx context.Context, in clouddb.Instance, sts
 // the primary. Stale claims go first (no running pod of a database without persistence
 // uses one); those of a database that no longer persists go with its last old pod.
 func (d *Driver) adoptNodes(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, img string) (*appsv1.StatefulSet, error) {
-	if err := d.orphanStatefulSet(ctx, in, sts); err != nil {
+	if err := d.orphanStatefulSet(ctx, in, sts, persistenceChange(in)); err != nil {
 		return nil, err
 	}
 	if persistent(in) {
@@ -393,7 +402,7 @@ func (d *Driver) runToSave(ctx context.Context, in clouddb.Instance, sts *appsv1
 		return nil, err
 	}
 	if nodes == 1 {
-		return d.waitReady(ctx, id, 0)
+		return d.waitStarted(ctx, id, 0)
 	}
 	if err := d.runNodes(ctx, in, secret, containerMemory(sts), int(nodes)); err != nil {
 		return nil, err

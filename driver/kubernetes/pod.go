@@ -21,23 +21,34 @@ import (
 	"clouddb/internal/redisconf"
 )
 
-// waitReady waits until the database's pod of that ordinal is Ready, or fails as soon as
-// the pod shows it cannot run (its reason in the error). A pod still on its way when
-// StartTimeout runs out (running but not ready, pending: not scheduled yet, its volume
-// not attached yet, being replaced) is ErrServerStarting: a node lost or drained, a claim
-// that follows its pod slowly, pass by themselves, and the reconciler tries again rather
-// than put a database whose data may be safe in a volume in error for good.
-func (d *Driver) waitReady(ctx context.Context, databaseID, ordinal int) (*corev1.Pod, error) {
-	pod, err := d.waitPod(ctx, nodePodName(databaseID, ordinal), nil)
+// waitStarted waits until the server of the database's pod of that ordinal listens (see
+// probe.go), or fails as soon as the pod shows it cannot run (its reason in the error). A
+// pod still on its way when StartTimeout runs out (running but not listening, pending:
+// not scheduled yet, its volume not attached yet, being replaced) is ErrServerStarting: a
+// node lost or drained, a claim that follows its pod slowly, pass by themselves, and the
+// reconciler tries again rather than put a database whose data may be safe in a volume in
+// error for good.
+func (d *Driver) waitStarted(ctx context.Context, databaseID, ordinal int) (*corev1.Pod, error) {
+	pod, err := d.waitPod(ctx, nodePodName(databaseID, ordinal), nil, podStarted)
 	if err != nil {
 		return nil, fmt.Errorf("database %d: %w", databaseID, err)
 	}
 	return pod, nil
 }
 
-// waitPod is waitReady for the pod of that name; with wanted, only a pod it wants is
-// waited for (one a replaced StatefulSet left is not).
-func (d *Driver) waitPod(ctx context.Context, name string, wanted func(*corev1.Pod) bool) (*corev1.Pod, error) {
+// waitServing is waitStarted until the pod is Ready: its server holds the data, and the
+// Service routes to it.
+func (d *Driver) waitServing(ctx context.Context, databaseID, ordinal int) (*corev1.Pod, error) {
+	pod, err := d.waitPod(ctx, nodePodName(databaseID, ordinal), nil, podReady)
+	if err != nil {
+		return nil, fmt.Errorf("database %d: %w", databaseID, err)
+	}
+	return pod, nil
+}
+
+// waitPod waits until the pod of that name is up (podStarted or podReady); with wanted,
+// only a pod it wants is waited for (one a replaced StatefulSet left is not).
+func (d *Driver) waitPod(ctx context.Context, name string, wanted, up func(*corev1.Pod) bool) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 	defer cancel()
 	var last error
@@ -47,7 +58,7 @@ func (d *Driver) waitPod(ctx context.Context, name string, wanted func(*corev1.P
 		case err == nil && wanted != nil && !wanted(pod):
 			last = fmt.Errorf("pod %s is not the one wanted yet", pod.Name)
 		case err == nil && pod.DeletionTimestamp == nil:
-			if podReady(pod) && pod.Status.PodIP != "" {
+			if up(pod) && pod.Status.PodIP != "" {
 				return pod, nil
 			}
 			if why := cannotRun(pod); why != "" {
@@ -57,8 +68,11 @@ func (d *Driver) waitPod(ctx context.Context, name string, wanted func(*corev1.P
 			if why := unschedulable(pod); why != "" {
 				last = fmt.Errorf("pod %s is %s: %w", pod.Name, why, clouddb.ErrServerStarting)
 			}
-			if running(pod) {
-				last = fmt.Errorf("pod %s runs, not ready yet: %w", pod.Name, clouddb.ErrServerStarting)
+			switch {
+			case podStarted(pod):
+				last = fmt.Errorf("pod %s runs its server, which does not hold the data yet (not Ready: a replica not in sync, a cluster node without slots): %w", pod.Name, clouddb.ErrServerStarting)
+			case running(pod):
+				last = fmt.Errorf("pod %s runs, its server does not listen yet: %w", pod.Name, clouddb.ErrServerStarting)
 			}
 		case err == nil:
 			last = fmt.Errorf("pod %s is being deleted: %w", pod.Name, clouddb.ErrServerStarting)
@@ -87,15 +101,6 @@ func (d *Driver) podsOf(ctx context.Context, id int) ([]corev1.Pod, error) {
 		return nil, fmt.Errorf("database %d: listing its pods: %w", id, err)
 	}
 	return pods.Items, nil
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func running(pod *corev1.Pod) bool {

@@ -330,7 +330,7 @@ func (d *Driver) readNode(ctx context.Context, databaseID, ordinal int, secret *
 	deadline := time.Now().Add(within)
 	for {
 		wctx, cancel := context.WithDeadline(ctx, deadline)
-		pod, err := d.waitReady(wctx, databaseID, ordinal)
+		pod, err := d.waitStarted(wctx, databaseID, ordinal)
 		cancel()
 		if err != nil {
 			return nil, nil, nodeState{}, err
@@ -732,18 +732,20 @@ func (d *Driver) nodeRunning(ctx context.Context, in clouddb.Instance, pod *core
 // configured it (see samePods).
 var errNodeRestarted = errors.New("a node restarted while Ensure configured it")
 
-// samePods waits until every node's pod is ready and checks that each still runs the
-// container Ensure read: a pod's status follows its container's death by up to a second
-// (the kubelet's relist), so Ensure may have read it ready, configured the container the
-// kubelet had just started again, and seen its readiness drop only now.
+// samePods waits until every node's pod is Ready (it holds the data: the primary serves,
+// each replica is in sync, see probe.go) and checks that each still runs the container
+// Ensure read: a pod's status follows its container's death by up to a second (the
+// kubelet's relist), so Ensure may have read it started, configured the container the
+// kubelet had just started again, and seen it go only now.
 func (d *Driver) samePods(ctx context.Context, databaseID int, pods []*corev1.Pod) error {
 	for i, was := range pods {
-		now, err := d.waitReady(ctx, databaseID, i)
+		now, err := d.waitServing(ctx, databaseID, i)
 		if err != nil {
 			return err
 		}
 		if now.UID != was.UID || containerRestarts(now) != containerRestarts(was) {
-			return fmt.Errorf("database %d: pod %s: %w", databaseID, now.Name, errNodeRestarted)
+			// Starting: Ensure, tried again, configures the new container.
+			return fmt.Errorf("database %d: pod %s: %w: %w", databaseID, now.Name, errNodeRestarted, clouddb.ErrServerStarting)
 		}
 	}
 	return nil
@@ -763,7 +765,7 @@ func containerRestarts(pod *corev1.Pod) int32 {
 // pod exists. The Service selected every pod of the database until then, and would route
 // clients to the new replica too for as long as kube-proxy takes to follow the label.
 func (d *Driver) routeToFirst(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) error {
-	pod, err := d.waitReady(ctx, in.DatabaseID, 0)
+	pod, err := d.waitStarted(ctx, in.DatabaseID, 0)
 	if err != nil {
 		return err
 	}

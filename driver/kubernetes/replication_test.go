@@ -72,7 +72,7 @@ func TestFailoverBehindClouddbsBack(t *testing.T) {
 		if err := poll(ctx, 90*time.Second, func() (bool, error) {
 			p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, primaryName, metav1.GetOptions{})
 			back = p
-			return err == nil && kill.back(primary, p) && ready(p), nil
+			return err == nil && kill.back(primary, p) && started(p), nil
 		}); err != nil {
 			t.Fatalf("round %d (%s): the primary's pod did not come back: %v", round, kill.name, err)
 		}
@@ -86,6 +86,11 @@ func TestFailoverBehindClouddbsBack(t *testing.T) {
 		b := redisClient(t, back.Status.PodIP+":6379", "clouddb-internal", internal)
 		if role := roleOf(t, ctx, b); role != "slave" {
 			t.Fatalf("round %d (%s): the node back after the crash is a %s, want a replica", round, kill.name, role)
+		}
+		// Empty, it is not Ready: the budget counts it away, and the Service, were it
+		// still labelled, would not route clients to it.
+		if p := podNamed(t, ctx, back.Name); ready(p) {
+			t.Fatalf("round %d (%s): the node back after the crash, empty, is Ready before Ensure", round, kill.name)
 		}
 		if up, err := d.Running(ctx, in); err != nil || up {
 			t.Fatalf("round %d (%s): Running before Ensure = %v, %v; want false, nil", round, kill.name, up, err)
@@ -187,7 +192,7 @@ func TestReplicationOffKeepsData(t *testing.T) {
 	// that ran meanwhile cannot see (the reconciler's next check would).
 	if err := poll(ctx, 90*time.Second, func() (bool, error) {
 		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name+"-0", metav1.GetOptions{})
-		return err == nil && restarts(p) > restarts(before) && ready(p), nil
+		return err == nil && restarts(p) > restarts(before) && started(p), nil
 	}); err != nil {
 		t.Fatalf("node 0's pod did not come back: %v", err)
 	}

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 
 	"clouddb"
@@ -27,7 +26,7 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 		Image:           img,
 		ImagePullPolicy: d.cfg.ImagePullPolicy,
 		Command:         serverCommand(),
-		Env:             primaryEnv(in.DatabaseID),
+		Env:             append(primaryEnv(in.DatabaseID), probeEnv(in.DatabaseID)),
 		Ports:           []corev1.ContainerPort{{Name: "redis", ContainerPort: redisPort}},
 		Resources:       corev1.ResourceRequirements{Requests: res, Limits: res},
 		// A size change resizes the running container (see applyLive), not restart it.
@@ -35,20 +34,25 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: "config", MountPath: confDir, ReadOnly: true},
 			{Name: "data", MountPath: dataDir},
+			{Name: "run", MountPath: socketDir},
 		},
 		SecurityContext: d.securityContext(),
 		// A server that exits at start says why in its last log lines (a bad setting, a
 		// data directory it cannot write): Running and Ensure report them.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		// The port answers once the server listens; the driver's own PING checks the rest.
-		ReadinessProbe: &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(redisPort)}},
-			PeriodSeconds: 2,
-		},
+		// Started once it listens, Ready once it holds the data (see probe.go).
+		StartupProbe:   startupProbe(redisPort),
+		ReadinessProbe: readinessProbe(),
 	}
-	volumes := []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-		SecretName: Name(id), Items: []corev1.KeyToPath{{Key: keyConfig, Path: confFile}}, DefaultMode: ptr(int32(0o440)),
-	}}}}
+	volumes := []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: Name(id), Items: []corev1.KeyToPath{{Key: keyConfig, Path: confFile}}, DefaultMode: ptr(int32(0o440)),
+		}}},
+		// The readiness probe's socket (the root filesystem is read-only).
+		{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(1<<20, resource.BinarySI),
+		}}},
+	}
 	var claims []corev1.PersistentVolumeClaim
 	if persistent(in) {
 		claim := corev1.PersistentVolumeClaim{
@@ -74,6 +78,12 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 			Replicas:    ptr(nodeCount(in)),
 			ServiceName: Name(id),
 			Selector:    &metav1.LabelSelector{MatchLabels: selector(id)},
+			// The nodes start, stop and come back each on its own. In order (the default),
+			// a node would wait for the one before it to be Ready, which a replicated
+			// database's first node is only once Ensure made it the primary, with its
+			// replica there (see probe.go); and a node whose pod cannot run would hold
+			// back every node after it.
+			PodManagementPolicy: appsv1.ParallelPodManagement,
 			// OnDelete: a changed template (a new size) never restarts the server, which may
 			// hold the only copy of the data; Ensure resizes the running pod in place.
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
@@ -165,6 +175,8 @@ func templateEqual(have, want *appsv1.StatefulSet) bool {
 		return false
 	}
 	return h[0].Image == w[0].Image && slices.Equal(h[0].Command, w[0].Command) && envEqual(h[0].Env, w[0].Env) &&
+		equality.Semantic.DeepEqual(h[0].StartupProbe, w[0].StartupProbe) &&
+		equality.Semantic.DeepEqual(h[0].ReadinessProbe, w[0].ReadinessProbe) &&
 		h[0].Resources.Limits.Memory().Cmp(*w[0].Resources.Limits.Memory()) == 0 &&
 		h[0].Resources.Requests.Memory().Cmp(*w[0].Resources.Requests.Memory()) == 0 &&
 		maps.Equal(have.Spec.Template.Labels, want.Spec.Template.Labels) &&

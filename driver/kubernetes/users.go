@@ -77,7 +77,7 @@ func (d *Driver) setNodeUsers(ctx context.Context, in clouddb.Instance, name str
 	if err != nil {
 		return err
 	}
-	if !podReady(pod) || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil || port == 0 {
+	if !podStarted(pod) || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil || port == 0 {
 		// Not serving: it starts with the Secret's users, or runs out without clients.
 		return nil
 	}

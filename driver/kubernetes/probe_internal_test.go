@@ -1,0 +1,103 @@
+package kubernetes
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"clouddb/internal/redisconf"
+	"clouddb/internal/redistest"
+)
+
+// TestReadinessProbe runs the pods' readiness probe, as the kubelet does, against real
+// servers: Ready only while the server holds its data.
+func TestReadinessProbe(t *testing.T) {
+	const pass = "probe-secret"
+	dir := t.TempDir()
+	start := func(t *testing.T, name string, args ...string) string {
+		t.Helper()
+		sock := filepath.Join(dir, name+".sock")
+		args = append([]string{"--port", "0", "--unixsocket", sock, "--unixsocketperm", "700", "--dir", dir,
+			"--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0", "--dbfilename", name + ".rdb",
+			"--user", "default", "off", "--user", redisconf.InternalUser}, append(redisconf.InternalUserRules(">"+pass), args...)...)
+		cmd := exec.Command(redistest.Real(t), args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		for range 100 {
+			if _, err := os.Stat(sock); err == nil {
+				return sock
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("server %s does not listen on %s", name, sock)
+		return ""
+	}
+	// probe runs the probe's command on sock with the password: nil when it passes.
+	probe := func(sock, password string) error {
+		c := readinessProbe().Exec.Command
+		for i, a := range c {
+			if a == socketPath {
+				c[i] = sock
+			}
+		}
+		cmd := exec.Command(c[0], c[1:]...)
+		cmd.Env = append(os.Environ(), envProbeAuth+"="+password)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return errors.New(strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	cli := func(t *testing.T, sock string, args ...string) {
+		t.Helper()
+		out, err := exec.Command("redis-cli", append([]string{"-e", "-s", sock, "--user", redisconf.InternalUser, "--pass", pass, "--no-auth-warning"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-cli %v: %v: %s", args, err, out)
+		}
+	}
+	ready := func(t *testing.T, sock string, want bool, why string) {
+		t.Helper()
+		var err error
+		// A replica's first sync takes a moment: Ready within 10 s.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			err = probe(sock, pass)
+			if (err == nil) == want || !want || time.Now().After(deadline) {
+				break
+			}
+		}
+		if (err == nil) != want {
+			t.Fatalf("%s: probe = %v, want ready %v", why, err, want)
+		}
+	}
+
+	primary := start(t, "primary")
+	ready(t, primary, true, "a primary")
+	if err := probe(primary, "wrong"); err == nil {
+		t.Fatal("the probe passes with a wrong password")
+	}
+	cli(t, primary, "set", "k", "v")
+
+	replica := start(t, "replica")
+	cli(t, replica, "replicaof", "127.0.0.1", "1")
+	ready(t, replica, false, "a replica whose primary does not answer")
+	// Its primary on TCP, for the replica to reach.
+	port := freePort(t)
+	cli(t, primary, "config", "set", "port", strconv.Itoa(port))
+	cli(t, primary, "config", "set", "bind", "127.0.0.1")
+	cli(t, replica, "config", "set", "masteruser", redisconf.InternalUser)
+	cli(t, replica, "config", "set", "masterauth", pass)
+	cli(t, replica, "replicaof", "127.0.0.1", strconv.Itoa(port))
+	ready(t, replica, true, "a replica in sync")
+
+	node := start(t, "node", "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"))
+	ready(t, node, false, "a cluster node that serves no slot")
+	cli(t, node, "cluster", "addslotsrange", "0", "16383")
+	ready(t, node, true, "a cluster node with slots")
+}
