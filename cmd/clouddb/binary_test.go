@@ -411,6 +411,7 @@ func TestDriverFlags(t *testing.T) {
 		"--driver kubernetes --k8s-redis-image redis":             "--k8s-redis-image",
 		"--driver kubernetes --k8s-redis-image 7=redis:7":         "--k8s-redis-image",
 		"--driver kubernetes --k8s-redis-image registry:5000/red": "--k8s-redis-image",
+		"--driver kubernetes --k8s-redis-image redis:6.2.14":      "older than 7.0",
 		"--driver kubernetes --k8s-service-type ClusterIP":        "--k8s-service-type",
 		"--driver kubernetes --k8s-service-type loadbalancer":     "--k8s-service-type",
 		"--driver kubernetes --k8s-cluster-networks 10.96.0.0":    "--k8s-cluster-networks",

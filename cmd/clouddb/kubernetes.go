@@ -43,6 +43,9 @@ const (
 	defaultClusterPorts = "32000-32767"
 )
 
+// minK8sRedis is the oldest Redis the kubernetes driver runs.
+const minK8sRedis = "7.0"
+
 // redisImage parses --k8s-redis-image: IMAGE, whose tag is the full Redis version
 // (redis:7.0.15), or VERSION=IMAGE.
 func redisImage(s string) (full, image string, err error) {
@@ -55,8 +58,13 @@ func redisImage(s string) (full, image string, err error) {
 		}
 		full = s[i+1:]
 	}
-	if _, ok := clouddb.MajorMinor(full); !ok || image == "" {
+	mm, ok := clouddb.MajorMinor(full)
+	if !ok || image == "" {
 		return "", "", fmt.Errorf("--k8s-redis-image %q: want VERSION=IMAGE with a Redis version such as 7.0.15", s)
+	}
+	// The pods' readiness probe runs redis-cli -e, and cluster nodes announce hostnames.
+	if clouddb.CompareRedisVersions(mm, minK8sRedis) < 0 {
+		return "", "", fmt.Errorf("--k8s-redis-image %q: Redis %s is older than %s, which the kubernetes driver needs", s, full, minK8sRedis)
 	}
 	return full, image, nil
 }
