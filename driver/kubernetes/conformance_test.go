@@ -170,8 +170,8 @@ func answers(addr string) error {
 	return nil
 }
 
-// podStates describes the database's pods (ready, restarts, phase), for a failure's
-// message.
+// podStates describes the database's pods (started, ready, restarts, phase) and the
+// last events of each (a failed probe, a kill), for a failure's message.
 func podStates(ns string, id int) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -181,7 +181,14 @@ func podStates(ns string, id int) string {
 	}
 	var out []string
 	for _, p := range pods.Items {
-		out = append(out, fmt.Sprintf("%s %s ready=%v restarts=%d ip=%s", p.Name, p.Status.Phase, ready(&p), restarts(&p), p.Status.PodIP))
+		out = append(out, fmt.Sprintf("%s %s started=%v ready=%v restarts=%d ip=%s", p.Name, p.Status.Phase, started(&p), ready(&p), restarts(&p), p.Status.PodIP))
+		events, err := cluster.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
+		if err != nil {
+			continue
+		}
+		for _, e := range events.Items[max(0, len(events.Items)-5):] {
+			out = append(out, fmt.Sprintf("  %s %s ×%d: %s", e.LastTimestamp.Format(time.TimeOnly), e.Reason, e.Count, e.Message))
+		}
 	}
 	return strings.Join(out, "; ")
 }
