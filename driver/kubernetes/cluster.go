@@ -165,7 +165,7 @@ func (d *Driver) clusterStatefulSet(in clouddb.Instance, img string) *appsv1.Sta
 	sts.Annotations = map[string]string{annotationShards: strconv.Itoa(in.Shards), annotationReplicated: strconv.FormatBool(in.Replication)}
 	spec := &sts.Spec.Template.Spec
 	c := &spec.Containers[0]
-	c.Command = []string{"redis-server", confDir + "/" + confFile, "--include", confDir + "/" + nodeConfigKey("$("+envPodName+")")}
+	c.Command = append([]string{"redis-server", confDir + "/" + confFile, "--include", confDir + "/" + nodeConfigKey("$("+envPodName+")")}, socketArgs()...)
 	c.Env = []corev1.EnvVar{{Name: envPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}, probeEnv(in.DatabaseID)}
 	c.Ports = []corev1.ContainerPort{{Name: "bus", ContainerPort: busPort}}
 	c.StartupProbe = startupProbe(busPort)

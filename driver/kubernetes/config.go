@@ -54,9 +54,6 @@ func renderConfig(in clouddb.Instance, internalSecret string) ([]byte, error) {
 	// Every address of the pod: the Service and the driver reach it on its pod IP.
 	line("bind", "0.0.0.0")
 	line("protected-mode", "yes")
-	// The readiness probe's way in (probe.go): the container's own user only.
-	line("unixsocket", socketPath)
-	line("unixsocketperm", "700")
 	line("user", append([]string{"default"}, redisconf.DefaultUser(">"+in.Password, readOnly(in), in.DefaultUserOff)...)...)
 	line("user", append([]string{redisconf.InternalUser}, redisconf.InternalUserRules(">"+internalSecret)...)...)
 	for _, u := range in.Users {

@@ -72,11 +72,13 @@ func TestDrainTakesOneNode(t *testing.T) {
 }
 
 // TestDrainWaitsForCopy: the disruption budget of a replicated database or cluster does
-// not let a drain take the second copy of the data as soon as the first's new pod is up:
-// a new pod of a database without persistence is an empty node, which holds the data only
-// once Ensure had it follow the node that stayed and it synced. A drain retries a refused
-// eviction every few seconds: were the other node evicted then, the keys would be gone.
-// The budget counts Ready pods, and a pod is Ready only once it holds the data (probe.go).
+// not let a drain take the second copy of the data while the first node is back empty: a
+// new pod (the first evicted, by a drain), or its server restarted in its pod (killed: a
+// cluster node keeps serving its slots then, its nodes.conf kept), of a database without
+// persistence holds the data only once Ensure had it follow the node that stayed and it
+// synced. A drain retries a refused eviction every few seconds: were the other node
+// evicted then, the keys would be gone. The budget counts Ready pods, and a pod is Ready
+// only once it holds the data (probe.go).
 func TestDrainWaitsForCopy(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
@@ -84,7 +86,11 @@ func TestDrainWaitsForCopy(t *testing.T) {
 		name    string
 		id      int
 		cluster bool
-	}{{"replicated", 162, false}, {"cluster", 161, true}} {
+		killed  bool
+	}{
+		{"replicated, evicted", 162, false, false}, {"cluster, evicted", 161, true, false},
+		{"replicated, killed", 164, false, true}, {"cluster, killed", 165, true, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := ctxFor(t, 4*time.Minute)
@@ -108,34 +114,35 @@ func TestDrainWaitsForCopy(t *testing.T) {
 			waitEvictable(t, ctx, in.DatabaseID)
 			first, second := kubernetes.Name(in.DatabaseID)+"-0", kubernetes.Name(in.DatabaseID)+"-1"
 			old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, first, metav1.GetOptions{}))
-			if err := evictPod(ctx, first); err != nil {
+			if tc.killed {
+				killServer(t, ctx, cluster.ns, first)
+			} else if err := evictPod(ctx, first); err != nil {
 				t.Fatalf("evicting %s: %v", first, err)
 			}
-			// A drain's loop: the new pod of the first comes up, its server listening, empty.
+			// A drain's loop: the first comes back, its server listening, empty.
 			if err := poll(ctx, time.Minute, func() (bool, error) {
 				p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, first, metav1.GetOptions{})
-				if err != nil || p.UID == old.UID {
-					return false, nil
-				}
-				for _, cs := range p.Status.ContainerStatuses {
-					if cs.State.Running != nil && cs.Started != nil && *cs.Started {
-						return true, nil
-					}
-				}
-				return false, nil
+				back := err == nil && (p.UID != old.UID || restarts(p) > restarts(old))
+				return back && started(p), nil
 			}); err != nil {
-				t.Fatalf("no new pod %s with its server up: %v", first, err)
+				t.Fatalf("%s is not back with its server up: %v", first, err)
 			}
-			// The budget's controller has seen it; a drain retrying now...
-			time.Sleep(5 * time.Second)
+			// Three readiness periods: it stays not Ready, and the budget's controller has
+			// seen it; a drain retrying now...
+			for range 8 {
+				if p := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, first, metav1.GetOptions{})); ready(p) {
+					t.Fatalf("%s, back empty, is Ready before Ensure", first)
+				}
+				time.Sleep(time.Second)
+			}
 			if err := evictPod(ctx, second); !apierrors.IsTooManyRequests(err) {
-				t.Errorf("evicting %s, the only copy of the data, while the new %s is empty = %v, want refused (429)", second, first, err)
+				t.Errorf("evicting %s, the only copy of the data, while %s is empty = %v, want refused (429)", second, first, err)
 			}
 			ensureRunning(t, ctx, d, in)
 			if n := connect(t, d, in, "", in.Password).DBSize(ctx).Val(); n != 100 {
 				t.Fatalf("after the drain: %d keys, want 100", n)
 			}
-			// Once the new node holds the data, the budget lets one go again.
+			// Once the node back holds the data, the budget lets one go again.
 			waitEvictable(t, ctx, in.DatabaseID)
 		})
 	}

@@ -42,7 +42,7 @@ func TestLiveAsAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "redis.conf")
-	if err := os.WriteFile(path, configHere(conf, dir), 0o600); err != nil {
+	if err := os.WriteFile(path, configHere(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir)

@@ -19,7 +19,11 @@ import (
 //     that it needs neither TLS nor the node's port): the server answers, no longer loads
 //     its data, and is a primary (replicated databases' pods all start as replicas: only
 //     Ensure promotes a node, the one with the most data) with slots when it is a cluster
-//     node, or a replica whose link to its primary is up (its first sync done).
+//     node, or a replica whose link to its primary is up (its first sync done). A
+//     replicated cluster's primary starts refusing writes (min-replicas-to-write, see
+//     cluster.go) until Ensure has decided its shard: restarted without persistence, it
+//     still serves its slots (its nodes.conf outlives the container), empty; while that
+//     setting holds (INFO shows min_slaves_good_slaves), it is not Ready.
 //
 // The readiness probe also runs on a restarted container: one whose server was killed
 // (its memory limit) and came back empty is not Ready until it holds the data again.
@@ -32,6 +36,9 @@ local repl = redis.call('INFO', 'replication')
 if string.find(repl, 'role:slave', 1, true) then
   if string.find(repl, 'master_link_status:up', 1, true) then return 'ok' end
   return redis.error_reply('NOTREADY a replica whose link to its primary is down')
+end
+if string.find(repl, 'min_slaves_good_slaves:', 1, true) then
+  return redis.error_reply('NOTREADY a primary that restarted, not yet confirmed by clouddb')
 end
 if not string.find(redis.call('INFO', 'cluster'), 'cluster_enabled:1', 1, true) then return 'ok' end
 for line in string.gmatch(redis.call('CLUSTER', 'NODES'), '[^\n]+') do
@@ -53,6 +60,14 @@ const (
 	// carries none.
 	envProbeAuth = "REDISCLI_AUTH"
 )
+
+// socketArgs open the probe's socket, for the container's own user only. On the command
+// line, not in the Secret's redis.conf, which every pod reads at its start: a pod made
+// from an older template has no socket directory, and a server that cannot bind its
+// socket exits.
+func socketArgs() []string {
+	return []string{"--unixsocket", socketPath, "--unixsocketperm", "700"}
+}
 
 // startupProbe succeeds once the server listens on port (the bus port of a cluster
 // node, whose client port differs from pod to pod). It never gives up on a server: one

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -19,27 +18,14 @@ import (
 // persists on SIGTERM as configured, and the claims keep the data.
 func (d *Driver) Stop(ctx context.Context, databaseID int) error {
 	d.stopSources(databaseID)
-	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
-	sts, err := api.Get(ctx, Name(databaseID), metav1.GetOptions{})
+	_, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(databaseID), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("database %d: %w", databaseID, err)
 	}
-	if err := d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
-		if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 0 {
-			return false
-		}
-		sts.Spec.Replicas = ptr(int32(0))
-		return true
-	}); err != nil {
-		return fmt.Errorf("database %d: scaling its statefulset to 0: %w", databaseID, err)
-	}
-	return d.waitGone(ctx, databaseID, "its pods stop", func(ctx context.Context) (bool, error) {
-		pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(databaseID)})})
-		return err == nil && len(pods.Items) == 0, err
-	})
+	return d.scale(ctx, databaseID, 0)
 }
 
 func ignoreNotFound(err error) error {

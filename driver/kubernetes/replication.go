@@ -69,8 +69,8 @@ const maxNodes = 2
 // Secret's primary keys say (Kubernetes expands $(VAR) in a command: the image needs no
 // shell).
 func serverCommand() []string {
-	return []string{"redis-server", confDir + "/" + confFile,
-		"--replicaof", "$(" + envPrimaryHost + ")", "$(" + envPrimaryPort + ")"}
+	return append([]string{"redis-server", confDir + "/" + confFile,
+		"--replicaof", "$(" + envPrimaryHost + ")", "$(" + envPrimaryPort + ")"}, socketArgs()...)
 }
 
 func primaryEnv(databaseID int) []corev1.EnvVar {
@@ -134,7 +134,10 @@ type nodeState struct {
 	masterHost string // the primary it replicates, "" for a master
 	masterPort int
 	linkUp     bool
-	runID      string
+	// synced: a replica whose link to a primary was up since its server started (its
+	// first sync done), so that it holds that primary's data up to the link's loss.
+	synced bool
+	runID  string
 }
 
 // elect chooses the primary among the nodes (by ordinal): the labelled node while it
@@ -190,6 +193,8 @@ func readState(ctx context.Context, c *redis.Client, pod *corev1.Pod) (nodeState
 		s.masterHost = infoField(info, "master_host")
 		s.masterPort, _ = strconv.Atoi(infoField(info, "master_port"))
 		s.linkUp = infoField(info, "master_link_status") == "up"
+		// -1 while no link was ever up (a new, empty node syncing for the first time).
+		s.synced = s.linkUp || infoField(info, "master_link_down_since_seconds") != "-1"
 	}
 	s.runID = infoField(info, "run_id")
 	if s.keys, err = c.DBSize(ctx).Result(); err != nil {
@@ -785,8 +790,9 @@ const answerTimeout = 15 * time.Second
 // it (not the Service's, which every node starts with) that no answering node has. It
 // then holds that primary's data up to the link's loss, and takes over, as it would
 // after the primary's death (its node lost, its server hung). Any other case (nodes
-// starting again after a stop, each a replica of the Service) waits for every node: the
-// one that does not answer yet may hold more data.
+// starting again after a stop, each a replica of the Service; a new node whose first sync
+// from its primary had not ended, empty) waits for every node: the one that does not
+// answer yet may hold more data.
 func orphanedReplica(pods []*corev1.Pod, states []nodeState, unread []int, serviceIP string) (int, bool) {
 	answering := map[string]bool{}
 	for i, p := range pods {
@@ -801,7 +807,7 @@ func orphanedReplica(pods []*corev1.Pod, states []nodeState, unread []int, servi
 		if p == nil || slices.Contains(unread, i) {
 			continue
 		}
-		if h := states[i].masterHost; h != "" && h != serviceIP && !answering[h] && net.ParseIP(h) != nil {
+		if h := states[i].masterHost; h != "" && h != serviceIP && !answering[h] && net.ParseIP(h) != nil && states[i].synced {
 			return i, true
 		}
 	}
