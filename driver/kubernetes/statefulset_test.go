@@ -53,7 +53,9 @@ func TestOrderedStatefulSetReplaced(t *testing.T) {
 	old.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
 	spec := &old.Spec.Template.Spec
 	c := &spec.Containers[0]
-	c.Command = slices.DeleteFunc(c.Command, func(a string) bool { return strings.HasPrefix(a, "--unixsocket") || a == "700" || strings.HasSuffix(a, ".sock") })
+	c.Command = slices.DeleteFunc(c.Command, func(a string) bool {
+		return strings.HasPrefix(a, "--unixsocket") || a == "700" || strings.HasSuffix(a, ".sock")
+	})
 	c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "REDISCLI_AUTH" })
 	c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "run" })
 	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "run" })
