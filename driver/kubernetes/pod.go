@@ -49,10 +49,13 @@ func (d *Driver) waitServing(ctx context.Context, databaseID, ordinal int) (*cor
 // waitPod waits until the pod of that name is up (podStarted or podReady); with wanted,
 // only a pod it wants is waited for (one a replaced StatefulSet left is not).
 func (d *Driver) waitPod(ctx context.Context, name string, wanted, up func(*corev1.Pod) bool) (*corev1.Pod, error) {
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 	defer cancel()
 	var last error
+	var notReady *corev1.Pod // started, not Ready: its probe says why
 	for {
+		notReady = nil
 		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case err == nil && wanted != nil && !wanted(pod):
@@ -70,6 +73,7 @@ func (d *Driver) waitPod(ctx context.Context, name string, wanted, up func(*core
 			}
 			switch {
 			case podStarted(pod):
+				notReady = pod
 				last = fmt.Errorf("pod %s runs its server, which does not hold the data yet (not Ready: a replica not in sync, a cluster node without slots): %w", pod.Name, clouddb.ErrServerStarting)
 			case running(pod):
 				last = fmt.Errorf("pod %s runs, its server does not listen yet: %w", pod.Name, clouddb.ErrServerStarting)
@@ -85,6 +89,11 @@ func (d *Driver) waitPod(ctx context.Context, name string, wanted, up func(*core
 		case <-ctx.Done():
 			if last == nil {
 				last = ctx.Err()
+			}
+			if notReady != nil {
+				if why := d.probeFailure(outer, notReady); why != "" {
+					last = fmt.Errorf("%w; %s", last, why)
+				}
 			}
 			return nil, fmt.Errorf("not ready after %v: %w", d.cfg.StartTimeout, last)
 		case <-time.After(250 * time.Millisecond):

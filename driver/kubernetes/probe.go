@@ -1,7 +1,13 @@
 package kubernetes
 
 import (
+	"context"
+	"strings"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"clouddb/internal/redisconf"
@@ -126,4 +132,40 @@ func podReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// probeFailure is the kubelet's report of the pod's last failed readiness probe, "" when
+// there is none (or the events cannot be read): why a pod that runs is not Ready, in the
+// probe's own words (a replica not in sync, an image without redis-cli).
+func (d *Driver) probeFailure(ctx context.Context, pod *corev1.Pod) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	events, err := d.cfg.Client.CoreV1().Events(d.ns).List(ctx, metav1.ListOptions{FieldSelector: fields.AndSelectors(
+		fields.OneTermEqualSelector("involvedObject.uid", string(pod.UID)), fields.OneTermEqualSelector("reason", "Unhealthy"),
+	).String()})
+	if err != nil {
+		return ""
+	}
+	var last *corev1.Event
+	for i := range events.Items {
+		e := &events.Items[i]
+		if e.InvolvedObject.UID != pod.UID || e.Reason != "Unhealthy" || !strings.HasPrefix(e.Message, "Readiness probe") {
+			continue
+		}
+		if last == nil || eventTime(e).After(eventTime(last)) {
+			last = e
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(last.Message), " ")
+}
+
+// eventTime is when the event last happened, by either API's field.
+func eventTime(e *corev1.Event) time.Time {
+	if !e.LastTimestamp.IsZero() {
+		return e.LastTimestamp.Time
+	}
+	return e.EventTime.Time
 }

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,6 +11,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"clouddb"
 	"clouddb/internal/redisconf"
 	"clouddb/internal/redistest"
 )
@@ -115,4 +122,39 @@ func TestReadinessProbe(t *testing.T) {
 	ready(t, node, false, "a restarted replicated cluster primary, not yet confirmed")
 	cli(t, node, "config", "set", "min-replicas-to-write", "0")
 	ready(t, node, true, "a replicated cluster primary that Ensure confirmed")
+}
+
+// TestNotReadySaysWhy: a wait for a pod that runs but is not Ready ends with the
+// kubelet's report of its last failed readiness probe, not another pod's, nor an older
+// report.
+func TestNotReadySaysWhy(t *testing.T) {
+	const id = 9
+	started := true
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: nodePodName(id, 0), Namespace: "ns", UID: "pod-uid"},
+		Status: corev1.PodStatus{PodIP: "10.0.0.9", Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "redis", Started: &started, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+		}}}
+	at := func(s int) metav1.Time { return metav1.NewTime(time.Unix(1_700_000_000+int64(s), 0)) }
+	event := func(name string, uid types.UID, reason, msg string, when int) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: pod.Name, UID: uid}, Reason: reason, Message: msg, LastTimestamp: at(when)}
+	}
+	client := fake.NewClientset(pod,
+		event("e1", pod.UID, "Unhealthy", "Readiness probe failed: NOTREADY an older report\n", 1),
+		event("e2", pod.UID, "Unhealthy", "Readiness probe failed: NOTREADY a replica whose link to its primary is down\n", 3),
+		event("e3", "another-pod", "Unhealthy", "Readiness probe failed: NOTREADY another pod's\n", 5),
+		event("e4", pod.UID, "Pulled", "Container image already present", 6),
+	)
+	d, err := New(Config{Client: client, Namespace: "ns", Images: map[string]string{"7.0": "redis"}, DefaultVersion: "7.0",
+		StartTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.waitServing(context.Background(), id, 0)
+	if !errors.Is(err, clouddb.ErrServerStarting) {
+		t.Fatalf("waitServing = %v, want ErrServerStarting", err)
+	}
+	if want := "Readiness probe failed: NOTREADY a replica whose link to its primary is down"; !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("waitServing = %v, want it to end with %q", err, want)
+	}
 }
