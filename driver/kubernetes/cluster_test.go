@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,15 +195,8 @@ func TestClusterSnapshotAfterRestart(t *testing.T) {
 	killServer(t, ctx, cluster.ns, name)
 	if err := poll(ctx, time.Minute, func() (bool, error) {
 		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount == restarts {
-			return false, nil
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
+		// Its server up: it is not Ready before Ensure (probe.go).
+		return err == nil && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].RestartCount != restarts && started(p), nil
 	}); err != nil {
 		t.Fatalf("pod %s did not come back: %v", name, err)
 	}
@@ -328,25 +322,35 @@ func TestClusterRestartedPrimaryWritten(t *testing.T) {
 	old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{}))
 	restarts := old.Status.ContainerStatuses[0].RestartCount
 	killServer(t, ctx, cluster.ns, name)
-	// The tenant's clients write on as soon as the server answers again: refused.
-	var refused error
+	// The restarted primary is not Ready (probe.go): its Service does not route the
+	// tenant's clients to it. A client that reaches it all the same (by its pod address,
+	// or through a proxy's stale route) writes on as soon as the server answers: refused.
+	var back *corev1.Pod
 	if err := poll(ctx, time.Minute, func() (bool, error) {
 		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount == restarts {
-			return false, nil
-		}
-		if c.Ping(ctx).Err() != nil {
+		back = p
+		return err == nil && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].RestartCount > restarts && started(p), nil
+	}); err != nil {
+		t.Fatalf("the restarted primary's server is not up: %v", err)
+	}
+	direct := redisClient(t, net.JoinHostPort(back.Status.PodIP, strconv.Itoa(in.Port)), "default", in.Password)
+	var refused error
+	if err := poll(ctx, time.Minute, func() (bool, error) {
+		if direct.Ping(ctx).Err() != nil {
 			return false, nil
 		}
 		// Until the node rejoined, the cluster is down for it: a refusal too, but not the
 		// one this is about.
-		refused = c.Set(ctx, "new0", 0, 0).Err()
+		refused = direct.Set(ctx, "new0", 0, 0).Err()
 		return refused == nil || !strings.HasPrefix(refused.Error(), "CLUSTERDOWN"), nil
 	}); err != nil {
 		t.Fatalf("the restarted primary does not answer: %v", err)
 	}
 	if refused == nil || !strings.HasPrefix(refused.Error(), "NOREPLICAS") {
 		t.Fatalf("a write to the restarted primary before Ensure = %v, want NOREPLICAS", refused)
+	}
+	if p := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{})); ready(p) {
+		t.Fatalf("the restarted primary, empty, is Ready before Ensure")
 	}
 	ensureRunning(t, ctx, d, in)
 	cc := clusterClient(d, in)
