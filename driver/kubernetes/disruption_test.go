@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,14 +30,7 @@ func TestDrainTakesOneNode(t *testing.T) {
 	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
 	ensureRunning(t, ctx, d, in)
 	c := connect(t, d, in, "", in.Password)
-	for i := range 100 {
-		if err := c.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.Do(ctx, "wait", 1, 5000).Err(); err != nil {
-		t.Fatal(err)
-	}
+	fillReplicated(t, ctx, c, 100)
 	for i := range 2 {
 		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID)+"-"+strconv.Itoa(i), metav1.GetOptions{})
 		if err != nil {
@@ -102,15 +96,7 @@ func TestDrainWaitsForCopy(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
 			ensureRunning(t, ctx, d, in)
-			c := connect(t, d, in, "", in.Password)
-			for i := range 100 {
-				if err := c.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := c.Do(ctx, "wait", 1, 5000).Err(); err != nil {
-				t.Fatal(err)
-			}
+			fillReplicated(t, ctx, connect(t, d, in, "", in.Password), 100)
 			waitEvictable(t, ctx, in.DatabaseID)
 			first, second := kubernetes.Name(in.DatabaseID)+"-0", kubernetes.Name(in.DatabaseID)+"-1"
 			old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, first, metav1.GetOptions{}))
@@ -145,6 +131,19 @@ func TestDrainWaitsForCopy(t *testing.T) {
 			// Once the node back holds the data, the budget lets one go again.
 			waitEvictable(t, ctx, in.DatabaseID)
 		})
+	}
+}
+
+// fillReplicated writes n keys k<i> = i and waits until the replica has them.
+func fillReplicated(t *testing.T, ctx context.Context, c *redis.Client, n int) {
+	t.Helper()
+	for i := range n {
+		if err := c.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Do(ctx, "wait", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 
