@@ -40,6 +40,10 @@ type Harness struct {
 	// Reopen returns a new driver over what d holds, as clouddb makes after a restart,
 	// while d's servers run on. Optional: without it the case of adoption is skipped.
 	Reopen func(t *testing.T, d clouddb.Driver) clouddb.Driver
+	// Describe says what the harness can see of database id's servers (their processes'
+	// or pods' states, recent events), logged when a case fails: the evidence of a
+	// failure seen once. Optional.
+	Describe func(d clouddb.Driver, id int) string
 	// CA is the PEM certificate of the CertificateAuthority whose server certificates the
 	// drivers' TLS databases serve. Required with TLS.
 	CA []byte
@@ -166,6 +170,12 @@ func (e *env) instance(t *testing.T, id int) clouddb.Instance {
 		ctx, cancel := context.WithTimeout(context.Background(), e.h.timeout())
 		defer cancel()
 		require.NoError(t, e.d.Remove(ctx, id), "Remove at the end of the test")
+	})
+	// Before the Remove above (cleanups run last first).
+	t.Cleanup(func() {
+		if t.Failed() && e.h.Describe != nil {
+			t.Logf("database %d, as the case failed: %s", id, e.h.Describe(e.d, id))
+		}
 	})
 	return in
 }

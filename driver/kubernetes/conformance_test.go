@@ -88,6 +88,13 @@ func TestConformance(t *testing.T) {
 			}
 			killServer(t, ctx, ns.(string), servingPod(t, ctx, ns.(string), in.DatabaseID))
 		},
+		Describe: func(d clouddb.Driver, id int) string {
+			ns, ok := namespaces.Load(d)
+			if !ok {
+				return "a driver Reopen made: its namespace is its first driver's"
+			}
+			return podStates(ns.(string), id)
+		},
 		Reopen: func(t *testing.T, d clouddb.Driver) clouddb.Driver {
 			ns, ok := namespaces.Load(d)
 			if !ok {
