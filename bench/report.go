@@ -38,8 +38,12 @@ func (r *report) markdown() string {
 	p("")
 	p("Machine: %s.", r.Machine)
 	p("")
-	p("Written by `make bench` (`go run ./bench -out BENCHMARKS.md`) on %s in %s, source %s.",
-		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Finished.Sub(r.Started).Round(time.Second), r.Rev)
+	command := "go run ./bench -out BENCHMARKS.md"
+	if c.K8sCluster != "" {
+		command += " -k8s-cluster " + c.K8sCluster
+	}
+	p("Written by `make bench` (`%s`) on %s in %s, source %s.",
+		command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Finished.Sub(r.Started).Round(time.Second), r.Rev)
 	p("Sizes: %d repetitions; read-path runs of %s after %s of warm-up at %s concurrent keep-alive clients; "+
 		"%d database creates; %d accounts × %d tasks (on PostgreSQL %d × %d); scale at %s active databases with %d restarts of each kind; "+
 		"imports of a %d MB RDB file; %d failovers after %d acknowledged writes each; on Kubernetes %d create-to-ready repetitions "+
