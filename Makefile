@@ -73,8 +73,20 @@ fuzz:
 		done; \
 	done
 
+# As root with the test cluster's Kubernetes built (scripts/k8s-test-cluster.sh build, which
+# make test-k8s runs), the k8s section runs on that cluster, brought up for the section alone
+# after the others (-k8s-cluster: `run` under the cluster's lock, always torn down);
+# otherwise it is skipped, and the report says why. The check finds the script's cache
+# without building anything.
+K8S_CLUSTER_VERSION = $${CLOUDDB_K8S_VERSION:-$$(sed -n 's/^K8S_VERSION=.*:-\([0-9.]*\)}$$/\1/p' scripts/k8s-test-cluster.sh)}
+K8S_CLUSTER_CACHE = $${CLOUDDB_K8S_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/clouddb-k8s}
 bench: deps
-	$(GO) run ./bench -out BENCHMARKS.md
+	@v=$(K8S_CLUSTER_VERSION); k8s=; \
+	if [ "$$(id -u)" = 0 ] && [ -n "$$v" ] && [ -x "$(K8S_CLUSTER_CACHE)/v$$v/bin/kubelet" ]; then \
+		k8s="-k8s-cluster scripts/k8s-test-cluster.sh"; \
+	else echo "bench: the k8s section skips: it needs root and Kubernetes built (scripts/k8s-test-cluster.sh build)" >&2; fi; \
+	echo "$(GO) run ./bench -out BENCHMARKS.md $$k8s"; \
+	$(GO) run ./bench -out BENCHMARKS.md $$k8s
 
 clean:
 	rm -rf bin

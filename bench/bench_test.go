@@ -122,6 +122,12 @@ func TestQuick(t *testing.T) {
 		t.Errorf("failover: %v acknowledged writes lost (per failover), want none", f.Lost)
 	}
 
+	if k := rep.K8s; k == nil {
+		t.Error("k8s: no result")
+	} else if os.Getenv(envK8sKubeconfig) == "" && !strings.Contains(k.Skipped, envK8sKubeconfig) {
+		t.Errorf("k8s without a cluster: skipped %q, want the reason", k.Skipped)
+	}
+
 	data, err := os.ReadFile(cfg.Out)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +136,7 @@ func TestQuick(t *testing.T) {
 	for _, want := range []string{
 		"# clouddb benchmarks", "Machine: ", "redis-server ", "## Goals",
 		"## 1. Read path", "## 2. Provisioning", "## 3. Task engine", "| SQLite (", "| PostgreSQL (", "PostgreSQL server: ", "## 4. Scale",
-		"## 5. Import throughput", "MB/s", "sanitize-dump-payload", "## 6. Failover", "Acknowledged writes lost: 0 of ",
+		"## 5. Import throughput", "MB/s", "sanitize-dump-payload", "## 6. Failover", "## 7. Kubernetes", "Acknowledged writes lost: 0 of ",
 		"| task engine on SQLite: ≥ 0.4× the raw commit rate |", "| task engine on PostgreSQL: ", "| scale: clouddb RSS ≤ 100.0 MiB with ",
 		"| scale: restart after kill -9 adopts ", "| import: throughput ≥ 0.8× ",
 	} {
@@ -157,6 +163,48 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestK8sReport renders the k8s section from made-up figures, as a cluster would give them.
+func TestK8sReport(t *testing.T) {
+	ms := func(ds ...int) []time.Duration {
+		out := make([]time.Duration, len(ds))
+		for i, d := range ds {
+			out[i] = time.Duration(d) * time.Millisecond
+		}
+		return out
+	}
+	k := &k8sResult{Image: "localhost/clouddb-redis:7.0.15", Server: "v1.33.13", Reps: 3,
+		Bare: ms(1000, 1100, 1200), BareReady: ms(990, 1090, 1190),
+		Rows: []k8sCreateRow{
+			{Name: "single node", Pods: 1, Ready: ms(2500, 2600, 2700), Ensure: ms(2490, 2590, 2690), Ratios: []float64{2.5, 2.4, 2.2}},
+			{Name: "replicated", Pods: 2, Ready: ms(4000, 4100, 4200), Ensure: ms(3990, 4090, 4190), Ratios: []float64{4, 3.7, 3.5}},
+		},
+		Probe: &k8sProbeResult{M: 4, Window: 15 * time.Second, DB: []float64{0.10, 0.12}, Bare: []float64{0.05, 0.06},
+			Ratios: []float64{2, 2}, Probes: []float64{30, 30}, ProbeTime: []float64{1.5, 1.5}},
+	}
+	cfg := QuickConfig()
+	cfg.Sections = []string{"k8s"}
+	md := (&report{Config: cfg, K8s: k}).markdown()
+	for _, want := range []string{
+		"| kubernetes: a single-node database's create-to-ready (Ensure, then PING through its NodePort) ≤ 2.0× a bare pod's create-to-Ready-and-PING (median) | 2.40× (2.60 s against 1.10 s) | **no** |",
+		"| single node | 1 | **2.40** | 2.25 | 2.60 s / 2.70 s | 2.59 s | 1.10 s / 1.20 s | **no** |",
+		"| replicated | 2 | **3.70** |",
+		"| node CPU (kubelet + containerd + shims), median | **2.00** | 11.0% of a core | 5.5% of a core | +5.5% of a core |",
+		"median 30 (4 pods × 15.00 s / 2.00 s = 30)", "Node CPU per probe, the median difference over the median count: 27.5 ms",
+		"(`prober_probe_duration_seconds`): 50.0 ms",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "NaN") {
+		t.Errorf("the report contains NaN:\n%s", md)
+	}
+	k.Probe.Probes, k.Probe.ProbeTime = []float64{math.NaN(), math.NaN()}, []float64{math.NaN(), math.NaN()}
+	if md := (&report{Config: cfg, K8s: k}).markdown(); !strings.Contains(md, "not readable; at one probe per pod every 2.00 s, a window holds about 30 probes: node CPU per probe about 27.5 ms") {
+		t.Errorf("without the kubelet's metrics:\n%s", md)
+	}
 }
 
 // TestScaleGoals checks the scale goals' verdicts on made-up rows, one goal missed each.

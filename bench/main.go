@@ -10,7 +10,10 @@
 // throughput against a bare redis-server loading the same RDB file at start, and the
 // failover of a replicated database (kill -9 of its primary until its endpoint takes a
 // write again, with no acknowledged write lost) against a bare redis-server restarted on
-// its port after a kill -9. Every process
+// its port after a kill -9; and on a real Kubernetes (the test cluster of
+// scripts/k8s-test-cluster.sh), the kubernetes driver's create-to-ready against a bare
+// pod's start-to-Ready, and the node-side CPU of the pods' readiness probes against bare
+// pods without one. Every process
 // it starts is killed before it returns, on failure too (a PostgreSQL cluster it starts
 // is stopped), and it only ever uses loopback addresses, unless -pg names a server.
 package main
@@ -70,10 +73,22 @@ type Config struct {
 	// FailoverKeys is how many writes acknowledged by the replica (WAIT 1) go before each
 	// kill of the failover benchmark (it runs Reps failovers).
 	FailoverKeys int
+	// K8sReps is how many times the k8s section's create-to-ready trio (a single-node
+	// database, a replicated one, a bare pod) runs.
+	K8sReps int
+	// K8sIdle is how many idle databases (and bare pods) the probe-cost windows hold;
+	// K8sWindow is the length of one window and K8sProbeReps the number of window pairs.
+	K8sIdle      int
+	K8sWindow    time.Duration
+	K8sProbeReps int
+	// K8sCluster, when set and no cluster is in the environment (CLOUDDB_K8S_KUBECONFIG),
+	// is scripts/k8s-test-cluster.sh: the k8s section runs under its `run`, on a cluster
+	// up for that section only.
+	K8sCluster string
 	// PortBase is the first port of the ranges handed to clouddb for its databases.
 	PortBase int
-	// Sections are the benchmarks to run: read, provision, engine, scale, import, failover
-	// (all when empty).
+	// Sections are the benchmarks to run: read, provision, engine, scale, import,
+	// failover, k8s (all when empty).
 	Sections []string
 	// Profile, when set, is a directory where the read path is profiled in-process.
 	Profile string
@@ -105,6 +120,10 @@ func DefaultConfig() Config {
 		AdoptWait:         2500 * time.Millisecond,
 		ImportMB:          128,
 		FailoverKeys:      1000,
+		K8sReps:           5,
+		K8sIdle:           5,
+		K8sWindow:         20 * time.Second,
+		K8sProbeReps:      3,
 		PortBase:          16000,
 		Log:               os.Stderr,
 	}
@@ -129,6 +148,10 @@ func QuickConfig() Config {
 	c.AdoptWait = 1200 * time.Millisecond
 	c.ImportMB = 4
 	c.FailoverKeys = 100
+	c.K8sReps = 2
+	c.K8sIdle = 2
+	c.K8sWindow = 6 * time.Second
+	c.K8sProbeReps = 2
 	return c
 }
 
@@ -136,20 +159,26 @@ func main() {
 	if serveBareFromEnv() {
 		return
 	}
-	cfg, err := parseFlags(os.Args[1:])
+	cfg, k8sJSON, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := Run(ctx, cfg); err != nil {
+	run := Run
+	if k8sJSON != "" {
+		run = func(ctx context.Context, cfg Config) error { return runK8sJSON(ctx, cfg, k8sJSON) }
+	}
+	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func parseFlags(args []string) (Config, error) {
+// parseFlags reads the command line; k8sJSON is -k8s-json, set in the process that
+// Config.K8sCluster's script runs.
+func parseFlags(args []string) (cfg Config, k8sJSON string, err error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "tiny smoke run (a few seconds); other flags override its sizes")
 	d := DefaultConfig()
@@ -169,15 +198,21 @@ func parseFlags(args []string) (Config, error) {
 	importMB := fs.Int("import-mb", 0, "size of the import benchmark's RDB file, in MB")
 	failoverKeys := fs.Int("failover-keys", 0, "writes acknowledged by the replica before each kill of the failover benchmark")
 	portBase := fs.Int("port-base", 0, "first port of the database port ranges")
-	sections := fs.String("sections", "", "benchmarks to run, comma-separated: read, provision, engine, scale, import, failover (default all)")
+	k8sReps := fs.Int("k8s-reps", 0, "repetitions of the k8s section's create-to-ready")
+	k8sIdle := fs.Int("k8s-idle", 0, "idle databases (and bare pods) of the k8s section's probe-cost windows")
+	k8sWindow := fs.Duration("k8s-window", 0, "length of one probe-cost window")
+	k8sProbeReps := fs.Int("k8s-probe-reps", 0, "pairs of probe-cost windows")
+	k8sCluster := fs.String("k8s-cluster", "", "scripts/k8s-test-cluster.sh: without "+envK8sKubeconfig+", run the k8s section on a cluster it brings up for it alone (root)")
+	k8sOut := fs.String("k8s-json", "", "run the k8s section alone and write its result as JSON to this file (how -k8s-cluster runs it)")
+	sections := fs.String("sections", "", "benchmarks to run, comma-separated: read, provision, engine, scale, import, failover, k8s (default all)")
 	profile := fs.String("profile", "", "directory for CPU profiles of the read path (in-process)")
 	rev := fs.String("rev", "", "source revision named in the report (default: git)")
 	keep := fs.Bool("keep", false, "keep the temporary directory")
-	if err := fs.Parse(args); err != nil {
-		return Config{}, err
+	if err = fs.Parse(args); err != nil {
+		return Config{}, "", err
 	}
 	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return Config{}, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	c := d
 	if *quick {
@@ -199,24 +234,30 @@ func parseFlags(args []string) (Config, error) {
 	setInt(&c.ImportMB, *importMB)
 	setInt(&c.FailoverKeys, *failoverKeys)
 	setInt(&c.PortBase, *portBase)
+	setInt(&c.K8sReps, *k8sReps)
+	setInt(&c.K8sIdle, *k8sIdle)
+	setInt(&c.K8sProbeReps, *k8sProbeReps)
+	c.K8sCluster = *k8sCluster
 	if *dur > 0 {
 		c.Duration = *dur
+	}
+	if *k8sWindow > 0 {
+		c.K8sWindow = *k8sWindow
 	}
 	if *sections != "" {
 		c.Sections = strings.Split(*sections, ",")
 	}
-	var err error
 	if *clients != "" {
 		if c.Clients, err = intList(*clients); err != nil {
-			return Config{}, fmt.Errorf("-clients: %w", err)
+			return Config{}, "", fmt.Errorf("-clients: %w", err)
 		}
 	}
 	if *scale != "" {
 		if c.ScaleNs, err = intList(*scale); err != nil {
-			return Config{}, fmt.Errorf("-scale: %w", err)
+			return Config{}, "", fmt.Errorf("-scale: %w", err)
 		}
 	}
-	return c, c.validate()
+	return c, *k8sOut, c.validate()
 }
 
 func intList(s string) ([]int, error) {
@@ -233,7 +274,8 @@ func intList(s string) ([]int, error) {
 
 func (c *Config) validate() error {
 	switch {
-	case c.Reps < 1, c.Creates < 1, c.Accounts < 1, c.TasksPerAccount < 1, c.PGAccounts < 1, c.PGTasksPerAccount < 1, c.RestartReps < 1, c.ListReps < 1, c.ImportMB < 1, c.FailoverKeys < 1:
+	case c.Reps < 1, c.Creates < 1, c.Accounts < 1, c.TasksPerAccount < 1, c.PGAccounts < 1, c.PGTasksPerAccount < 1, c.RestartReps < 1, c.ListReps < 1, c.ImportMB < 1, c.FailoverKeys < 1,
+		c.K8sReps < 1, c.K8sIdle < 1, c.K8sWindow <= 0, c.K8sProbeReps < 1:
 		return fmt.Errorf("sizes must be positive")
 	case len(c.Clients) == 0 || len(c.ScaleNs) == 0:
 		return fmt.Errorf("need at least one client level and one scale size")
@@ -254,7 +296,7 @@ func (c *Config) validate() error {
 }
 
 // allSections are the benchmarks, by name.
-var allSections = []string{"read", "provision", "engine", "scale", "import", "failover"}
+var allSections = []string{"read", "provision", "engine", "scale", "import", "failover", "k8s"}
 
 // runs reports whether the configuration asks for a section.
 func (c *Config) runs(section string) bool {

@@ -25,6 +25,7 @@ type report struct {
 	Scale             []scaleRow
 	Import            *importResult
 	Failover          *failoverResult
+	K8s               *k8sResult
 	Profile           string // what the read-path profile found, if one was taken
 	Failures          []string
 }
@@ -37,13 +38,18 @@ func (r *report) markdown() string {
 	p("")
 	p("Machine: %s.", r.Machine)
 	p("")
-	p("Written by `make bench` (`go run ./bench -out BENCHMARKS.md`) on %s in %s, source %s.",
-		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Finished.Sub(r.Started).Round(time.Second), r.Rev)
+	command := "go run ./bench -out BENCHMARKS.md"
+	if c.K8sCluster != "" {
+		command += " -k8s-cluster " + c.K8sCluster
+	}
+	p("Written by `make bench` (`%s`) on %s in %s, source %s.",
+		command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Finished.Sub(r.Started).Round(time.Second), r.Rev)
 	p("Sizes: %d repetitions; read-path runs of %s after %s of warm-up at %s concurrent keep-alive clients; "+
 		"%d database creates; %d accounts × %d tasks (on PostgreSQL %d × %d); scale at %s active databases with %d restarts of each kind; "+
-		"imports of a %d MB RDB file; %d failovers after %d acknowledged writes each.",
+		"imports of a %d MB RDB file; %d failovers after %d acknowledged writes each; on Kubernetes %d create-to-ready repetitions "+
+		"and %d pairs of %s probe-cost windows with %d idle databases.",
 		c.Reps, c.Duration, c.Warmup, joinInts(c.Clients), c.Creates, c.Accounts, c.TasksPerAccount, c.PGAccounts, c.PGTasksPerAccount, joinInts(c.ScaleNs), c.RestartReps, c.ImportMB,
-		c.Reps, c.FailoverKeys)
+		c.Reps, c.FailoverKeys, c.K8sReps, c.K8sProbeReps, c.K8sWindow, c.K8sIdle)
 	p("")
 	p("Every figure is a **ratio to a baseline measured in the same run**, with the absolute numbers beside it. " +
 		"The machine is shared and noisy, so measured and baseline runs are interleaved (and which one goes first " +
@@ -103,6 +109,7 @@ func (r *report) markdown() string {
 	} else {
 		p("| failover | %s | no |", r.missing("failover"))
 	}
+	r.k8sGoal(p)
 	p("")
 
 	p("## 1. Read path")
@@ -267,6 +274,10 @@ func (r *report) markdown() string {
 	} else {
 		p("%s.", r.missing("failover"))
 	}
+	p("")
+	p("## 7. Kubernetes")
+	p("")
+	r.k8sSection(p)
 	p("")
 	if r.Profile != "" {
 		p("## Read-path profile")

@@ -114,6 +114,13 @@ func measure(ctx context.Context, cfg Config) (rep *report, err error) {
 			return err
 		})
 	}
+	if cfg.runs("k8s") {
+		section("k8s", func() error {
+			var err error
+			rep.K8s, err = h.k8s(ctx)
+			return err
+		})
+	}
 	if cfg.Profile != "" && cfg.runs("read") {
 		section("read-path profile", func() error { return h.profileReadPath(ctx, rep) })
 	}
