@@ -181,7 +181,7 @@ func TestK8sReport(t *testing.T) {
 			{Name: "replicated", Pods: 2, Ready: ms(4000, 4100, 4200), Ensure: ms(3990, 4090, 4190), Ratios: []float64{4, 3.7, 3.5}},
 		},
 		Probe: &k8sProbeResult{M: 4, Window: 15 * time.Second, DB: []float64{0.10, 0.12}, Bare: []float64{0.05, 0.06},
-			Ratios: []float64{2, 2}, Probes: []float64{30, 30}, ProbeTime: []float64{1.5, 1.5}},
+			Ratios: []float64{2, 2}, Probes: []float64{12, 12}, ProbeTime: []float64{0.6, 0.6}},
 	}
 	cfg := QuickConfig()
 	cfg.Sections = []string{"k8s"}
@@ -191,7 +191,7 @@ func TestK8sReport(t *testing.T) {
 		"| single node | 1 | **2.40** | 2.25 | 2.60 s / 2.70 s | 2.59 s | 1.10 s / 1.20 s | **no** |",
 		"| replicated | 2 | **3.70** |",
 		"| node CPU (kubelet + containerd + shims), median | **2.00** | 11.0% of a core | 5.5% of a core | +5.5% of a core |",
-		"median 30 (4 pods × 15.00 s / 2.00 s = 30)", "Node CPU per probe, the median difference over the median count: 27.5 ms",
+		"median 12 (4 pods × 15.00 s / 5.00 s = 12)", "Node CPU per probe, the median difference over the median count: 68.7 ms",
 		"(`prober_probe_duration_seconds`): 50.0 ms",
 	} {
 		if !strings.Contains(md, want) {
@@ -201,8 +201,9 @@ func TestK8sReport(t *testing.T) {
 	if strings.Contains(md, "NaN") {
 		t.Errorf("the report contains NaN:\n%s", md)
 	}
-	k.Probe.Probes, k.Probe.ProbeTime = []float64{math.NaN(), math.NaN()}, []float64{math.NaN(), math.NaN()}
-	if md := (&report{Config: cfg, K8s: k}).markdown(); !strings.Contains(md, "not readable; at one probe per pod every 2.00 s, a window holds about 30 probes: node CPU per probe about 27.5 ms") {
+	// None counted (the kubelet's metrics unreadable).
+	k.Probe.Probes, k.Probe.ProbeTime = []float64{0, 0}, []float64{0, 0}
+	if md := (&report{Config: cfg, K8s: k}).markdown(); !strings.Contains(md, "not readable; at one probe per pod every 5.00 s, a window holds about 12 probes: node CPU per probe about 68.7 ms") {
 		t.Errorf("without the kubelet's metrics:\n%s", md)
 	}
 }

@@ -93,7 +93,8 @@ type k8sProbeResult struct {
 	Ratios []float64
 	// Probes counts the readiness probes the kubelet ran in each database window (its
 	// prober_probe_total), and ProbeTime their summed duration
-	// (prober_probe_duration_seconds); both NaN when its metrics were unreadable.
+	// (prober_probe_duration_seconds); both 0 when its metrics were unreadable or none
+	// moved.
 	Probes, ProbeTime []float64
 }
 
@@ -105,7 +106,7 @@ func (p *k8sProbeResult) ExtraCPU() float64 { return median(p.DB) - median(p.Bar
 // count is unknown.
 func (p *k8sProbeResult) PerProbe() time.Duration {
 	n := median(p.Probes)
-	if math.IsNaN(n) || n <= 0 {
+	if !(n > 0) {
 		return 0
 	}
 	return time.Duration(p.ExtraCPU() * p.Window.Seconds() / n * float64(time.Second))
@@ -115,7 +116,7 @@ func (p *k8sProbeResult) PerProbe() time.Duration {
 func (p *k8sProbeResult) MeanProbe() time.Duration {
 	var n, s float64
 	for i := range p.Probes {
-		if !math.IsNaN(p.Probes[i]) && !math.IsNaN(p.ProbeTime[i]) {
+		if p.Probes[i] > 0 {
 			n += p.Probes[i]
 			s += p.ProbeTime[i]
 		}
@@ -127,7 +128,7 @@ func (p *k8sProbeResult) MeanProbe() time.Duration {
 }
 
 // k8sProbePeriod is the readiness probe's period (driver/kubernetes/probe.go).
-const k8sProbePeriod = 2 * time.Second
+const k8sProbePeriod = 5 * time.Second
 
 // k8sBench is one run of the section on a cluster.
 type k8sBench struct {
@@ -484,7 +485,7 @@ func podIsReady(p *corev1.Pod) bool {
 }
 
 // probeCost alternates windows with M idle single-node databases (each pod runs the
-// readiness probe every 2 s) and with M bare pods (no probe), measuring the node's CPU
+// readiness probe every 5 s) and with M bare pods (no probe), measuring the node's CPU
 // in each; which goes first alternates. Each set is made, settles for one probe period,
 // is measured, and is removed before the other is made.
 func (b *k8sBench) probeCost(ctx context.Context, res *k8sResult) error {
@@ -566,8 +567,9 @@ func (b *k8sBench) databaseWindow(ctx context.Context, node string) (cpu, probes
 	cpu, err = b.window(ctx, func() { m0 = b.probeMetrics(ctx, node) }, func() { m1 = b.probeMetrics(ctx, node) })
 	probes, probeTime = m1.count-m0.count, m1.seconds-m0.seconds
 	if !(probes > 0) {
-		// No counter moved (or none was read): the metric is not what this expects.
-		probes, probeTime = math.NaN(), math.NaN()
+		// No counter moved (or none was read): none counted (0, not NaN: the result
+		// travels as JSON from the run on the cluster).
+		probes, probeTime = 0, 0
 	}
 	return cpu, probes, probeTime, err
 }
@@ -833,7 +835,7 @@ func (r *report) k8sSection(p func(string, ...any)) {
 		"the same image running `redis-server` (a password, no persistence, the same memory request and limit; no probe, no volume, "+
 		"no Service, Secret or StatefulSet), timed from its create until a watch sees its Ready condition true and an authenticated "+
 		"PING on its pod IP answers (polled every 5 ms). Each is removed, and waited for until gone (`Remove`; the pod deleted), "+
-		"before the next starts. A database's pod is Ready at the first readiness probe (an exec, every 2 s) that passes after "+
+		"before the next starts. A database's pod is Ready at the first readiness probe (an exec, every 5 s) that passes after "+
 		"its startup probe (TCP, every 1 s) passed: the two probes' ticks alone may add up to about 3 s; the bare pod, having no "+
 		"probe, is Ready once its container runs. Ratios are medians of the "+
 		"per-repetition ratios; p99 ratios compare the p99s (with %d repetitions, the slowest).", k.Reps, k.Reps)

@@ -113,8 +113,8 @@ func TestDrainWaitsForCopy(t *testing.T) {
 			}); err != nil {
 				t.Fatalf("%s is not back with its server up: %v", first, err)
 			}
-			// Three readiness periods: it stays not Ready, and the budget's controller has
-			// seen it; a drain retrying now...
+			// Two readiness probes at least (the first as its server starts): it stays not
+			// Ready, and the budget's controller has seen it; a drain retrying now...
 			for range 8 {
 				if p := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, first, metav1.GetOptions{})); ready(p) {
 					t.Fatalf("%s, back empty, is Ready before Ensure", first)

@@ -95,13 +95,19 @@ func readinessProbe() *corev1.Probe {
 		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
 			"redis-cli", "-e", "-s", socketPath, "--user", redisconf.InternalUser, "eval", readyScript, "0",
 		}}},
-		PeriodSeconds: 2,
+		// Each run is an exec in the container, some 35 ms of the node's CPU (see
+		// BENCHMARKS.md): every 2 s that was near 2% of a core per idle database. A new
+		// container is probed at once when its startup probe passes (the kubelet
+		// triggers it), so the period bounds only how soon a running server that stops
+		// holding its data (a replica whose link dropped: it still has the data) leaves
+		// its Service, and how soon a node Ensure configured counts as Ready.
+		PeriodSeconds: 5,
 		// An exec on a loaded node may be slow: a server that answers is not dropped
 		// from its Service for that. A restarted container is not Ready until its first
 		// success, whatever these say.
 		TimeoutSeconds:   5,
 		SuccessThreshold: 1,
-		FailureThreshold: 3,
+		FailureThreshold: 2,
 	}
 }
 

@@ -87,9 +87,9 @@ func TestFailoverBehindClouddbsBack(t *testing.T) {
 		if role := roleOf(t, ctx, b); role != "slave" {
 			t.Fatalf("round %d (%s): the node back after the crash is a %s, want a replica", round, kill.name, role)
 		}
-		// Empty, it is not Ready (for three readiness periods: a probe's first result
-		// comes only after its first period): the budget counts it away, and the Service
-		// does not route clients to it although it is still labelled.
+		// Empty, it is not Ready (over two readiness probes at least, the first as its
+		// server started): the budget counts it away, and the Service does not route
+		// clients to it although it is still labelled.
 		for range 7 {
 			if p := podNamed(t, ctx, back.Name); ready(p) {
 				t.Fatalf("round %d (%s): the node back after the crash, empty, is Ready before Ensure", round, kill.name)
