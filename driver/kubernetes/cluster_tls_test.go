@@ -158,8 +158,9 @@ func requireSameLives(t *testing.T, ctx context.Context, before map[string][2]st
 // Its server certificate near its end (issued so by the first driver) makes Running
 // false; Ensure renews it live: every node then serves the new certificate from the same
 // pod and server (no restart, no failover), a writer through the cluster client is served
-// throughout and every key is kept. New client certificates are taken the same way.
-// Turning TLS off is refused as not supported, the cluster untouched.
+// throughout and every key is kept. New client certificates are taken the same way. A
+// node's server that then restarts serves the renewed certificate. Turning TLS off is
+// refused as not supported, the cluster untouched.
 func TestClusterTLS(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
@@ -244,6 +245,21 @@ func TestClusterTLS(t *testing.T) {
 	if err := tlsClusterClient(t, d, in, pairA).Set(ctx, "old", 1, 0).Err(); err == nil {
 		t.Fatal("a client presenting a certificate no longer the instance's was let in")
 	}
+
+	// A server that restarts in its pod starts on the Secret's config and files as they
+	// are now (its shard's replica takes over; the node comes back as its replica).
+	victim := kubernetes.Name(in.DatabaseID) + "-1"
+	before := podNamed(t, ctx, victim)
+	killServer(t, ctx, cluster.ns, victim)
+	waitRestarted(t, ctx, before)
+	ensureRunning(t, ctx, d, in)
+	cb = tlsClusterClient(t, d, in, pairB)
+	requireKeys(t, ctx, cb, "k", 200)
+	requireKeys(t, ctx, cb, "b", 50)
+	if got := servedCert(t, nodes[victim], pairB); got.SerialNumber.Cmp(serial) != 0 {
+		t.Fatalf("the restarted node serves serial %v, not the renewed certificate's", got.SerialNumber)
+	}
+	lives = podLives(t, ctx, nodes)
 
 	off := in
 	off.TLS = nil
