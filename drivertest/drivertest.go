@@ -120,6 +120,7 @@ func Run(t *testing.T, h Harness) {
 		{"ClusterData", testClusterData},
 		{"ClusterReplicationOn", testClusterReplicationOn},
 		{"TLS", testTLS},
+		{"ClusterTLS", testClusterTLS},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if h.Parallel {

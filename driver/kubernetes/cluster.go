@@ -105,10 +105,16 @@ func clusterSettings(in clouddb.Instance, internal string) [][]string {
 // nodeConfigKey is the Secret key of the config file of the node of that pod.
 func nodeConfigKey(pod string) string { return pod + ".conf" }
 
-// nodeConfig is node i's own config file: its port, and the host clients reach it at.
-func (d *Driver) nodeConfig(port int) []byte {
+// nodeConfig is node i's own config file: its port (TLS only, with TLS), and the host
+// clients reach it at.
+func (d *Driver) nodeConfig(port int, withTLS bool) []byte {
 	var b []byte
-	b = appendLine(b, "port", strconv.Itoa(port))
+	if withTLS {
+		b = appendLine(b, "port", "0")
+		b = appendLine(b, "tls-port", strconv.Itoa(port))
+	} else {
+		b = appendLine(b, "port", strconv.Itoa(port))
+	}
 	return appendLine(b, "cluster-announce-hostname", d.cfg.NodeAddress)
 }
 
@@ -169,8 +175,16 @@ func (d *Driver) clusterStatefulSet(in clouddb.Instance, img string) *appsv1.Sta
 	c.Env = []corev1.EnvVar{{Name: envPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}, probeEnv(in.DatabaseID)}
 	c.Ports = []corev1.ContainerPort{{Name: "bus", ContainerPort: busPort}}
 	c.StartupProbe = startupProbe(busPort)
+	if in.TLS != nil {
+		sts.Spec.Template.Annotations = map[string]string{annotationTLS: tlsLive}
+	}
 	for i := range spec.Volumes {
 		if spec.Volumes[i].Name != "config" {
+			continue
+		}
+		if in.TLS != nil {
+			// The whole Secret, refreshed as one: the TLS files change (see cluster_tls.go).
+			spec.Volumes[i].Secret.Items = nil
 			continue
 		}
 		for j := range n {
@@ -343,9 +357,15 @@ func (d *Driver) nodePorts(ctx context.Context, in clouddb.Instance) ([]int, err
 	return ports, nil
 }
 
-// nodeClient opens a connection to a cluster node's server as clouddb's own user.
-func nodeClient(pod *corev1.Pod, port int, internal string) *redis.Client {
-	return clientAt(pod, port, internal, nil)
+// nodeClient opens a connection to a cluster node's server as clouddb's own user, of
+// the database's Secret: over TLS, with clouddb's client certificate, to a pod that
+// serves it.
+func (d *Driver) nodeClient(pod *corev1.Pod, port int, secret *corev1.Secret) (*redis.Client, error) {
+	tc, err := d.podTLS(pod, secret)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
+	}
+	return clientAt(pod, port, string(secret.Data[keyInternal]), tc), nil
 }
 
 // ensureCluster is Ensure of an OSS Cluster instance; again when a node's container
@@ -385,6 +405,15 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	case sts.Annotations[annotationReplicated] == "true" && !in.Replication:
 		// Its replicas may serve shards since a failover; as driver/local, not built.
 		return fmt.Errorf("database %d: turning replication off on a cluster: %w", id, ErrNotSupported)
+	case clusterTLS(sts) != (in.TLS != nil):
+		// Each node's port and the bus would change protocol, and the nodes of a cluster
+		// cannot mix plain and TLS (see cluster_tls.go).
+		change := "off"
+		if in.TLS != nil {
+			change = "on"
+		}
+		return fmt.Errorf("database %d: turning TLS %s on a running OSS Cluster database (its nodes' ports and cluster bus would change protocol; new client certificates and renewed certificates are taken live): %w",
+			id, change, ErrNotSupported)
 	}
 	if hasClaim(sts) != persistent(in) {
 		return fmt.Errorf("database %d: changing the data persistence of a cluster between none and a persistent one (its volumes): %w", id, ErrNotSupported)
@@ -398,13 +427,12 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	}
 	nodeConfs := map[string][]byte{}
 	for i, port := range ports {
-		nodeConfs[nodeConfigKey(nodePodName(id, i))] = d.nodeConfig(port)
+		nodeConfs[nodeConfigKey(nodePodName(id, i))] = d.nodeConfig(port, in.TLS != nil)
 	}
 	secret, err := d.applySecretWith(ctx, shardIn, sts, nodeConfs)
 	if err != nil {
 		return err
 	}
-	internal := string(secret.Data[keyInternal])
 	oldLimit := containerMemory(sts)
 	want := d.clusterStatefulSet(in, img)
 	if err = d.updateStatefulSet(ctx, sts, func(sts *appsv1.StatefulSet) bool {
@@ -425,12 +453,12 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	}
 	nodes := make([]*clusterMember, n)
 	for i := range n {
-		m, rerr := d.readClusterNode(ctx, id, i, ports[i], internal, answerTimeout)
+		m, rerr := d.readClusterNode(ctx, id, i, ports[i], secret, answerTimeout)
 		if errors.Is(rerr, clouddb.ErrServerStarting) {
-			if lerr := d.lostNode(ctx, in, i, ports, internal, rerr); lerr != nil {
+			if lerr := d.lostNode(ctx, in, i, ports, secret, rerr); lerr != nil {
 				return lerr
 			}
-			m, rerr = d.readClusterNode(ctx, id, i, ports[i], internal, d.cfg.StartTimeout)
+			m, rerr = d.readClusterNode(ctx, id, i, ports[i], secret, d.cfg.StartTimeout)
 		}
 		if rerr != nil {
 			return rerr
@@ -453,6 +481,11 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 			return fmt.Errorf("database %d: pod %s: CONFIG SET cluster-announce-hostname: %w", id, m.pod.Name, err)
 		}
 	}
+	if in.TLS != nil {
+		if err = d.applyClusterTLS(ctx, in, nodes, secret); err != nil {
+			return err
+		}
+	}
 	if err = d.clusterFailover(ctx, in, nodes); err != nil {
 		return err
 	}
@@ -470,7 +503,7 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 }
 
 // readClusterNode waits until node i's pod is ready and reads its part in the cluster.
-func (d *Driver) readClusterNode(ctx context.Context, databaseID, i, port int, internal string, within time.Duration) (*clusterMember, error) {
+func (d *Driver) readClusterNode(ctx context.Context, databaseID, i, port int, secret *corev1.Secret, within time.Duration) (*clusterMember, error) {
 	deadline := time.Now().Add(within)
 	for {
 		wctx, cancel := context.WithDeadline(ctx, deadline)
@@ -479,7 +512,11 @@ func (d *Driver) readClusterNode(ctx context.Context, databaseID, i, port int, i
 		if err != nil {
 			return nil, err
 		}
-		m := &clusterMember{idx: i, pod: pod, port: port, c: nodeClient(pod, port, internal)}
+		c, err := d.nodeClient(pod, port, secret)
+		if err != nil {
+			return nil, fmt.Errorf("database %d: %w", databaseID, err)
+		}
+		m := &clusterMember{idx: i, pod: pod, port: port, c: c}
 		if err = ping(ctx, m.c); err == nil {
 			if err = m.read(ctx); err == nil {
 				return m, nil
@@ -503,7 +540,7 @@ func (d *Driver) readClusterNode(ctx context.Context, databaseID, i, port int, i
 // shard is served and Ensure returns ErrServerStarting at once, to be tried again until
 // node i is back (it then rejoins as a replica). Otherwise it returns nil: Ensure waits
 // for node i the rest of StartTimeout, as for a cluster being made.
-func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports []int, internal string, err error) error {
+func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports []int, secret *corev1.Secret, err error) error {
 	if !in.Replication {
 		return nil
 	}
@@ -518,7 +555,7 @@ func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports
 	if j == i {
 		j = shardNodes(in, s)[1]
 	}
-	other, oerr := d.readClusterNode(ctx, in.DatabaseID, j, ports[j], internal, time.Second)
+	other, oerr := d.readClusterNode(ctx, in.DatabaseID, j, ports[j], secret, time.Second)
 	if oerr != nil {
 		return nil
 	}
@@ -929,15 +966,17 @@ func (d *Driver) waitCluster(ctx context.Context, in clouddb.Instance, what stri
 }
 
 // runningCluster is Running of a cluster instance: its StatefulSet runs its nodes with
-// their share of the memory, its Secret and Services are as Ensure writes them, and every
-// node is Ready, announces its addresses, serves replication, runs with the instance's
-// settings and users and sees the cluster ok with every slot served; with replication,
-// each replica's link is up.
+// their share of the memory (serving TLS or not, as the instance), its Secret and
+// Services are as Ensure writes them (with TLS: certificates that need no renewal yet,
+// the instance's client certificates), and every node is Ready, announces its addresses,
+// serves replication, runs with the instance's settings, users and TLS files and sees the
+// cluster ok with every slot served; with replication, each replica's link is up.
 func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) (bool, error) {
 	id := in.DatabaseID
 	shardIn := shardInstance(in)
 	n := clusterNodeCount(in)
-	if !isCluster(sts) || sts.Spec.Replicas == nil || int(*sts.Spec.Replicas) != n || containerMemory(sts) != memoryLimit(shardIn.MaxMemoryBytes) {
+	if !isCluster(sts) || sts.Spec.Replicas == nil || int(*sts.Spec.Replicas) != n || containerMemory(sts) != memoryLimit(shardIn.MaxMemoryBytes) ||
+		clusterTLS(sts) != (in.TLS != nil) {
 		return false, nil
 	}
 	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
@@ -945,8 +984,11 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 		return false, fmt.Errorf("database %d: reading its secret: %w", id, err)
 	}
 	internal := string(secret.Data[keyInternal])
-	if conf, cerr := renderConfig(shardIn, internal); cerr != nil || string(secret.Data[keyConfig]) != string(conf) ||
+	if conf, cerr := clusterConfig(shardIn, internal, secret.Data); cerr != nil || string(secret.Data[keyConfig]) != string(conf) ||
 		string(secret.Data[keyPrimaryHost]) != "no" {
+		return false, nil
+	}
+	if in.TLS != nil && !d.clusterTLSUsable(in, secret.Data) {
 		return false, nil
 	}
 	ports, err := d.nodePorts(ctx, in)
@@ -957,14 +999,17 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 		return false, nil
 	}
 	for i := range n {
-		if ports[i] == 0 || string(secret.Data[nodeConfigKey(nodePodName(id, i))]) != string(d.nodeConfig(ports[i])) {
+		if ports[i] == 0 || string(secret.Data[nodeConfigKey(nodePodName(id, i))]) != string(d.nodeConfig(ports[i], in.TLS != nil)) {
 			return false, nil
 		}
 		pod, err := d.servingPod(ctx, id, i, shardIn.MaxMemoryBytes)
 		if pod == nil || err != nil {
 			return false, err
 		}
-		why, err := d.nodeRunningCluster(ctx, shardIn, pod, ports[i], internal)
+		if (pod.Annotations[annotationTLS] != "") != (in.TLS != nil) {
+			return false, nil
+		}
+		why, err := d.nodeRunningCluster(ctx, shardIn, pod, ports[i], secret)
 		if err != nil {
 			d.log.Warn("a database's pod is ready but its state cannot be read", "database_id", id, "pod", pod.Name, "error", err)
 			return false, nil
@@ -987,15 +1032,18 @@ func userOn(reply any) bool {
 // nodeRunningCluster reports whether the node of pod plays its part: it serves
 // replication (Ensure turned clusterReplUser on since its start), announces its pod's
 // address and NodeAddress, follows its primary if a replica, sees every slot served by the cluster of
-// its nodes, and runs with the instance's settings and users.
-func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, port int, internal string) (string, error) {
-	c := nodeClient(pod, port, internal)
-	defer c.Close()
-	m := &clusterMember{pod: pod, port: port, c: c}
-	if err := ping(ctx, c); err != nil {
+// its nodes, and runs with the instance's settings and users, and TLS files of the Secret.
+func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, port int, secret *corev1.Secret) (string, error) {
+	c, err := d.nodeClient(pod, port, secret)
+	if err != nil {
 		return "", err
 	}
-	if err := m.read(ctx); err != nil {
+	defer c.Close()
+	m := &clusterMember{pod: pod, port: port, c: c}
+	if err = ping(ctx, c); err != nil {
+		return "", err
+	}
+	if err = m.read(ctx); err != nil {
 		return "", err
 	}
 	switch {
@@ -1025,6 +1073,15 @@ func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, po
 		infoField(info, "cluster_known_nodes") != strconv.Itoa(clusterNodeCount(in)) {
 		return fmt.Sprintf("it sees the cluster %s, %s slots served, %s nodes", infoField(info, "cluster_state"),
 			infoField(info, "cluster_slots_ok"), infoField(info, "cluster_known_nodes")), nil
+	}
+	if in.TLS != nil {
+		served, serr := tlsServed(ctx, c, clusterTLSSettings(in, secret.Data))
+		if serr != nil {
+			return "", serr
+		}
+		if !served {
+			return "it does not serve its secret's TLS files", nil
+		}
 	}
 	ok, err := liveAsAsked(ctx, c, in)
 	if err != nil || ok {
@@ -1059,7 +1116,11 @@ func (d *Driver) shardPrimary(ctx context.Context, in clouddb.Instance, s int) (
 		// (with replication): a master without slots (a new pod's node, not yet a replica)
 		// or a restarted primary, empty until Ensure has its replica take over, would give
 		// an empty snapshot as the shard's backup.
-		m := &clusterMember{pod: pod, port: ports[i], c: nodeClient(pod, ports[i], internal)}
+		tc, err := d.podTLS(pod, secret)
+		if err != nil {
+			return redisdata.Shard{}, fmt.Errorf("database %d: pod %s: %w", id, pod.Name, err)
+		}
+		m := &clusterMember{pod: pod, port: ports[i], c: clientAt(pod, ports[i], internal, tc)}
 		err = m.read(ctx)
 		m.c.Close()
 		if err == nil && m.master && m.slots && (m.replOn || !in.Replication) {
@@ -1067,6 +1128,7 @@ func (d *Driver) shardPrimary(ctx context.Context, in clouddb.Instance, s int) (
 				Addr:     net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(ports[i])),
 				Username: redisconf.InternalUser,
 				Password: internal,
+				TLS:      tc,
 				NoEvict:  true,
 			}, Lo: lo, Hi: hi}, nil
 		}

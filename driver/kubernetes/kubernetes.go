@@ -12,9 +12,10 @@
 // persistence change (persistence.go) and replicaOf sources, followed by clouddb itself
 // (replicaof.go), are supported as by driver/local; so are UserSetter, StreamLoader and
 // ACLChecker (on a pod of each image, aclcheck.go). An OSS Cluster database runs one pod
-// per cluster node, each with a Service of its own (see cluster.go). Not supported yet,
-// with an explicit error: more than one shard without OSS Cluster, changing a cluster's
-// shape, and TLS or replicaOf sources with OSS Cluster.
+// per cluster node, each with a Service of its own (see cluster.go), with TLS if asked,
+// whose files its nodes take live (cluster_tls.go). Not supported yet, with an explicit
+// error: more than one shard without OSS Cluster, changing a cluster's shape, turning TLS
+// on or off on a running cluster, and replicaOf sources with OSS Cluster.
 package kubernetes
 
 import (
@@ -205,9 +206,6 @@ func (d *Driver) supported(in clouddb.Instance) error {
 	// address: not built.
 	if in.OSSCluster && d.serviceType() == corev1.ServiceTypeLoadBalancer {
 		not = append(not, "OSS Cluster with LoadBalancer Services")
-	}
-	if in.OSSCluster && in.TLS != nil {
-		not = append(not, "TLS with OSS Cluster")
 	}
 	if in.OSSCluster && len(in.ReplicaOf) > 0 {
 		not = append(not, "replicaOf sources with OSS Cluster")

@@ -644,9 +644,11 @@ func TestNotSupported(t *testing.T) {
 	d := newDriver(t, cluster.client, cluster.ns)
 	base := instance(t, 104, "none")
 	for name, change := range map[string]func(*clouddb.Instance){
-		"shards":           func(in *clouddb.Instance) { in.Shards = 2 },
-		"cluster with tls": func(in *clouddb.Instance) { in.Shards, in.OSSCluster, in.TLS = 2, true, &clouddb.InstanceTLS{} },
-		"version":          func(in *clouddb.Instance) { in.RedisVersion = "6.2" },
+		"shards": func(in *clouddb.Instance) { in.Shards = 2 },
+		"cluster with replicaOf": func(in *clouddb.Instance) {
+			in.Shards, in.OSSCluster, in.ReplicaOf = 2, true, []clouddb.RedisEndpoint{{Addr: "203.0.113.1:6379"}}
+		},
+		"version": func(in *clouddb.Instance) { in.RedisVersion = "6.2" },
 	} {
 		in := base
 		change(&in)

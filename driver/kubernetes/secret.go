@@ -92,6 +92,10 @@ func newSecret() (string, error) {
 // reads and naming the TLS files it mounts (see configKey). The keys no pod reads any
 // more are left out, so they go.
 func (d *Driver) addConfigs(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, internal string, data map[string][]byte) error {
+	if in.OSSCluster && in.TLS != nil {
+		// One redis.conf, whose files every pod mounts (see cluster_tls.go).
+		return addClusterTLSConfig(in, internal, data)
+	}
 	if _, _, err := podConfig(in, internal, data); err != nil {
 		return err
 	}

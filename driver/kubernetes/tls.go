@@ -30,7 +30,8 @@ import (
 // certificates, a renewed certificate) is a new pod, which Ensure makes with the data
 // kept (see settle; a replicated database's nodes one at a time, see renewNodes). The
 // material stays in the Secret while TLS is off, for the pods that still serve it until
-// then.
+// then. An OSS Cluster's nodes take new TLS files without a new pod instead (see
+// cluster_tls.go).
 
 // Keys of the TLS material in a database's Secret.
 const (
@@ -43,7 +44,8 @@ const (
 
 // annotationTLS on the pod template is the digest of the TLS files the pod's server
 // serves with, "" or absent when it serves plain TCP: clouddb's own connections to a pod
-// follow it.
+// follow it. A cluster's pods, which take new TLS files live, carry tlsLive instead (see
+// cluster_tls.go).
 const annotationTLS = "clouddb.io/tls"
 
 var tlsKeys = []string{keyTLSCA, keyTLSCert, keyTLSKey, keyTLSClientCert, keyTLSClientKey}
@@ -114,14 +116,20 @@ func (d *Driver) addTLSData(in clouddb.Instance, old, data map[string][]byte) er
 		}
 		data[keyTLSClientCert], data[keyTLSClientKey] = cert, key
 	}
+	data[keyTLSCA] = d.caBundle(in)
+	return nil
+}
+
+// caBundle is the tls-ca-cert-file of a TLS instance: the CA (clouddb's own client
+// certificates, the nodes' to each other) and the tenant's client certificates.
+func (d *Driver) caBundle(in clouddb.Instance) []byte {
 	bundle := append([]byte(nil), d.cfg.CA.CertificatePEM()...)
 	for _, c := range in.TLS.ClientCertificates {
 		bundle = append(bundle, '\n')
 		bundle = append(bundle, strings.TrimSpace(c)...)
 		bundle = append(bundle, '\n')
 	}
-	data[keyTLSCA] = bundle
-	return nil
+	return bundle
 }
 
 // validateTLS refuses client certificates that are not PEM certificates: redis would

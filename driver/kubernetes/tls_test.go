@@ -245,7 +245,7 @@ func writeAcked(t *testing.T, ctx context.Context, c *redis.Client, prefix strin
 }
 
 // requireKeys checks that keys prefix0 .. prefix<n-1> hold their index.
-func requireKeys(t *testing.T, ctx context.Context, c *redis.Client, prefix string, n int) {
+func requireKeys(t *testing.T, ctx context.Context, c redis.Cmdable, prefix string, n int) {
 	t.Helper()
 	for i := range n {
 		if got, err := c.Get(ctx, prefix+strconv.Itoa(i)).Result(); err != nil || got != strconv.Itoa(i) {
@@ -262,7 +262,7 @@ type writer struct {
 	stopped bool
 }
 
-func startWriter(t *testing.T, c *redis.Client) *writer {
+func startWriter(t *testing.T, c redis.Cmdable) *writer {
 	t.Helper()
 	w := &writer{done: make(chan struct{}), result: make(chan [2]int64, 1)}
 	go func() {
