@@ -579,6 +579,10 @@ func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports
 	default:
 		return nil
 	}
+	// Served: its Service routes to it once its pod is Ready (probe.go).
+	if _, werr := d.waitServing(ctx, in.DatabaseID, other.idx); werr != nil {
+		return werr
+	}
 	return fmt.Errorf("database %d: node %s is not back (%v); its shard is served by %s: %w",
 		in.DatabaseID, nodePodName(in.DatabaseID, i), err, other.pod.Name, clouddb.ErrServerStarting)
 }

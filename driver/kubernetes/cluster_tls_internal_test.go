@@ -88,7 +88,7 @@ func TestClusterTLSLiveReload(t *testing.T) {
 	mount := func(data map[string][]byte) {
 		for k, v := range data {
 			if k == keyConfig {
-				v = configHere(here(v), dir)
+				v = configHere(here(v))
 			}
 			if werr := os.WriteFile(filepath.Join(dir, k), v, 0o600); werr != nil {
 				t.Fatal(werr)

@@ -53,7 +53,7 @@ func waitRestarted(t *testing.T, ctx context.Context, before *corev1.Pod) *corev
 				return false, fmt.Errorf("it crash-loops: %s", msg)
 			}
 		}
-		return now.UID == before.UID && restarts(now) > restarts(before) && ready(now), nil
+		return now.UID == before.UID && restarts(now) > restarts(before) && started(now), nil
 	})
 	if err != nil {
 		t.Fatalf("pod %s, its server killed, does not run again: %v", before.Name, err)
