@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"time"
@@ -100,17 +99,6 @@ func addClusterTLSConfig(in clouddb.Instance, internal string, data map[string][
 	}
 	data[keyConfig] = conf
 	return nil
-}
-
-// clusterTLSUsable reports whether the TLS material of a TLS cluster's Secret data is
-// what Ensure keeps: certificates of the CA that do not end within pki.RenewBefore (the
-// server's naming every host clients use), and the instance's client certificates. When
-// it is not, Running is false, and so the reconciler's Ensure renews it.
-func (d *Driver) clusterTLSUsable(in clouddb.Instance, data map[string][]byte) bool {
-	return d.cfg.CA != nil &&
-		d.leafUsable(data[keyTLSCert], data[keyTLSKey], x509.ExtKeyUsageServerAuth, d.tlsHosts(in.DatabaseID)) &&
-		d.leafUsable(data[keyTLSClientCert], data[keyTLSClientKey], x509.ExtKeyUsageClientAuth, nil) &&
-		string(data[keyTLSCA]) == string(d.caBundle(in))
 }
 
 // tlsServed reports whether the server of c runs with the settings.

@@ -674,7 +674,7 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 		return false, fmt.Errorf("database %d: reading its secret: %w", id, err)
 	}
 	internal := string(secret.Data[keyInternal])
-	if !configAsAsked(in, internal, secret.Data) {
+	if !configAsAsked(in, internal, secret.Data) || in.TLS != nil && !d.tlsUsable(in, secret.Data) {
 		return false, nil
 	}
 	if secret.Annotations[annotationPendingLoad] != "" {

@@ -21,6 +21,7 @@ import (
 
 	"clouddb"
 	"clouddb/driver/kubernetes"
+	"clouddb/internal/pki"
 )
 
 // tlsClient is a tenant's client of a TLS database at addr, trusting the tests' CA,
@@ -364,5 +365,53 @@ func TestReplicatedTLSChangeResumes(t *testing.T) {
 		}
 		requireKeys(t, ctx, c, "k", 100)
 		writeAcked(t, ctx, c, "tls-"+strconv.FormatBool(tlsOn), 10)
+	}
+}
+
+// TestTLSRenewedNearItsEnd: a TLS database (one node, and replicated) whose server
+// certificate ends within pki.RenewBefore is not Running, so the reconciler's Ensure
+// renews it although nothing else changed: it then serves a new certificate, its data
+// kept.
+func TestTLSRenewedNearItsEnd(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		id         int
+		replicated bool
+	}{{"one node", 181, false}, {"replicated", 182, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxFor(t, 4*time.Minute)
+			d := newDriver(t, cluster.client, cluster.ns)
+			nearEnd := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) { c.CA = nearEndCA{testCA} })
+			in := instance(t, tc.id, "none")
+			in.TLS, in.Replication = &clouddb.InstanceTLS{}, tc.replicated
+			t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+			if err := nearEnd.Ensure(ctx, in); err != nil {
+				t.Fatalf("Ensure: %v", err)
+			}
+			addr := d.PublicEndpoint(in.Port)
+			waitRoutedTLS(t, addr)
+			if err := tlsClient(t, addr, in.Password).Set(ctx, "k", "v", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := servedCert(t, addr)
+			if before.NotAfter.After(time.Now().Add(pki.RenewBefore)) {
+				t.Fatalf("the certificate ends %v: not the near-end one", before.NotAfter)
+			}
+			if up, err := d.Running(ctx, in); err != nil || up {
+				t.Fatalf("Running with a server certificate near its end = %v, %v; want false (Ensure renews it)", up, err)
+			}
+			ensureRunning(t, ctx, d, in)
+			waitRoutedTLS(t, addr)
+			now := servedCert(t, addr)
+			if now.SerialNumber.Cmp(before.SerialNumber) == 0 || !now.NotAfter.After(time.Now().Add(pki.RenewBefore)) {
+				t.Fatalf("after Ensure the endpoint serves a certificate ending %v, serial %v: not renewed", now.NotAfter, now.SerialNumber)
+			}
+			if v, err := tlsClient(t, addr, in.Password).Get(ctx, "k").Result(); err != nil || v != "v" {
+				t.Fatalf("GET k after the renewal = %q, %v; want the key kept", v, err)
+			}
+		})
 	}
 }
