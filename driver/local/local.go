@@ -119,6 +119,7 @@ type Driver struct {
 	rules     map[node]knownRules // by node, the default user's rules as its server last showed them
 	replicas  map[int]*replica    // running replicators, by database id
 	tlsFiles  map[int]tlsFiles    // by database id, the certificate files prepareTLS chose
+	tlsChecks map[int]tlsCheck    // by database id, when tlsCurrent found its files usable
 
 	// The named ACL users (see acl.go): by database id, as its server last showed them;
 	// one CheckACLRules server at a time (the verdicts are acl.go's verdicts).
@@ -209,6 +210,7 @@ func New(cfg Config) (*Driver, error) {
 		ca:           cfg.CA,
 		tlsHosts:     tlsHosts(host, connectHost),
 		tlsFiles:     make(map[int]tlsFiles),
+		tlsChecks:    make(map[int]tlsCheck),
 		locks:        make(map[int]chan struct{}),
 		imports:      make(map[int]context.CancelCauseFunc),
 		children:     make(map[int]*child),
@@ -1056,7 +1058,8 @@ const deepCheckEvery = 10 * time.Second
 // is alive, and within the last deepCheckEvery it answered clouddb's internal user on the
 // instance's port with the instance's settings, password and default user's rules, its
 // named users (see usersDrift), no other user and no replication from a master. A server
-// whose configuration drifted reports false, so that Ensure puts it back.
+// whose configuration drifted reports false, so that Ensure puts it back; so does a TLS
+// database whose certificates need renewal (see tlsCurrent), so that Ensure renews them.
 //
 // With replication, the replica must run too and follow the primary; without, no
 // replica may be left.
@@ -1073,6 +1076,9 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	topo, err := d.readTopology(in.DatabaseID)
 	if err != nil {
 		return false, nil // Ensure reports it
+	}
+	if in.TLS != nil && d.ca != nil && !d.tlsCurrent(in.DatabaseID) {
+		return false, nil // Ensure renews them (see tlsCurrent)
 	}
 	if in.OSSCluster || topo.Shards != 0 {
 		if topo.Shards != in.Shards || !in.OSSCluster {
@@ -1274,6 +1280,8 @@ func (d *Driver) Remove(ctx context.Context, id int) error {
 	delete(d.topos, id)
 	delete(d.clusters, id)
 	delete(d.secrets, id)
+	delete(d.tlsFiles, id)
+	delete(d.tlsChecks, id)
 	d.topoGen[id]++
 	d.mu.Unlock()
 	d.log.Info("removed database directory", keyDatabase, id)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"clouddb"
 	"clouddb/internal/pki"
@@ -138,18 +139,121 @@ func (d *Driver) prepareTLS(in clouddb.Instance) error {
 // leafUsable reports whether the certificate file certPath and its key keyPath can serve
 // on (see pki.LeafUsable): a server's names every host of tlsHosts.
 func (d *Driver) leafUsable(certPath, keyPath string, usage x509.ExtKeyUsage) bool {
+	_, ok := d.leafUntil(certPath, keyPath, usage)
+	return ok
+}
+
+// leafUntil is leafUsable, and when the certificate is usable, until when it stays so:
+// pki.RenewBefore before it (or its CA) ends.
+func (d *Driver) leafUntil(certPath, keyPath string, usage x509.ExtKeyUsage) (time.Time, bool) {
 	if certPath == "" || keyPath == "" {
-		return false
+		return time.Time{}, false
 	}
 	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
 	if err != nil {
-		return false
+		return time.Time{}, false
 	}
 	var hosts []string
 	if usage == x509.ExtKeyUsageServerAuth {
 		hosts = d.tlsHosts
 	}
-	return pki.LeafUsable(pair, d.ca.CertificatePEM(), usage, hosts)
+	caPEM := d.ca.CertificatePEM()
+	if !pki.LeafUsable(pair, caPEM, usage, hosts) {
+		return time.Time{}, false
+	}
+	leaf := pair.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+			return time.Time{}, false
+		}
+	}
+	end := leaf.NotAfter
+	if ca, err := pki.ParseCertificate(caPEM); err == nil && ca.NotAfter.Before(end) {
+		end = ca.NotAfter
+	}
+	return end.Add(-pki.RenewBefore), true
+}
+
+// Renewal. Ensure issues a certificate anew once it is no longer usable (see
+// prepareTLS), and the running server takes the new files live; but the reconciler runs
+// Ensure only when Running is false. So Running is false, for a TLS database, when the
+// files its server was last given are no longer usable: a database nobody changes has its
+// certificates renewed in time too, while clouddb keeps running. Checking a pair reads
+// and verifies it, some 150 µs: too much at every Running of every database, so
+// tlsCurrent remembers until when the files stay usable (a file is named after its
+// content, and the Driver's CA and hosts do not change), and every deepCheckEvery only
+// compares the files' stat with what it checked, so that files replaced or removed
+// behind clouddb's back (which a restarted server would read) are looked at again.
+
+// tlsCheck is what tlsCurrent last found of a database's TLS files.
+type tlsCheck struct {
+	files tlsFiles
+	stat  []fileStamp // of files' four, in tlsFiles order
+	until time.Time   // when the first of them needs renewal
+	at    time.Time   // when the stat was last compared
+}
+
+// fileStamp identifies a file's content as far as its stat tells.
+type fileStamp struct{ size, mtime int64 }
+
+// stampTLS stats the files of f.
+func stampTLS(f tlsFiles) ([]fileStamp, error) {
+	paths := []string{f.Cert, f.Key, f.ClientCert, f.ClientKey}
+	out := make([]fileStamp, len(paths))
+	for i, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = fileStamp{fi.Size(), fi.ModTime().UnixNano()}
+	}
+	return out, nil
+}
+
+// tlsCurrent reports whether the TLS files the database's server was last given are
+// still usable (see leafUsable): false when one needs renewal. The caller holds the
+// database's lock.
+func (d *Driver) tlsCurrent(id int) bool {
+	now := time.Now()
+	d.mu.Lock()
+	last, checked := d.tlsChecks[id]
+	f, known := d.tlsFiles[id]
+	d.mu.Unlock()
+	if checked && (!known || f == last.files) && now.Before(last.until) {
+		if now.Sub(last.at) < deepCheckEvery {
+			return true
+		}
+		if stat, err := stampTLS(last.files); err == nil && slices.Equal(stat, last.stat) {
+			last.at = now
+			d.mu.Lock()
+			d.tlsChecks[id] = last
+			d.mu.Unlock()
+			return true
+		}
+	}
+	if !known {
+		f = d.knownTLS(id)
+	}
+	// The stat before the read: a file replaced in between is looked at again.
+	stat, err := stampTLS(f)
+	until, ok := d.leafUntil(f.Cert, f.Key, x509.ExtKeyUsageServerAuth)
+	clientUntil, clientOK := d.leafUntil(f.ClientCert, f.ClientKey, x509.ExtKeyUsageClientAuth)
+	ok = ok && clientOK
+	if clientUntil.Before(until) {
+		until = clientUntil
+	}
+	d.mu.Lock()
+	if err != nil || !ok {
+		delete(d.tlsChecks, id)
+	} else {
+		d.tlsChecks[id] = tlsCheck{files: f, stat: stat, until: until, at: now}
+	}
+	d.mu.Unlock()
+	if err != nil || !ok {
+		d.log.Info("the server's TLS certificates need renewal", keyDatabase, id)
+		return false
+	}
+	return true // leafUntil's until is not before now
 }
 
 // writePair writes a certificate and its key, named after the certificate, mode 0600.
@@ -189,6 +293,7 @@ func (d *Driver) pruneTLS(id int, c serverConfig) {
 		keep = nil
 		d.mu.Lock()
 		delete(d.tlsFiles, id)
+		delete(d.tlsChecks, id)
 		d.mu.Unlock()
 	}
 	for _, e := range entries {

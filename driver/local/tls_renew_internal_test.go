@@ -1,0 +1,84 @@
+package local
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"clouddb"
+	"clouddb/internal/pki"
+)
+
+// TestTLSCurrent_Deadline: tlsCurrent remembers until when a database's files stay
+// usable, pki.RenewBefore before the first of them ends, and checks them again once that
+// time has come (as it does when their stat changes, see TestTLS_RenewedNearItsEnd): a
+// certificate that came near its end while nothing touched its file then needs renewal.
+func TestTLSCurrent_Deadline(t *testing.T) {
+	ca, err := pki.New("test CA")
+	require.NoError(t, err)
+	d, err := New(Config{Dir: t.TempDir(), Host: "127.0.0.1", CA: ca})
+	require.NoError(t, err)
+	const id = 1
+	require.NoError(t, makeDir(d.dbDir(id)))
+	require.NoError(t, d.prepareTLS(clouddb.Instance{DatabaseID: id, TLS: &clouddb.InstanceTLS{}}))
+	start := time.Now()
+	require.True(t, d.tlsCurrent(id))
+	c := d.tlsChecks[id]
+	require.WithinRange(t, c.until, start.Add(pki.LeafLifetime-pki.RenewBefore-time.Hour), time.Now().Add(pki.LeafLifetime-pki.RenewBefore))
+
+	// The server certificate is, unknown to the cache, one near its end (its stat as
+	// remembered): trusted until the remembered deadline, renewed once it has come.
+	f := d.tlsFiles[id]
+	nearEndInPlace(t, ca, f.Cert, f.Key)
+	c.stat, err = stampTLS(f)
+	require.NoError(t, err)
+	c.at = time.Now().Add(-time.Hour)
+	d.tlsChecks[id] = c
+	require.True(t, d.tlsCurrent(id), "before its deadline the check is not made again")
+	c = d.tlsChecks[id]
+	c.until = time.Now().Add(-time.Second)
+	d.tlsChecks[id] = c
+	require.False(t, d.tlsCurrent(id), "at its deadline it is")
+	require.NotContains(t, d.tlsChecks, id)
+
+	// prepareTLS (Ensure) issues a new one, which is current.
+	require.NoError(t, d.prepareTLS(clouddb.Instance{DatabaseID: id, TLS: &clouddb.InstanceTLS{}}))
+	require.NotEqual(t, f.Cert, d.tlsFiles[id].Cert)
+	require.Equal(t, f.ClientCert, d.tlsFiles[id].ClientCert, "the client certificate is kept")
+	require.True(t, d.tlsCurrent(id))
+}
+
+// nearEndInPlace overwrites a server certificate and its key with one of ca, for the
+// same names, ending within pki.RenewBefore.
+func nearEndInPlace(t *testing.T, ca *pki.CA, certPath, keyPath string) {
+	t.Helper()
+	data, err := os.ReadFile(certPath)
+	require.NoError(t, err)
+	old, err := pki.ParseCertificate(data)
+	require.NoError(t, err)
+	caPair, err := tls.X509KeyPair(ca.CertificatePEM(), ca.KeyPEM())
+	require.NoError(t, err)
+	caCert, err := x509.ParseCertificate(caPair.Certificate[0])
+	require.NoError(t, err)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(42), Subject: old.Subject,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(pki.RenewBefore / 3),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: old.ExtKeyUsage,
+		DNSNames: old.DNSNames, IPAddresses: old.IPAddresses}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caPair.PrivateKey)
+	require.NoError(t, err)
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600))
+	require.NoError(t, os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+}
