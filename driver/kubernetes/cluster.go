@@ -492,14 +492,21 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	if err = d.formCluster(ctx, in, nodes); err != nil {
 		return err
 	}
-	if err = d.waitEndpoint(ctx, in, nodes[0].c, ""); err != nil {
-		return err
-	}
 	pods := make([]*corev1.Pod, n)
 	for i, m := range nodes {
 		pods[i] = m.pod
 	}
-	return d.samePods(ctx, id, pods)
+	if err = d.samePods(ctx, id, pods); err != nil {
+		return err
+	}
+	// Every node's own NodePort (node 0's is the database's): clients follow CLUSTER
+	// SLOTS there, and kube-proxy routes a node a moment after its pod is Ready again.
+	for _, m := range nodes {
+		if err = d.waitEndpointAt(ctx, in, m.port, m.c, ""); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readClusterNode waits until node i's pod is ready and reads its part in the cluster.

@@ -556,6 +556,11 @@ func (d *Driver) waitEndpoint(ctx context.Context, in clouddb.Instance, c *redis
 	if d.serviceType() == corev1.ServiceTypeLoadBalancer {
 		return d.waitIngress(ctx, in)
 	}
+	return d.waitEndpointAt(ctx, in, in.Port, c, runID)
+}
+
+// waitEndpointAt is waitEndpoint of the NodePort port (a cluster node's own).
+func (d *Driver) waitEndpointAt(ctx context.Context, in clouddb.Instance, port int, c *redis.Client, runID string) error {
 	if d.cfg.NodeAddress == "" {
 		return nil
 	}
@@ -566,7 +571,7 @@ func (d *Driver) waitEndpoint(ctx context.Context, in clouddb.Instance, c *redis
 		}
 		runID = infoField(info, "run_id")
 	}
-	addr := d.PublicEndpoint(in.Port)
+	addr := d.PublicEndpoint(port)
 	o := c.Options()
 	// reaches reports whether a new connection to addr reaches the server of runID.
 	reaches := func(ctx context.Context) error {
