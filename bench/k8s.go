@@ -679,33 +679,6 @@ func nodeProcs() (map[int]time.Duration, error) {
 	return out, nil
 }
 
-// cpuTimeWithChildren is a process's user and system CPU time with its reaped
-// children's.
-func cpuTimeWithChildren(pid int) (time.Duration, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	// After the name: state is field 3; utime, stime, cutime, cstime are 14 to 17.
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 15 {
-		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
-	}
-	var ticks int64
-	for _, s := range f[11:15] {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: bad CPU times", pid)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
-}
-
 // nodeName is the cluster's (first) node.
 func (b *k8sBench) nodeName(ctx context.Context) (string, error) {
 	nodes, err := b.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})

@@ -253,27 +253,37 @@ func pss(pid int) (int64, error) {
 }
 
 // cpuTime is the user plus system CPU time a process has used so far.
-func cpuTime(pid int) (time.Duration, error) {
+func cpuTime(pid int) (time.Duration, error) { return statTicks(pid, 2) }
+
+// cpuTimeWithChildren is cpuTime with its reaped children's.
+func cpuTimeWithChildren(pid int) (time.Duration, error) { return statTicks(pid, 4) }
+
+// statTicks sums n of a process's CPU times from /proc/PID/stat, from utime on (utime,
+// stime, cutime, cstime: fields 14 to 17; field 3, the state, is the first after the
+// parenthesised command name).
+func statTicks(pid, n int) (time.Duration, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, err
 	}
-	// The fields after the parenthesised command name: state is field 3, utime 14, stime 15.
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
 		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
 	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 13 {
+	if len(f) < 11+n {
 		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
 	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: bad CPU times", pid)
+	var ticks int64
+	for _, s := range f[11 : 11+n] {
+		t, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: bad CPU times", pid)
+		}
+		ticks += t
 	}
 	// USER_HZ is 100 on Linux.
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }
 
 // procField reads a "Name:   123 kB" line of a /proc file.
