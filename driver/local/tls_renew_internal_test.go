@@ -1,13 +1,6 @@
 package local
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"testing"
 	"time"
@@ -63,22 +56,8 @@ func nearEndInPlace(t *testing.T, ca *pki.CA, certPath, keyPath string) {
 	t.Helper()
 	data, err := os.ReadFile(certPath)
 	require.NoError(t, err)
-	old, err := pki.ParseCertificate(data)
+	cert, key, err := ca.Reissue(data, time.Now().Add(pki.RenewBefore/3))
 	require.NoError(t, err)
-	caPair, err := tls.X509KeyPair(ca.CertificatePEM(), ca.KeyPEM())
-	require.NoError(t, err)
-	caCert, err := x509.ParseCertificate(caPair.Certificate[0])
-	require.NoError(t, err)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(42), Subject: old.Subject,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(pki.RenewBefore / 3),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: old.ExtKeyUsage,
-		DNSNames: old.DNSNames, IPAddresses: old.IPAddresses}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caPair.PrivateKey)
-	require.NoError(t, err)
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600))
-	require.NoError(t, os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyPath, key, 0o600))
+	require.NoError(t, os.WriteFile(certPath, cert, 0o600))
 }

@@ -120,16 +120,30 @@ func (ca *CA) IssueServer(hosts []string) (certPEM, keyPEM []byte, err error) {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	return ca.issue(tmpl)
+	return ca.issue(tmpl, time.Now().Add(LeafLifetime))
+}
+
+// Reissue issues a certificate like certPEM's (its subject, names and usage), with a new
+// key, that ends at notAfter: one that has served most of its life looks so, for the
+// tests of renewal.
+func (ca *CA) Reissue(certPEM []byte, notAfter time.Time) (newCertPEM, keyPEM []byte, err error) {
+	old, err := ParseCertificate(certPEM)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ca.issue(&x509.Certificate{Subject: old.Subject, DNSNames: old.DNSNames, IPAddresses: old.IPAddresses,
+		ExtKeyUsage: old.ExtKeyUsage}, notAfter)
 }
 
 // IssueClient issues a client certificate (extended key usage clientAuth only: OpenSSL,
 // and so redis, checks the purpose, so it cannot serve as a server's) named name.
 func (ca *CA) IssueClient(name string) (certPEM, keyPEM []byte, err error) {
-	return ca.issue(&x509.Certificate{Subject: pkix.Name{CommonName: name}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return ca.issue(&x509.Certificate{Subject: pkix.Name{CommonName: name}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+		time.Now().Add(LeafLifetime))
 }
 
-func (ca *CA) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
+// issue issues tmpl, ending at notAfter (or the CA's end, if sooner).
+func (ca *CA) issue(tmpl *x509.Certificate, notAfter time.Time) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -137,7 +151,7 @@ func (ca *CA) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) 
 	now := time.Now()
 	tmpl.SerialNumber = serial()
 	tmpl.NotBefore = now.Add(-backdate)
-	tmpl.NotAfter = now.Add(LeafLifetime)
+	tmpl.NotAfter = notAfter
 	if tmpl.NotAfter.After(ca.cert.NotAfter) {
 		tmpl.NotAfter = ca.cert.NotAfter
 	}

@@ -77,3 +77,29 @@ func TestLeafUsable(t *testing.T) {
 	require.False(t, pki.LeafUsable(pair, ca.CertificatePEM(), x509.ExtKeyUsageClientAuth, nil), "another usage")
 	require.False(t, pki.LeafUsable(tls.Certificate{}, ca.CertificatePEM(), x509.ExtKeyUsageServerAuth, nil), "no certificate")
 }
+
+// Reissue: the same names and usage, a new key and serial, the end asked for; one ending
+// within RenewBefore is not usable, so the drivers renew it.
+func TestReissue(t *testing.T) {
+	ca, err := pki.New("clouddb test CA")
+	require.NoError(t, err)
+	certPEM, _, err := ca.IssueServer([]string{"db.example", "10.0.0.1"})
+	require.NoError(t, err)
+	end := time.Now().Add(pki.RenewBefore / 3).Truncate(time.Second)
+	nearPEM, keyPEM, err := ca.Reissue(certPEM, end)
+	require.NoError(t, err)
+	old, err := pki.ParseCertificate(certPEM)
+	require.NoError(t, err)
+	near, err := pki.ParseCertificate(nearPEM)
+	require.NoError(t, err)
+	require.Equal(t, old.DNSNames, near.DNSNames)
+	require.True(t, old.IPAddresses[0].Equal(near.IPAddresses[0]))
+	require.Equal(t, old.ExtKeyUsage, near.ExtKeyUsage)
+	require.NotEqual(t, old.SerialNumber, near.SerialNumber)
+	require.True(t, near.NotAfter.Equal(end), "ends %v, want %v", near.NotAfter, end)
+	pair, err := tls.X509KeyPair(nearPEM, keyPEM)
+	require.NoError(t, err)
+	require.False(t, pki.LeafUsable(pair, ca.CertificatePEM(), x509.ExtKeyUsageServerAuth, []string{"db.example"}), "it ends within RenewBefore")
+	_, _, err = ca.Reissue([]byte("not PEM"), end)
+	require.Error(t, err)
+}
