@@ -95,8 +95,8 @@ func TestTLS_RenewedNearItsEnd(t *testing.T) {
 			// Running is false (within the time its check of the files' stat takes to
 			// come round), with the same Driver, which last saw them usable.
 			eventuallyT(t, 15*time.Second, func() bool {
-				up, err := b.driver.Running(ctx, in)
-				require.NoError(t, err)
+				up, rerr := b.driver.Running(ctx, in)
+				require.NoError(t, rerr)
 				return !up
 			})
 			require.NoError(t, b.driver.Ensure(ctx, in))
