@@ -53,10 +53,14 @@ func (d *Driver) waitPod(ctx context.Context, name string, wanted, up func(*core
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 	defer cancel()
 	var last error
-	var notReady *corev1.Pod // started, not Ready: its probe says why
+	// The pod last seen started but not Ready (its probe says why), kept over a failed
+	// read: the last one, when the time is up, is one.
+	var notReady *corev1.Pod
 	for {
-		notReady = nil
 		pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			notReady = nil
+		}
 		switch {
 		case err == nil && wanted != nil && !wanted(pod):
 			last = fmt.Errorf("pod %s is not the one wanted yet", pod.Name)
