@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"clouddb"
+	"clouddb/internal/backoff"
 	"clouddb/internal/redisconf"
 	"clouddb/redisdata"
 )
@@ -956,24 +957,10 @@ func (d *Driver) pairReplicas(ctx context.Context, in clouddb.Instance, nodes []
 // waitCluster polls cond until it holds, up to clusterWait; then the error wraps
 // ErrServerStarting.
 func (d *Driver) waitCluster(ctx context.Context, in clouddb.Instance, what string, cond func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, clusterWait)
-	defer cancel()
-	wait := 10 * time.Millisecond
-	for {
-		ok, err := cond()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if err == nil {
-				err = ctx.Err()
-			}
-			return fmt.Errorf("database %d: waiting for %s: %v: %w", in.DatabaseID, what, err, clouddb.ErrServerStarting)
-		case <-time.After(wait):
-			wait = min(wait*2, 200*time.Millisecond)
-		}
+	if err := backoff.Until(ctx, clusterWait, cond); err != nil {
+		return fmt.Errorf("database %d: waiting for %s: %v: %w", in.DatabaseID, what, err, clouddb.ErrServerStarting)
 	}
+	return nil
 }
 
 // runningCluster is Running of a cluster instance: its StatefulSet runs its nodes with

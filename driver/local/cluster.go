@@ -18,6 +18,7 @@ import (
 	"clouddb/redisdata"
 
 	"clouddb"
+	"clouddb/internal/backoff"
 )
 
 // An OSS Cluster database (Instance.OSSCluster) is a Redis Cluster: shard s is served by
@@ -544,24 +545,10 @@ func (d *Driver) pairReplicas(ctx context.Context, in clouddb.Instance, clients 
 
 // waitCluster polls cond until it holds, up to clusterWait.
 func (d *Driver) waitCluster(ctx context.Context, in clouddb.Instance, what string, cond func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, clusterWait)
-	defer cancel()
-	wait := 10 * time.Millisecond
-	for {
-		ok, err := cond()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if err == nil {
-				err = ctx.Err()
-			}
-			return fmt.Errorf("database %d: waiting for %s: %w", in.DatabaseID, what, err)
-		case <-time.After(wait):
-			wait = min(wait*2, 200*time.Millisecond)
-		}
+	if err := backoff.Until(ctx, clusterWait, cond); err != nil {
+		return fmt.Errorf("database %d: waiting for %s: %w", in.DatabaseID, what, err)
 	}
+	return nil
 }
 
 // clusterFailover makes, in every shard whose serving node's process is gone, the other
