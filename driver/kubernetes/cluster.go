@@ -483,7 +483,11 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 		}
 	}
 	if in.TLS != nil {
-		if err = d.applyClusterTLS(ctx, in, nodes, secret); err != nil {
+		pods, clients := make([]*corev1.Pod, n), make([]*redis.Client, n)
+		for i, m := range nodes {
+			pods[i], clients[i] = m.pod, m.c
+		}
+		if err = d.applyTLSFiles(ctx, in, pods, clients, secret); err != nil {
 			return err
 		}
 	}
@@ -1073,7 +1077,7 @@ func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, po
 			infoField(info, "cluster_slots_ok"), infoField(info, "cluster_known_nodes")), nil
 	}
 	if in.TLS != nil {
-		served, serr := tlsServed(ctx, c, clusterTLSSettings(in, secret.Data))
+		served, serr := tlsServed(ctx, c, tlsFileSettings(in, secret.Data))
 		if serr != nil {
 			return "", serr
 		}

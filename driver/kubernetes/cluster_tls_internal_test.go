@@ -171,7 +171,7 @@ func TestClusterTLSLiveReload(t *testing.T) {
 	}
 	args := []any{"config", "set"}
 	var want [][2]string
-	for _, s := range clusterTLSSettings(in, next) {
+	for _, s := range tlsFileSettings(in, next) {
 		s[1] = string(here([]byte(s[1])))
 		want = append(want, s)
 		args = append(args, s[0], s[1])

@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -304,7 +305,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	}
 	oldLimit := containerMemory(sts)
 	want := d.statefulSet(in, img)
-	withTLS(want, in, secret.Data)
+	withTLS(want, in)
 	// Replication turned off: the replica goes only once the node that stays is the
 	// primary with every write (see ensureNodes).
 	nodes := *want.Spec.Replicas
@@ -345,6 +346,13 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err = d.applyLive(ctx, in, pod, internal, tc, oldLimit); err != nil {
 		return fmt.Errorf("database %d: %w", in.DatabaseID, err)
 	}
+	c := client(pod, internal, tc)
+	defer c.Close()
+	if in.TLS != nil {
+		if err = d.applyTLSFiles(ctx, in, []*corev1.Pod{pod}, []*redis.Client{c}, secret); err != nil {
+			return err
+		}
+	}
 	// Its one pod, whatever its label (a turning off of replication cut short).
 	if _, err = d.applyService(ctx, in, sts, ptr(false)); err != nil {
 		return err
@@ -356,8 +364,6 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err = d.samePods(ctx, in.DatabaseID, []*corev1.Pod{pod}); err != nil {
 		return err
 	}
-	c := client(pod, internal, tc)
-	defer c.Close()
 	return d.waitEndpoint(ctx, in, c, "")
 }
 

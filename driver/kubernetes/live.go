@@ -189,8 +189,9 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if string(secret.Data[keyPrimaryHost]) != "no" {
 		return false, nil
 	}
-	// The pod serves the TLS files of the Secret (or none), and no load is pending.
-	if pod.Annotations[annotationTLS] != tlsDigest(in, secret.Data) || secret.Annotations[annotationPendingLoad] != "" {
+	// The pod serves TLS as asked (checked below: with the files of the Secret), and no
+	// load is pending.
+	if pod.Annotations[annotationTLS] != tlsAnnotation(in) || secret.Annotations[annotationPendingLoad] != "" {
 		return false, nil
 	}
 	tc, err := d.podTLS(pod, secret)
@@ -205,6 +206,9 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	}
 	if !d.following(ctx, in, pod, secret) {
 		return false, nil
+	}
+	if ok, err := d.tlsFilesServed(ctx, c, in, secret); !ok || err != nil {
+		return false, err
 	}
 	// And the live server runs with them: Ensure applies them after it wrote them.
 	ok, err := liveAsAsked(ctx, c, in)

@@ -21,7 +21,7 @@ import (
 	"clouddb/redisdata"
 )
 
-// Restarts with the data kept. What a running pod cannot take (TLS files, see tls.go) or
+// Restarts with the data kept. What a running pod cannot take (TLS on or off, see tls.go) or
 // a StatefulSet cannot (its volume claim: a change of persistence between none and a
 // persistent one) needs a new pod, which starts without the data of a pod that did not
 // persist. So, first, the old server stops taking writes (CLIENT PAUSE WRITE: a client's

@@ -17,7 +17,7 @@ import (
 )
 
 // The nodes of a replicated database are replaced one at a time when what a running pod
-// cannot take changes (its TLS files, see tls.go; its volume, see adoptNodes), so that
+// cannot take changes (TLS on or off, see tls.go; its volume, see adoptNodes), so that
 // the other node serves meanwhile and no data leaves the cluster: the replica's pod
 // first, whose new pod syncs from the primary; then the primary hands over to the new
 // node (handOver) and its own pod is replaced in turn, to come back as the replica. Each
@@ -30,15 +30,15 @@ var errNodeReplaced = errors.New("a node's pod was replaced")
 
 // renewNodes replaces a node whose pod differs from those the template of sts, the
 // database's StatefulSet, makes (the template, not the instance: a StatefulSet of before
-// runs until its data is saved, see runToSave): it serves other TLS files (TLS turned on
-// or off, new client certificates, a renewed certificate), or has the other kind of
-// volume (a persistence change, see adoptNodes). A replica goes first; the primary p,
+// runs until its data is saved, see runToSave): it serves TLS otherwise (turned on or
+// off, or with files it cannot take live: made before they were), or has the other kind
+// of volume (a persistence change, see adoptNodes). A replica goes first; the primary p,
 // after it handed over to the other node. When volumes change, in ordinal order instead:
 // the StatefulSet's controller makes pods in that order, and stops at an old pod whose
 // volumes it fails to make its claim's. It returns errNodeReplaced after a replacement,
 // nil when every node is as the template makes it.
 func (d *Driver) renewNodes(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, pods []*corev1.Pod, clients []*redis.Client, states []nodeState, p int) error {
-	digest, claim := sts.Spec.Template.Annotations[annotationTLS], hasClaim(sts)
+	tlsMark, claim := sts.Spec.Template.Annotations[annotationTLS], hasClaim(sts)
 	oldVolume := func(i int) bool { return hasVolumeClaim(pods[i]) != claim }
 	next, left := -1, 0
 	// first reports whether stale node i goes before node next.
@@ -54,7 +54,7 @@ func (d *Driver) renewNodes(ctx context.Context, in clouddb.Instance, sts *appsv
 		return next == p
 	}
 	for i := range pods {
-		if pods[i].Annotations[annotationTLS] == digest && !oldVolume(i) {
+		if pods[i].Annotations[annotationTLS] == tlsMark && !oldVolume(i) {
 			continue
 		}
 		left++

@@ -65,11 +65,11 @@ func nodeCount(in clouddb.Instance) int32 {
 // maxNodes is the number of pods of a replicated database.
 const maxNodes = 2
 
-// serverCommand runs redis-server on the database's config, replicating what the
+// serverCommand runs redis-server on the database's config (conf: its Secret key), replicating what the
 // Secret's primary keys say (Kubernetes expands $(VAR) in a command: the image needs no
 // shell).
-func serverCommand() []string {
-	return append([]string{"redis-server", confDir + "/" + confFile,
+func serverCommand(conf string) []string {
+	return append([]string{"redis-server", confDir + "/" + conf,
 		"--replicaof", "$(" + envPrimaryHost + ")", "$(" + envPrimaryPort + ")"}, socketArgs()...)
 }
 
@@ -308,6 +308,11 @@ func (d *Driver) ensureNodes(ctx context.Context, in clouddb.Instance, secret *c
 	}
 	if err := d.renewNodes(ctx, in, sts, pods, clients, states, p); err != nil {
 		return err
+	}
+	if in.TLS != nil {
+		if err := d.applyTLSFiles(ctx, in, pods, clients, secret); err != nil {
+			return err
+		}
 	}
 	for i, pod := range pods {
 		if err := d.applyLive(ctx, in, pod, internal, clients[i].Options().TLSConfig, oldLimit); err != nil {
@@ -702,15 +707,16 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 		}
 	}
 	for i, pod := range pods {
-		// Each serves the TLS files of the Secret (or none), on the volume of its persistence.
-		if pod.Annotations[annotationTLS] != tlsDigest(in, secret.Data) || hasVolumeClaim(pod) != persistent(in) {
+		// Each serves TLS as asked (with the files of the Secret: nodeRunning), on the
+		// volume of its persistence.
+		if pod.Annotations[annotationTLS] != tlsAnnotation(in) || hasVolumeClaim(pod) != persistent(in) {
 			return false, nil
 		}
 		tc, err := d.podTLS(pod, secret)
 		if err != nil {
 			return false, fmt.Errorf("database %d: %w", id, err)
 		}
-		ok, err := d.nodeRunning(ctx, in, pod, internal, tc, i == primary, pods[primary].Status.PodIP)
+		ok, err := d.nodeRunning(ctx, in, pod, secret, tc, i == primary, pods[primary].Status.PodIP)
 		if err != nil {
 			d.log.Warn("a database's pod is ready but its state cannot be read", "database_id", id, "pod", pod.Name, "error", err)
 			return false, nil
@@ -725,8 +731,8 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 
 // nodeRunning reports whether the node plays its part, the primary or the replica of the
 // primary at primaryIP with its link up, with the instance's settings and users.
-func (d *Driver) nodeRunning(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, internal string, tc *tls.Config, primary bool, primaryIP string) (bool, error) {
-	c := client(pod, internal, tc)
+func (d *Driver) nodeRunning(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, secret *corev1.Secret, tc *tls.Config, primary bool, primaryIP string) (bool, error) {
+	c := client(pod, string(secret.Data[keyInternal]), tc)
 	defer c.Close()
 	s, err := readState(ctx, c, pod)
 	if err != nil {
@@ -734,6 +740,9 @@ func (d *Driver) nodeRunning(ctx context.Context, in clouddb.Instance, pod *core
 	}
 	if primary != s.master || !primary && (s.masterHost != primaryIP || !s.linkUp) {
 		return false, nil
+	}
+	if ok, err := d.tlsFilesServed(ctx, c, in, secret); !ok || err != nil {
+		return false, err
 	}
 	return liveAsAsked(ctx, c, in)
 }

@@ -89,8 +89,8 @@ func newSecret() (string, error) {
 
 // addConfigs puts into data the redis.conf of every pod that may start: the instance's
 // next pod, and the pods of sts's template and the running ones, each under the key it
-// reads and naming the TLS files it mounts (see configKey). The keys no pod reads any
-// more are left out, so they go.
+// reads and naming the TLS files it mounts (see configKey, keyLiveConfig). The keys no pod
+// reads any more are left out, so they go.
 func (d *Driver) addConfigs(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, internal string, data map[string][]byte) error {
 	if in.OSSCluster && in.TLS != nil {
 		// One redis.conf, whose files every pod mounts (see cluster_tls.go).
@@ -99,23 +99,31 @@ func (d *Driver) addConfigs(ctx context.Context, in clouddb.Instance, sts *appsv
 	if _, _, err := podConfig(in, internal, data); err != nil {
 		return err
 	}
-	readers := [][]corev1.KeyToPath{configItems(in, data), configVolumeItems(&sts.Spec.Template.Spec)}
+	readers := []configMount{nextMount(in)}
+	if m, ok := podMount(&sts.Spec.Template.Spec); ok {
+		readers = append(readers, m)
+	}
 	pods, err := d.podsOf(ctx, in.DatabaseID)
 	if err != nil {
 		return err
 	}
 	for i := range pods {
-		readers = append(readers, configVolumeItems(&pods[i].Spec))
+		if m, ok := podMount(&pods[i].Spec); ok {
+			readers = append(readers, m)
+		}
 	}
 	// The running pods last: a key read by a running pod and the next one alike (made by
 	// a driver of one key for all) holds what the running pod can start with.
-	for _, items := range readers {
-		if items == nil {
-			continue
-		}
-		key, conf, err := mountedConfig(in, internal, items)
+	for _, m := range readers {
+		key, conf, err := mountedConfig(in, internal, m, data)
 		if err != nil {
 			return err
+		}
+		if key == "" {
+			continue
+		}
+		if m.whole {
+			addLiveTLSFiles(data)
 		}
 		data[key] = conf
 	}

@@ -25,7 +25,7 @@ func (d *Driver) statefulSet(in clouddb.Instance, img string) *appsv1.StatefulSe
 		Name:            "redis",
 		Image:           img,
 		ImagePullPolicy: d.cfg.ImagePullPolicy,
-		Command:         serverCommand(),
+		Command:         serverCommand(confFile),
 		Env:             append(primaryEnv(in.DatabaseID), probeEnv(in.DatabaseID)),
 		Ports:           []corev1.ContainerPort{{Name: "redis", ContainerPort: redisPort}},
 		Resources:       corev1.ResourceRequirements{Requests: res, Limits: res},

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,9 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"clouddb"
 	"clouddb/internal/pki"
@@ -19,19 +24,27 @@ import (
 
 // TLS. A database with TLS serves its port with TLS only (port 0, tls-port), with a
 // server certificate of Config.CA for the names a client reaches it by (the node address
-// of its NodePort, its Service's DNS names). The material lives in the database's Secret
-// and is mounted read-only with its redis.conf: the CA bundle (the CA, so that clouddb's
-// own client certificate is accepted, and the tenant's client certificates, required when
-// there is any), the server's certificate and key, and the client certificate clouddb
-// presents. A pod's volumes are fixed at its creation and the kubelet refreshes a mounted
-// Secret only after a minute or more, so the mounted files are named after their content
-// and the pod template carries a digest of them (annotationTLS), as does the Secret key of
-// the redis.conf that names them (configKey): any change of TLS (on, off, new client
-// certificates, a renewed certificate) is a new pod, which Ensure makes with the data
-// kept (see settle; a replicated database's nodes one at a time, see renewNodes). The
-// material stays in the Secret while TLS is off, for the pods that still serve it until
-// then. An OSS Cluster's nodes take new TLS files without a new pod instead (see
-// cluster_tls.go).
+// of its NodePort, its Service's DNS names). The material lives in the database's Secret:
+// the CA bundle (the CA, so that clouddb's own client certificate is accepted, and the
+// tenant's client certificates, required when there is any), the server's certificate
+// and key, and the client certificate clouddb presents (replication speaks TLS with it).
+//
+// A renewed certificate and new client certificates (or none) are taken live, without a
+// new pod: a pod's volume items are fixed at its creation, so a TLS pod mounts the whole
+// Secret, where the TLS files are also held under keys named after their content
+// (tlsPath), which its redis.conf names (keyLiveConfig). The kubelet swaps a mounted
+// Secret's files all at once, so a server that restarts reads a config and files that
+// belong together. Ensure then has each server load the new files with one CONFIG SET of
+// every tls-* file setting (applyTLSFiles): their new paths make redis load them (it
+// fails, changing nothing, while the pod does not show them yet, and Ensure tries again).
+// An annotation of the pod that Ensure updates (annotationTLSFiles) has the kubelet
+// refresh its volumes at once rather than within its sync period.
+//
+// Turning TLS on or off is a new pod, which Ensure makes with the data kept (see settle;
+// a replicated database's nodes one at a time, see renewNodes), as is a TLS pod made
+// before files were taken live (it mounts items named after a digest of the files:
+// configKey). The material stays in the Secret while TLS is off, for the pods that still
+// serve it until then.
 
 // Keys of the TLS material in a database's Secret.
 const (
@@ -42,11 +55,18 @@ const (
 	keyTLSClientKey  = "tls-client.key"
 )
 
-// annotationTLS on the pod template is the digest of the TLS files the pod's server
-// serves with, "" or absent when it serves plain TCP: clouddb's own connections to a pod
-// follow it. A cluster's pods, which take new TLS files live, carry tlsLive instead (see
-// cluster_tls.go).
+// annotationTLS on the pod template and its pods is tlsLive when its server serves TLS,
+// "" or absent when it serves plain TCP: clouddb's own connections to a pod follow it. A
+// TLS pod made before TLS files were taken live carries the digest of its files instead
+// (tlsDigest), and is replaced.
 const annotationTLS = "clouddb.io/tls"
+
+// tlsLive is annotationTLS of a pod that serves TLS, with files it takes live.
+const tlsLive = "live"
+
+// annotationTLSFiles on a TLS pod is the digest of the TLS files Ensure last had its
+// server load: updating it has the kubelet refresh the pod's Secret volume.
+const annotationTLSFiles = "clouddb.io/tls-files"
 
 var tlsKeys = []string{keyTLSCA, keyTLSCert, keyTLSKey, keyTLSClientCert, keyTLSClientKey}
 
@@ -195,9 +215,11 @@ func tlsLines(in clouddb.Instance, paths map[string]string) [][]string {
 }
 
 // configKey is the Secret key of the redis.conf of the pods whose TLS files have that
-// digest ("": none). A key per digest, not one redis.conf for all: the Secret changes
-// before the pods do, and a pod that restarts meanwhile must find the config made for
-// the files it mounts (a pod without them would crash-loop on a TLS config).
+// digest ("": none), made before TLS files were taken live: a key per digest, not one
+// redis.conf for all, because the Secret changes before the pods do, and a pod that
+// restarts meanwhile must find the config made for the files it mounts (a pod without
+// them would crash-loop on a TLS config). Only such pods, until they are replaced, and
+// plain pods (keyConfig) read one now.
 func configKey(digest string) string {
 	if digest == "" {
 		return keyConfig
@@ -205,41 +227,60 @@ func configKey(digest string) string {
 	return "redis-tls-" + digest + ".conf"
 }
 
+// keyLiveConfig is the Secret key of the redis.conf of a TLS pod, which mounts the whole
+// Secret and takes new TLS files live. Not keyConfig: a plain pod, which mounts only that
+// key, may run beside it while TLS is turned on or off.
+const keyLiveConfig = "redis-tls-live.conf"
+
 // isConfigKey reports whether Secret key k holds a redis.conf.
 func isConfigKey(k string) bool {
 	return k == keyConfig || strings.HasPrefix(k, "redis-tls-") && strings.HasSuffix(k, ".conf")
 }
 
-// configItems are the items of the config volume of the instance's pods, with the
-// Secret's data: the redis.conf of their TLS digest, and the TLS files named after their
-// content.
-func configItems(in clouddb.Instance, data map[string][]byte) []corev1.KeyToPath {
-	digest := tlsDigest(in, data)
-	items := []corev1.KeyToPath{{Key: configKey(digest), Path: confFile}}
-	if digest != "" {
-		for _, k := range tlsKeys {
-			items = append(items, corev1.KeyToPath{Key: k, Path: tlsPath(k, data[k])})
-		}
-	}
-	return items
+// configMount is what the config volume of a pod shows it: items of the Secret (a plain
+// pod, or a TLS pod made before TLS files were taken live), or the whole Secret (whole:
+// a TLS pod that takes new files live).
+type configMount struct {
+	items []corev1.KeyToPath
+	whole bool
 }
 
-// configVolumeItems are the items of the config volume of a pod (spec): what it reads.
-func configVolumeItems(spec *corev1.PodSpec) []corev1.KeyToPath {
+// nextMount is the config volume of the instance's next pod: the whole Secret with TLS,
+// its plain redis.conf without.
+func nextMount(in clouddb.Instance) configMount {
+	if in.TLS != nil {
+		return configMount{whole: true}
+	}
+	return configMount{items: []corev1.KeyToPath{{Key: keyConfig, Path: confFile}}}
+}
+
+// podMount is the config volume of a pod (spec); false when it has none.
+func podMount(spec *corev1.PodSpec) (configMount, bool) {
 	for _, v := range spec.Volumes {
 		if v.Name == "config" && v.Secret != nil {
-			return v.Secret.Items
+			return configMount{items: v.Secret.Items, whole: len(v.Secret.Items) == 0}, true
 		}
 	}
-	return nil
+	return configMount{}, false
 }
 
-// mountedConfig is the Secret key and the redis.conf, the instance's, of a pod whose
-// config volume has these items: its TLS lines name the files it mounts.
-func mountedConfig(in clouddb.Instance, internal string, items []corev1.KeyToPath) (string, []byte, error) {
+// mountedConfig is the Secret key and the redis.conf, the instance's, of a pod with that
+// config volume, with the Secret's data: its TLS lines name the files it mounts. A pod
+// that mounts the whole Secret reads the TLS files of data under their content-named
+// keys (see addLiveTLSFiles); "" when data has none (nothing for it to read).
+func mountedConfig(in clouddb.Instance, internal string, m configMount, data map[string][]byte) (string, []byte, error) {
 	key := keyConfig
 	paths := map[string]string{}
-	for _, it := range items {
+	if m.whole {
+		key = keyLiveConfig
+		for _, k := range tlsKeys {
+			if len(data[k]) == 0 {
+				return "", nil, nil
+			}
+			paths[k] = confDir + "/" + tlsPath(k, data[k])
+		}
+	}
+	for _, it := range m.items {
 		if it.Path == confFile {
 			key = it.Key
 		} else {
@@ -256,6 +297,18 @@ func mountedConfig(in clouddb.Instance, internal string, items []corev1.KeyToPat
 	return key, conf, nil
 }
 
+// addLiveTLSFiles puts the TLS files of data under their content-named keys too, where
+// a pod that mounts the whole Secret reads them. The files of before go: a running server
+// holds what it loaded, and a pod's volume shows the new config with the new files (the
+// kubelet swaps a mounted Secret's files all at once).
+func addLiveTLSFiles(data map[string][]byte) {
+	for _, k := range tlsKeys {
+		if v := data[k]; len(v) > 0 {
+			data[tlsPath(k, v)] = v
+		}
+	}
+}
+
 // podConfig is the Secret key and the redis.conf of the instance's next pod, with the
 // TLS files of the Secret's data.
 func podConfig(in clouddb.Instance, internal string, data map[string][]byte) (string, []byte, error) {
@@ -266,7 +319,7 @@ func podConfig(in clouddb.Instance, internal string, data map[string][]byte) (st
 			}
 		}
 	}
-	return mountedConfig(in, internal, configItems(in, data))
+	return mountedConfig(in, internal, nextMount(in), data)
 }
 
 // configAsAsked reports whether the Secret's data holds the redis.conf of the instance's
@@ -276,24 +329,147 @@ func configAsAsked(in clouddb.Instance, internal string, data map[string][]byte)
 	return err == nil && string(data[key]) == string(conf)
 }
 
-// withTLS mounts the redis.conf and the TLS files of the Secret's data into the pods of
-// sts, the instance's StatefulSet as renderConfig's, and marks its template with their
-// digest.
-func withTLS(sts *appsv1.StatefulSet, in clouddb.Instance, data map[string][]byte) {
+// tlsAnnotation is annotationTLS of the instance's pods: tlsLive with TLS, "" without.
+func tlsAnnotation(in clouddb.Instance) string {
+	if in.TLS != nil {
+		return tlsLive
+	}
+	return ""
+}
+
+// withTLS has the pods of sts, the instance's StatefulSet as statefulSet makes it, mount
+// and read their redis.conf as nextMount says, and marks their template with
+// tlsAnnotation.
+func withTLS(sts *appsv1.StatefulSet, in clouddb.Instance) {
 	t := &sts.Spec.Template
+	m := nextMount(in)
 	for i := range t.Spec.Volumes {
 		if s := t.Spec.Volumes[i].Secret; s != nil && t.Spec.Volumes[i].Name == "config" {
-			s.Items = configItems(in, data)
+			s.Items = m.items
 		}
 	}
-	digest := tlsDigest(in, data)
-	if digest == "" {
+	if in.TLS == nil {
 		return
 	}
+	t.Spec.Containers[0].Command = serverCommand(keyLiveConfig)
 	if t.Annotations == nil {
 		t.Annotations = map[string]string{}
 	}
-	t.Annotations[annotationTLS] = digest
+	t.Annotations[annotationTLS] = tlsLive
+}
+
+// tlsFileSettings are the tls-* settings of the servers of a pod that mounts the whole
+// Secret that change with the Secret's data: the files by their content-named keys, and
+// whether clients must present a certificate. Ensure sets them live in one CONFIG SET, in
+// this order.
+func tlsFileSettings(in clouddb.Instance, data map[string][]byte) [][2]string {
+	path := func(k string) string { return confDir + "/" + tlsPath(k, data[k]) }
+	auth := "no"
+	if len(in.TLS.ClientCertificates) > 0 {
+		auth = "yes"
+	}
+	return [][2]string{
+		{"tls-cert-file", path(keyTLSCert)},
+		{"tls-key-file", path(keyTLSKey)},
+		{"tls-ca-cert-file", path(keyTLSCA)},
+		{"tls-client-cert-file", path(keyTLSClientCert)},
+		{"tls-client-key-file", path(keyTLSClientKey)},
+		{"tls-auth-clients", auth},
+	}
+}
+
+// tlsServed reports whether the server of c runs with the settings.
+func tlsServed(ctx context.Context, c *redis.Client, want [][2]string) (bool, error) {
+	got, err := c.ConfigGet(ctx, "tls-*").Result()
+	if err != nil {
+		return false, fmt.Errorf("CONFIG GET tls-*: %w", err)
+	}
+	for _, s := range want {
+		if got[s[0]] != s[1] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// applyTLSFiles has the servers of pods (each reached by its client in clients), which
+// mount the whole Secret, serve the TLS files of the Secret (see the top of this file),
+// waiting up to StartTimeout for the pods to show them; then the error wraps
+// ErrServerStarting. The pods are all told first, so that the kubelet refreshes their
+// volumes together. Connections open meanwhile stay as they were made.
+func (d *Driver) applyTLSFiles(ctx context.Context, in clouddb.Instance, pods []*corev1.Pod, clients []*redis.Client, secret *corev1.Secret) error {
+	want := tlsFileSettings(in, secret.Data)
+	digest := tlsDigest(in, secret.Data)
+	var stale []int
+	for i, pod := range pods {
+		ok, err := tlsServed(ctx, clients[i], want)
+		if err != nil {
+			return fmt.Errorf("database %d: pod %s: %w", in.DatabaseID, pod.Name, err)
+		}
+		if ok {
+			continue
+		}
+		stale = append(stale, i)
+		if pod.Annotations[annotationTLSFiles] == digest {
+			continue
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotationTLSFiles, digest)
+		if _, err = d.cfg.Client.CoreV1().Pods(d.ns).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("database %d: pod %s: annotating it with its TLS files: %w", in.DatabaseID, pod.Name, err)
+		}
+	}
+	args := []any{"config", "set"}
+	for _, s := range want {
+		args = append(args, s[0], s[1])
+	}
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+	defer cancel()
+	for _, i := range stale {
+		if err := loadTLSFiles(wctx, clients[i], args); err != nil {
+			if ctx.Err() == nil && wctx.Err() != nil {
+				err = fmt.Errorf("its pod does not show the secret's new TLS files after %v (%v): %w", d.cfg.StartTimeout, err, clouddb.ErrServerStarting)
+			}
+			return fmt.Errorf("database %d: pod %s: %w", in.DatabaseID, pods[i].Name, err)
+		}
+		d.log.Info("a database's server loaded new TLS files", "database_id", in.DatabaseID, "pod", pods[i].Name,
+			"after", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// tlsFilesServed reports whether the server of c, a TLS pod's, serves the TLS files of
+// the Secret; true without TLS. A failed read is logged and reported false: Ensure
+// applies them again.
+func (d *Driver) tlsFilesServed(ctx context.Context, c *redis.Client, in clouddb.Instance, secret *corev1.Secret) (bool, error) {
+	if in.TLS == nil {
+		return true, nil
+	}
+	ok, err := tlsServed(ctx, c, tlsFileSettings(in, secret.Data))
+	if err != nil {
+		d.log.Warn("a database's pod is ready but its TLS settings cannot be read", "database_id", in.DatabaseID, "error", err)
+	}
+	return ok, nil
+}
+
+// loadTLSFiles runs the CONFIG SET of args on c until it succeeds: redis refuses it,
+// changing nothing, while a file it names is not there yet.
+func loadTLSFiles(ctx context.Context, c *redis.Client, args []any) error {
+	for {
+		err := c.Do(ctx, args...).Err()
+		if err == nil {
+			return nil
+		}
+		var rerr redis.Error
+		if !errors.As(err, &rerr) {
+			return fmt.Errorf("CONFIG SET tls-*: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("CONFIG SET tls-*: %w", err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // podTLS is how clouddb's own connections reach the pod: nil when its server serves plain

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 
@@ -16,7 +17,10 @@ import (
 // TestConfigOfEachPod: a TLS change writes the Secret before the pods are replaced, and a
 // pod that restarts meanwhile reads the redis.conf made for the files it mounts (a plain
 // pod must not be told to load certificates it does not have, which would crash-loop it);
-// once no pod reads the old one, it goes.
+// once no pod reads the old one, it goes. A TLS pod mounts the whole Secret: its
+// redis.conf names the files of the Secret's certificates, which are there under those
+// names, and only they (new client certificates: new files, the old ones gone); TLS
+// turned off keeps them for it while it runs.
 func TestConfigOfEachPod(t *testing.T) {
 	ctx := context.Background()
 	const id = 9
@@ -41,6 +45,7 @@ func TestConfigOfEachPod(t *testing.T) {
 	if pod, err = client.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	plain := pod.Spec
 	if _, err = d.applySecret(ctx, in, sts); err != nil {
 		t.Fatal(err)
 	}
@@ -50,13 +55,12 @@ func TestConfigOfEachPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	requireMountsNamed(t, secret.Data, configVolumeItems(&pod.Spec), false)
-	items := configItems(in, secret.Data)
-	requireMountsNamed(t, secret.Data, items, true)
+	requireReadsItsFiles(t, secret.Data, &plain, false)
+	want := d.statefulSet(in, "redis")
+	withTLS(want, in)
+	requireReadsItsFiles(t, secret.Data, &want.Spec.Template.Spec, true)
 
 	// The pod replaced by one of the new template: the plain config is read by no pod.
-	want := d.statefulSet(in, "redis")
-	withTLS(want, in, secret.Data)
 	pod.Spec = want.Spec.Template.Spec
 	if _, err = client.CoreV1().Pods("ns").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -67,32 +71,86 @@ func TestConfigOfEachPod(t *testing.T) {
 	if _, ok := secret.Data[keyConfig]; ok {
 		t.Errorf("the secret keeps %s, which no pod reads", keyConfig)
 	}
-	requireMountsNamed(t, secret.Data, items, true)
+	requireReadsItsFiles(t, secret.Data, &pod.Spec, true)
+	before := maps.Clone(secret.Data)
+
+	// New client certificates: the same pod takes new files; those of before go.
+	certPEM, _, err := ca.IssueClient("tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.TLS = &clouddb.InstanceTLS{ClientCertificates: []string{string(certPEM)}}
+	if secret, err = d.applySecret(ctx, in, want); err != nil {
+		t.Fatal(err)
+	}
+	requireReadsItsFiles(t, secret.Data, &pod.Spec, true)
+	if !strings.Contains(string(secret.Data[keyLiveConfig]), "\ntls-auth-clients \"yes\"") {
+		t.Errorf("the config after client certificates were given does not require them:\n%s", secret.Data[keyLiveConfig])
+	}
+	oldCA := tlsPath(keyTLSCA, before[keyTLSCA])
+	if _, ok := secret.Data[oldCA]; ok || oldCA == tlsPath(keyTLSCA, secret.Data[keyTLSCA]) {
+		t.Errorf("the CA bundle of before (%s) is still in the secret, or the new one has its name", oldCA)
+	}
+
+	// TLS off, the TLS pod still running: its config and files stay; the next pod's is plain.
+	in.TLS = nil
+	next := d.statefulSet(in, "redis")
+	withTLS(next, in)
+	if secret, err = d.applySecret(ctx, in, next); err != nil {
+		t.Fatal(err)
+	}
+	requireReadsItsFiles(t, secret.Data, &pod.Spec, true)
+	requireReadsItsFiles(t, secret.Data, &next.Spec.Template.Spec, false)
 }
 
-// requireMountsNamed checks that the redis.conf a pod with these config volume items
-// reads serves TLS or not, and names only files it mounts.
-func requireMountsNamed(t *testing.T, data map[string][]byte, items []corev1.KeyToPath, tls bool) {
+// requireReadsItsFiles checks that the redis.conf the pod (spec) reads is in the Secret's
+// data, serves TLS or not, and names only files the pod mounts.
+func requireReadsItsFiles(t *testing.T, data map[string][]byte, spec *corev1.PodSpec, tls bool) {
 	t.Helper()
-	var key string
+	m, ok := podMount(spec)
+	if !ok {
+		t.Fatal("the pod has no config volume")
+	}
 	mounted := map[string]bool{}
-	for _, it := range items {
-		if it.Path == confFile {
-			key = it.Key
-		}
+	for _, it := range m.items {
 		mounted[confDir+"/"+it.Path] = true
 	}
-	conf, ok := data[key]
-	if !ok {
-		t.Fatalf("the secret has no %s, which the pod reads", key)
+	if m.whole {
+		for k := range data {
+			mounted[confDir+"/"+k] = true
+		}
 	}
-	if got := strings.Contains(string(conf), "\ntls-port "); got != tls {
+	var conf string
+	for _, arg := range spec.Containers[0].Command {
+		if strings.HasPrefix(arg, confDir+"/") {
+			conf = arg
+			break
+		}
+	}
+	if !mounted[conf] {
+		t.Fatalf("the pod reads %q, which it does not mount", conf)
+	}
+	key := strings.TrimPrefix(conf, confDir+"/")
+	for _, it := range m.items {
+		if it.Path == key {
+			key = it.Key
+		}
+	}
+	text := string(data[key])
+	if got := strings.Contains(text, "\ntls-port "); got != tls {
 		t.Fatalf("the config %s of a pod (TLS %v) has a tls-port: %v", key, tls, got)
 	}
-	for _, line := range strings.Split(string(conf), "\n") {
+	files := 0
+	for _, line := range strings.Split(text, "\n") {
 		name, arg, _ := strings.Cut(line, " ")
-		if strings.HasSuffix(name, "-file") && strings.HasPrefix(name, "tls-") && !mounted[strings.Trim(arg, `"`)] {
-			t.Errorf("the config %s names %s, which the pod does not mount", key, arg)
+		if strings.HasSuffix(name, "-file") && strings.HasPrefix(name, "tls-") {
+			files++
+			if !mounted[strings.Trim(arg, `"`)] {
+				t.Errorf("the config %s names %s, which the pod does not mount", key, arg)
+			}
 		}
+	}
+	if tls && files != len(tlsKeys) {
+		t.Errorf("the config %s names %d TLS files, want %d", key, files, len(tlsKeys))
 	}
 }
