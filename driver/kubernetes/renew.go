@@ -17,7 +17,8 @@ import (
 )
 
 // The nodes of a replicated database are replaced one at a time when what a running pod
-// cannot take changes (TLS on or off, see tls.go; its volume, see adoptNodes), so that
+// cannot take changes (TLS on or off, see tls.go; its volume, see adoptNodes; its
+// readiness probe, see probeOfBefore), so that
 // the other node serves meanwhile and no data leaves the cluster: the replica's pod
 // first, whose new pod syncs from the primary; then the primary hands over to the new
 // node (handOver) and its own pod is replaced in turn, to come back as the replica. Each
@@ -32,7 +33,8 @@ var errNodeReplaced = errors.New("a node's pod was replaced")
 // database's StatefulSet, makes (the template, not the instance: a StatefulSet of before
 // runs until its data is saved, see runToSave): it serves TLS otherwise (turned on or
 // off, or with files it cannot take live: made before they were), or has the other kind
-// of volume (a persistence change, see adoptNodes). A replica goes first; the primary p,
+// of volume (a persistence change, see adoptNodes), or is Ready on another test than
+// whether it holds the data (probeOfBefore). A replica goes first; the primary p,
 // after it handed over to the other node. When volumes change, in ordinal order instead:
 // the StatefulSet's controller makes pods in that order, and stops at an old pod whose
 // volumes it fails to make its claim's. It returns errNodeReplaced after a replacement,
@@ -54,7 +56,7 @@ func (d *Driver) renewNodes(ctx context.Context, in clouddb.Instance, sts *appsv
 		return next == p
 	}
 	for i := range pods {
-		if pods[i].Annotations[annotationTLS] == tlsMark && !oldVolume(i) {
+		if pods[i].Annotations[annotationTLS] == tlsMark && !oldVolume(i) && !probeOfBefore(pods[i]) {
 			continue
 		}
 		left++
@@ -85,6 +87,18 @@ func (d *Driver) renewNodes(ctx context.Context, in clouddb.Instance, sts *appsv
 		return err
 	}
 	return d.replaceNode(ctx, in, pods[p])
+}
+
+// probeOfBefore reports whether the pod was made by an earlier clouddb whose pods were
+// Ready once their port listened: a disruption budget counts such a pod as serving while
+// it syncs, empty, so a drain could evict the only copy of the data (see probe.go).
+func probeOfBefore(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == "redis" {
+			return c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil
+		}
+	}
+	return false
 }
 
 // hasVolumeClaim reports whether the pod keeps its data on a claim (a persistent
@@ -165,7 +179,7 @@ func waitOffset(ctx context.Context, c *redis.Client, primaryIP, offset string) 
 func (d *Driver) replaceNode(ctx context.Context, in clouddb.Instance, pod *corev1.Pod) error {
 	id := in.DatabaseID
 	api := d.cfg.Client.CoreV1().Pods(d.ns)
-	d.log.Info("replacing a node of a database for its TLS or persistence", "database_id", id, "pod", pod.Name)
+	d.log.Info("replacing a node of a database for what its pod cannot take (TLS on or off, persistence, probes)", "database_id", id, "pod", pod.Name)
 	err := api.Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("database %d: deleting pod %s: %w", id, pod.Name, err)

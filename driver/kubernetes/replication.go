@@ -708,8 +708,8 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 	}
 	for i, pod := range pods {
 		// Each serves TLS as asked (with the files of the Secret: nodeRunning), on the
-		// volume of its persistence.
-		if pod.Annotations[annotationTLS] != tlsAnnotation(in) || hasVolumeClaim(pod) != persistent(in) {
+		// volume of its persistence, Ready only while it holds the data.
+		if pod.Annotations[annotationTLS] != tlsAnnotation(in) || hasVolumeClaim(pod) != persistent(in) || probeOfBefore(pod) {
 			return false, nil
 		}
 		tc, err := d.podTLS(pod, secret)
