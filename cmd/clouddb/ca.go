@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"clouddb"
 	"clouddb/internal/pki"
@@ -55,4 +57,44 @@ func loadCA(ctx context.Context, db clouddb.Store, c *clouddb.Cipher) (*pki.CA, 
 		return nil, fmt.Errorf("installation CA in the store: %w", err)
 	}
 	return ca, nil
+}
+
+// caEndWarnBefore is how long before the CA's end serve warns of it: a certificate the
+// CA issues ends no later than it, and rotating the CA is not supported, so the operator
+// needs the time to plan for it.
+const caEndWarnBefore = 90 * 24 * time.Hour
+
+// caEndNotice is what serve logs, at now, of a CA that ends at notAfter: a warning
+// within caEndWarnBefore of its end, an error once it has ended, nothing (ok false)
+// before.
+func caEndNotice(notAfter, now time.Time) (level slog.Level, msg string, ok bool) {
+	switch {
+	case now.After(notAfter):
+		return slog.LevelError, "the installation's CA has ended: the TLS databases' certificates ended with it and cannot be renewed", true
+	case notAfter.Sub(now) <= caEndWarnBefore:
+		return slog.LevelWarn, "the installation's CA ends soon: no certificate it issues can outlive it, so the TLS databases' certificates end with it", true
+	}
+	return 0, "", false
+}
+
+// watchCAEnd logs caEndNotice at once and then daily, until ctx is done: a serve that
+// runs for months is told too.
+func watchCAEnd(ctx context.Context, log *slog.Logger, notAfter time.Time) {
+	tick := time.NewTicker(24 * time.Hour)
+	defer tick.Stop()
+	for {
+		now := time.Now()
+		if level, msg, ok := caEndNotice(notAfter, now); ok {
+			args := []any{"ca_not_after", notAfter.UTC().Format(time.RFC3339)}
+			if level == slog.LevelWarn {
+				args = append(args, "days_left", int(notAfter.Sub(now).Hours()/24))
+			}
+			log.Log(ctx, level, msg, args...)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

@@ -436,6 +436,7 @@ func (m *Main) Run(ctx context.Context) error {
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { clouddb.Keep(workCtx, m.logger, "workers", m.work) })
+	wg.Go(func() { watchCAEnd(workCtx, m.logger, ca.NotAfter()) })
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	m.printWelcome(creds)

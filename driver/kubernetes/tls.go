@@ -171,10 +171,10 @@ func validateTLS(in clouddb.Instance) error {
 }
 
 // tlsUsable reports whether the TLS material of a TLS database's Secret data is what
-// Ensure keeps: certificates of the CA that do not end within pki.RenewBefore (the
-// server's naming every host clients use), and the instance's client certificates. When
-// it is not, Running is false, and so the reconciler's Ensure renews it: a database left
-// alone is renewed in time too.
+// Ensure keeps: certificates of the CA that pki.LeafUsable finds usable (the server's
+// naming every host clients use), and the instance's client certificates. When it is
+// not, Running is false, and so the reconciler's Ensure renews it: a database left alone
+// is renewed in time too.
 func (d *Driver) tlsUsable(in clouddb.Instance, data map[string][]byte) bool {
 	return d.cfg.CA != nil &&
 		d.leafUsable(data[keyTLSCert], data[keyTLSKey], x509.ExtKeyUsageServerAuth, d.tlsHosts(in.DatabaseID)) &&

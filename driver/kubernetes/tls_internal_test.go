@@ -1,10 +1,13 @@
 package kubernetes
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,5 +155,31 @@ func requireReadsItsFiles(t *testing.T, data map[string][]byte, spec *corev1.Pod
 	}
 	if tls && files != len(tlsKeys) {
 		t.Errorf("the config %s names %d TLS files, want %d", key, files, len(tlsKeys))
+	}
+}
+
+// TestTLSUsable_CANearItsEnd: within pki.RenewBefore of the CA's end, a TLS database's
+// material is usable and Ensure keeps it: new certificates would end no later (with the
+// CA), so issuing them would only give the pods new files at every pass.
+func TestTLSUsable_CANearItsEnd(t *testing.T) {
+	ca, err := pki.NewEnding("test CA", time.Now().Add(pki.RenewBefore/3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Driver{cfg: Config{CA: ca, NodeAddress: "127.0.0.1"}, ns: "ns", log: slog.New(slog.DiscardHandler)}
+	in := clouddb.Instance{DatabaseID: 3, TLS: &clouddb.InstanceTLS{}}
+	first := map[string][]byte{}
+	if err = d.addTLSData(in, nil, first); err != nil {
+		t.Fatal(err)
+	}
+	if !d.tlsUsable(in, first) {
+		t.Fatal("certificates that end with the CA are not usable: Running is false at every pass")
+	}
+	again := map[string][]byte{}
+	if err = d.addTLSData(in, first, again); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.EqualFunc(first, again, bytes.Equal) {
+		t.Fatal("Ensure issued new certificates for a database whose certificates end with the CA")
 	}
 }

@@ -143,8 +143,8 @@ func (d *Driver) leafUsable(certPath, keyPath string, usage x509.ExtKeyUsage) bo
 	return ok
 }
 
-// leafUntil is leafUsable, and when the certificate is usable, until when it stays so:
-// pki.RenewBefore before it (or its CA) ends.
+// leafUntil is leafUsable, and when the certificate is usable, until when it stays so
+// (see pki.LeafUsableUntil).
 func (d *Driver) leafUntil(certPath, keyPath string, usage x509.ExtKeyUsage) (time.Time, bool) {
 	if certPath == "" || keyPath == "" {
 		return time.Time{}, false
@@ -157,21 +157,7 @@ func (d *Driver) leafUntil(certPath, keyPath string, usage x509.ExtKeyUsage) (ti
 	if usage == x509.ExtKeyUsageServerAuth {
 		hosts = d.tlsHosts
 	}
-	caPEM := d.ca.CertificatePEM()
-	if !pki.LeafUsable(pair, caPEM, usage, hosts) {
-		return time.Time{}, false
-	}
-	leaf := pair.Leaf
-	if leaf == nil {
-		if leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
-			return time.Time{}, false
-		}
-	}
-	end := leaf.NotAfter
-	if ca, err := pki.ParseCertificate(caPEM); err == nil && ca.NotAfter.Before(end) {
-		end = ca.NotAfter
-	}
-	return end.Add(-pki.RenewBefore), true
+	return pki.LeafUsableUntil(pair, d.ca.CertificatePEM(), usage, hosts)
 }
 
 // Renewal. Ensure issues a certificate anew once it is no longer usable (see

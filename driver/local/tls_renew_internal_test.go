@@ -50,6 +50,27 @@ func TestTLSCurrent_Deadline(t *testing.T) {
 	require.True(t, d.tlsCurrent(id))
 }
 
+// TestTLSCurrent_CANearItsEnd: within pki.RenewBefore of the CA's end, the files of a
+// database are current, and stay so until the CA ends, and Ensure keeps them: new ones
+// would end no later, so issuing them would only rewrite files and reload the server at
+// every pass.
+func TestTLSCurrent_CANearItsEnd(t *testing.T) {
+	end := time.Now().Add(pki.RenewBefore / 3).Truncate(time.Second)
+	ca, err := pki.NewEnding("test CA", end)
+	require.NoError(t, err)
+	d, err := New(Config{Dir: t.TempDir(), Host: "127.0.0.1", CA: ca})
+	require.NoError(t, err)
+	const id = 1
+	in := clouddb.Instance{DatabaseID: id, TLS: &clouddb.InstanceTLS{}}
+	require.NoError(t, makeDir(d.dbDir(id)))
+	require.NoError(t, d.prepareTLS(in))
+	f := d.tlsFiles[id]
+	require.True(t, d.tlsCurrent(id), "certificates ending with the CA need no renewal")
+	require.True(t, d.tlsChecks[id].until.Equal(end), "current until %v, want the CA's end %v", d.tlsChecks[id].until, end)
+	require.NoError(t, d.prepareTLS(in))
+	require.Equal(t, f, d.tlsFiles[id], "Ensure keeps the files")
+}
+
 // nearEndInPlace overwrites a server certificate and its key with one of ca, for the
 // same names, ending within pki.RenewBefore.
 func nearEndInPlace(t *testing.T, ca *pki.CA, certPath, keyPath string) {

@@ -45,16 +45,21 @@ var _ clouddb.CertificateAuthority = (*CA)(nil)
 
 // New makes a CA named name (its subject's common name).
 func New(name string) (*CA, error) {
+	return NewEnding(name, time.Now().Add(CALifetime))
+}
+
+// NewEnding is New, but the CA ends at notAfter (a time to come): one near its end, for
+// the tests of what happens then.
+func NewEnding(name string, notAfter time.Time) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             now.Add(-backdate),
-		NotAfter:              now.Add(CALifetime),
+		NotBefore:             time.Now().Add(-backdate),
+		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -99,6 +104,9 @@ func ParseCertificate(certPEM []byte) (*x509.Certificate, error) {
 	}
 	return x509.ParseCertificate(b.Bytes)
 }
+
+// NotAfter is when the CA ends: no certificate it issues outlives it.
+func (ca *CA) NotAfter() time.Time { return ca.cert.NotAfter }
 
 // CertificatePEM is the CA's certificate.
 func (ca *CA) CertificatePEM() []byte { return append([]byte(nil), ca.certPEM...) }
@@ -185,30 +193,60 @@ const RenewBefore = 30 * 24 * time.Hour
 
 // LeafUsable reports whether pair (a certificate and its key, which the caller parsed
 // together, so that they match) can serve on: the CA whose PEM certificate is caPEM
-// issued it for usage, it does not end within RenewBefore, and it names every one of
-// hosts.
+// issued it for usage, it names every one of hosts, and it does not end within
+// RenewBefore — unless it ends when the CA does, as every certificate issued within
+// LeafLifetime of the CA's end does: one issued anew would end no later, so it serves
+// until it ends (issuing anew would only churn every database's files in the CA's last
+// RenewBefore).
 func LeafUsable(pair tls.Certificate, caPEM []byte, usage x509.ExtKeyUsage, hosts []string) bool {
+	_, ok := leafUsableAt(pair, caPEM, usage, hosts, time.Now())
+	return ok
+}
+
+// LeafUsableUntil is LeafUsable, and when the certificate is usable, until when it stays
+// so: RenewBefore before it ends, or its end if it ends when the CA does.
+func LeafUsableUntil(pair tls.Certificate, caPEM []byte, usage x509.ExtKeyUsage, hosts []string) (time.Time, bool) {
+	return leafUsableAt(pair, caPEM, usage, hosts, time.Now())
+}
+
+// leafUsableAt is LeafUsableUntil at time now.
+func leafUsableAt(pair tls.Certificate, caPEM []byte, usage x509.ExtKeyUsage, hosts []string, now time.Time) (time.Time, bool) {
 	if len(pair.Certificate) == 0 {
-		return false
+		return time.Time{}, false
 	}
 	leaf, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
-		return false
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		return false
-	}
-	opts := x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}, CurrentTime: time.Now().Add(RenewBefore)}
-	if _, err := leaf.Verify(opts); err != nil {
-		return false
+		return time.Time{}, false
 	}
 	for _, h := range hosts {
 		if !Names(leaf, h) {
-			return false
+			return time.Time{}, false
 		}
 	}
-	return true
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return time.Time{}, false
+	}
+	opts := x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}, CurrentTime: now.Add(RenewBefore)}
+	chains, err := leaf.Verify(opts)
+	// Not verified then (if of the CA, for usage): it ends within RenewBefore, or the CA
+	// does. It must verify now (an ended CA's certificates do not: nothing can renew
+	// them).
+	near := err != nil
+	if near {
+		opts.CurrentTime = now
+		chains, err = leaf.Verify(opts)
+	}
+	if err != nil {
+		return time.Time{}, false
+	}
+	if ca := chains[0][len(chains[0])-1]; !leaf.NotAfter.Before(ca.NotAfter) {
+		return ca.NotAfter, true // it ends with the CA: issuing anew gives no later end
+	}
+	if near {
+		return time.Time{}, false
+	}
+	return leaf.NotAfter.Add(-RenewBefore), true
 }
 
 // Names reports whether the certificate lists host among its SANs. A plain comparison,

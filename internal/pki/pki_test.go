@@ -103,3 +103,81 @@ func TestReissue(t *testing.T) {
 	_, _, err = ca.Reissue([]byte("not PEM"), end)
 	require.Error(t, err)
 }
+
+// TestLeafUsable_CANearItsEnd: within RenewBefore of the CA's end, a certificate that
+// ends when the CA does (as any issued now does) is usable until then, for its usage and
+// hosts as always: issuing it anew would give no later end, only new files for every
+// database at every pass. One that ends before the CA does is renewed as ever. Once the
+// CA has ended, none of its certificates is usable.
+func TestLeafUsable_CANearItsEnd(t *testing.T) {
+	end := time.Now().Add(pki.RenewBefore / 3).Truncate(time.Second)
+	ca, err := pki.NewEnding("clouddb test CA", end)
+	require.NoError(t, err)
+	require.True(t, ca.NotAfter().Equal(end), "the CA ends %v, want %v", ca.NotAfter(), end)
+	caPEM := ca.CertificatePEM()
+	usable := func(certPEM, keyPEM []byte, usage x509.ExtKeyUsage, hosts []string) (time.Time, bool) {
+		t.Helper()
+		pair, perr := tls.X509KeyPair(certPEM, keyPEM)
+		require.NoError(t, perr)
+		until, ok := pki.LeafUsableUntil(pair, caPEM, usage, hosts)
+		require.Equal(t, ok, pki.LeafUsable(pair, caPEM, usage, hosts))
+		return until, ok
+	}
+
+	certPEM, keyPEM, err := ca.IssueServer([]string{"db.example", "10.0.0.1"})
+	require.NoError(t, err)
+	leaf, err := pki.ParseCertificate(certPEM)
+	require.NoError(t, err)
+	require.True(t, leaf.NotAfter.Equal(end), "a new certificate ends %v, with the CA at %v", leaf.NotAfter, end)
+	until, ok := usable(certPEM, keyPEM, x509.ExtKeyUsageServerAuth, []string{"db.example", "10.0.0.1"})
+	require.True(t, ok, "a certificate ending with the CA is usable")
+	require.True(t, until.Equal(end), "usable until %v, want the CA's end %v", until, end)
+	_, ok = usable(certPEM, keyPEM, x509.ExtKeyUsageServerAuth, []string{"10.0.0.2"})
+	require.False(t, ok, "a host it does not name")
+	_, ok = usable(certPEM, keyPEM, x509.ExtKeyUsageClientAuth, nil)
+	require.False(t, ok, "another usage")
+	other, err := pki.NewEnding("another CA", end)
+	require.NoError(t, err)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	require.False(t, pki.LeafUsable(pair, other.CertificatePEM(), x509.ExtKeyUsageServerAuth, nil), "another CA")
+
+	clientPEM, clientKey, err := ca.IssueClient("clouddb-internal")
+	require.NoError(t, err)
+	until, ok = usable(clientPEM, clientKey, x509.ExtKeyUsageClientAuth, nil)
+	require.True(t, ok, "a client certificate ending with the CA is usable")
+	require.True(t, until.Equal(end), "usable until %v, want %v", until, end)
+
+	// Ending before the CA (within RenewBefore): renewing it gives a later end.
+	nearPEM, nearKey, err := ca.Reissue(certPEM, end.Add(-time.Hour))
+	require.NoError(t, err)
+	_, ok = usable(nearPEM, nearKey, x509.ExtKeyUsageServerAuth, []string{"db.example"})
+	require.False(t, ok, "a certificate ending before the CA, within RenewBefore, is renewed")
+
+	// At the CA's end the certificate still verifies; a second later neither it nor
+	// the CA does.
+	_, ok = pki.LeafUsableAt(pair, caPEM, x509.ExtKeyUsageServerAuth, []string{"db.example"}, end)
+	require.True(t, ok, "at the CA's very end")
+	_, ok = pki.LeafUsableAt(pair, caPEM, x509.ExtKeyUsageServerAuth, []string{"db.example"}, end.Add(time.Second))
+	require.False(t, ok, "the CA has ended")
+}
+
+// TestLeafUsable_Until: a certificate of a CA far from its end is usable until
+// RenewBefore before its own end, and no longer at that time's next second.
+func TestLeafUsable_Until(t *testing.T) {
+	ca, err := pki.New("clouddb test CA")
+	require.NoError(t, err)
+	certPEM, keyPEM, err := ca.IssueServer([]string{"db.example"})
+	require.NoError(t, err)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	leaf, err := pki.ParseCertificate(certPEM)
+	require.NoError(t, err)
+	until, ok := pki.LeafUsableUntil(pair, ca.CertificatePEM(), x509.ExtKeyUsageServerAuth, []string{"db.example"})
+	require.True(t, ok)
+	require.True(t, until.Equal(leaf.NotAfter.Add(-pki.RenewBefore)), "usable until %v, want %v", until, leaf.NotAfter.Add(-pki.RenewBefore))
+	_, ok = pki.LeafUsableAt(pair, ca.CertificatePEM(), x509.ExtKeyUsageServerAuth, nil, until)
+	require.True(t, ok, "at its deadline")
+	_, ok = pki.LeafUsableAt(pair, ca.CertificatePEM(), x509.ExtKeyUsageServerAuth, nil, until.Add(time.Second))
+	require.False(t, ok, "after its deadline")
+}
