@@ -34,6 +34,9 @@ const (
 	backdate = 5 * time.Minute
 )
 
+// ErrCAEnded is wrapped by the error of an issue by a CA whose end has passed.
+var ErrCAEnded = errors.New("the installation's CA has ended")
+
 // CA is a certificate authority with its private key.
 type CA struct {
 	cert    *x509.Certificate
@@ -157,6 +160,11 @@ func (ca *CA) issue(tmpl *x509.Certificate, notAfter time.Time) (certPEM, keyPEM
 		return nil, nil, err
 	}
 	now := time.Now()
+	if now.After(ca.cert.NotAfter) {
+		// It would be expired already: an error says why, rather than files rewritten at
+		// every Ensure that no client accepts.
+		return nil, nil, fmt.Errorf("%w (%s): no certificate can be issued", ErrCAEnded, ca.cert.NotAfter.UTC().Format(time.RFC3339))
+	}
 	tmpl.SerialNumber = serial()
 	tmpl.NotBefore = now.Add(-backdate)
 	tmpl.NotAfter = notAfter

@@ -181,3 +181,15 @@ func TestLeafUsable_Until(t *testing.T) {
 	_, ok = pki.LeafUsableAt(pair, ca.CertificatePEM(), x509.ExtKeyUsageServerAuth, nil, until.Add(time.Second))
 	require.False(t, ok, "after its deadline")
 }
+
+// TestIssue_CAEnded: a CA whose end has passed issues nothing, and says why: a
+// certificate it made would be expired already, and a driver would issue one at every
+// pass.
+func TestIssue_CAEnded(t *testing.T) {
+	ca, err := pki.NewEnding("ended CA", time.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	_, _, err = ca.IssueServer([]string{"localhost"})
+	require.ErrorIs(t, err, pki.ErrCAEnded)
+	_, _, err = ca.IssueClient("c")
+	require.ErrorIs(t, err, pki.ErrCAEnded)
+}
