@@ -256,6 +256,9 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err = d.checkSources(ctx, in); err != nil {
 		return err
 	}
+	if err = d.checkVersion(ctx, in, img); err != nil {
+		return err
+	}
 	if in.OSSCluster {
 		return d.ensureCluster(ctx, in, img)
 	}
@@ -333,8 +336,8 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if err != nil {
 		return err
 	}
-	// A pod of another TLS than the template's is replaced, and data saved before a new
-	// pod or StatefulSet is loaded (persistence.go).
+	// A pod of another TLS or image than the template's is replaced, and data saved
+	// before a new pod or StatefulSet is loaded (persistence.go).
 	if pod, err = d.settle(ctx, in, secret, want, pod); err != nil {
 		return err
 	}

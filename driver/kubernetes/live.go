@@ -165,14 +165,17 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if in.OSSCluster {
 		return d.runningCluster(ctx, in, sts)
 	}
-	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != nodeCount(in) || containerMemory(sts) != memoryLimit(in.MaxMemoryBytes) {
+	// The pods run the image of the instance's version (Ensure replaces them, see
+	// version.go); an image the driver has not is Ensure's to report.
+	img, err := d.image(in)
+	if err != nil || sts.Spec.Replicas == nil || *sts.Spec.Replicas != nodeCount(in) || containerMemory(sts) != memoryLimit(in.MaxMemoryBytes) {
 		return false, nil
 	}
 	if in.Replication {
-		return d.runningNodes(ctx, in)
+		return d.runningNodes(ctx, in, img)
 	}
 	pod, err := d.servingPod(ctx, in.DatabaseID, 0, in.MaxMemoryBytes)
-	if pod == nil || err != nil {
+	if pod == nil || err != nil || podImage(&pod.Spec) != img {
 		return false, err
 	}
 	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})

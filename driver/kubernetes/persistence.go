@@ -21,7 +21,8 @@ import (
 	"clouddb/redisdata"
 )
 
-// Restarts with the data kept. What a running pod cannot take (TLS on or off, see tls.go) or
+// Restarts with the data kept. What a running pod cannot take (TLS on or off, see tls.go;
+// a new image, see version.go) or
 // a StatefulSet cannot (its volume claim: a change of persistence between none and a
 // persistent one) needs a new pod, which starts without the data of a pod that did not
 // persist. So, first, the old server stops taking writes (CLIENT PAUSE WRITE: a client's
@@ -191,17 +192,18 @@ func (d *Driver) loadPending(ctx context.Context, in clouddb.Instance, pod *core
 	return nil
 }
 
-// settle loads a pending file into the pod, and replaces a pod whose TLS is not the
-// template's (want) with one that is, its data kept. It returns the pod that serves.
+// settle loads a pending file into the pod, and replaces a pod whose TLS or image is not
+// the template's (want) with one that is, its data kept. It returns the pod that serves.
 func (d *Driver) settle(ctx context.Context, in clouddb.Instance, secret *corev1.Secret, want *appsv1.StatefulSet, pod *corev1.Pod) (*corev1.Pod, error) {
 	if err := d.loadPending(ctx, in, pod, secret); err != nil {
 		return nil, err
 	}
-	if pod.Annotations[annotationTLS] == want.Spec.Template.Annotations[annotationTLS] {
+	if pod.Annotations[annotationTLS] == want.Spec.Template.Annotations[annotationTLS] && podImage(&pod.Spec) == templateImage(want) {
 		return pod, nil
 	}
 	id := in.DatabaseID
-	d.log.Info("replacing a database's pod for its TLS settings", "database_id", id, "pod", pod.Name)
+	d.log.Info("replacing a database's pod for what it cannot take live (TLS on or off, its image)", "database_id", id, "pod", pod.Name,
+		"image", templateImage(want))
 	if err := d.saveForRestart(ctx, in, pod, secret); err != nil {
 		return nil, err
 	}

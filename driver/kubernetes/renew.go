@@ -17,8 +17,8 @@ import (
 )
 
 // The nodes of a replicated database are replaced one at a time when what a running pod
-// cannot take changes (TLS on or off, see tls.go; its volume, see adoptNodes; its
-// readiness probe, see probeOfBefore), so that
+// cannot take changes (TLS on or off, see tls.go; its image, see version.go; its
+// volume, see adoptNodes; its readiness probe, see probeOfBefore), so that
 // the other node serves meanwhile and no data leaves the cluster: the replica's pod
 // first, whose new pod syncs from the primary; then the primary hands over to the new
 // node (handOver) and its own pod is replaced in turn, to come back as the replica. Each
@@ -32,15 +32,16 @@ var errNodeReplaced = errors.New("a node's pod was replaced")
 // renewNodes replaces a node whose pod differs from those the template of sts, the
 // database's StatefulSet, makes (the template, not the instance: a StatefulSet of before
 // runs until its data is saved, see runToSave): it serves TLS otherwise (turned on or
-// off, or with files it cannot take live: made before they were), or has the other kind
-// of volume (a persistence change, see adoptNodes), or is Ready on another test than
-// whether it holds the data (probeOfBefore). A replica goes first; the primary p,
-// after it handed over to the other node. When volumes change, in ordinal order instead:
+// off, or with files it cannot take live: made before they were), runs another image
+// (see version.go), has the other kind of volume (a persistence change, see
+// adoptNodes), or is Ready on another test than whether it holds the data
+// (probeOfBefore). A replica goes first; the primary p, after it handed over to the
+// other node. When volumes change, in ordinal order instead:
 // the StatefulSet's controller makes pods in that order, and stops at an old pod whose
 // volumes it fails to make its claim's. It returns errNodeReplaced after a replacement,
 // nil when every node is as the template makes it.
 func (d *Driver) renewNodes(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, pods []*corev1.Pod, clients []*redis.Client, states []nodeState, p int) error {
-	tlsMark, claim := sts.Spec.Template.Annotations[annotationTLS], hasClaim(sts)
+	tlsMark, img, claim := sts.Spec.Template.Annotations[annotationTLS], templateImage(sts), hasClaim(sts)
 	oldVolume := func(i int) bool { return hasVolumeClaim(pods[i]) != claim }
 	next, left := -1, 0
 	// first reports whether stale node i goes before node next.
@@ -56,7 +57,7 @@ func (d *Driver) renewNodes(ctx context.Context, in clouddb.Instance, sts *appsv
 		return next == p
 	}
 	for i := range pods {
-		if pods[i].Annotations[annotationTLS] == tlsMark && !oldVolume(i) && !probeOfBefore(pods[i]) {
+		if pods[i].Annotations[annotationTLS] == tlsMark && podImage(&pods[i].Spec) == img && !oldVolume(i) && !probeOfBefore(pods[i]) {
 			continue
 		}
 		left++
@@ -179,7 +180,7 @@ func waitOffset(ctx context.Context, c *redis.Client, primaryIP, offset string) 
 func (d *Driver) replaceNode(ctx context.Context, in clouddb.Instance, pod *corev1.Pod) error {
 	id := in.DatabaseID
 	api := d.cfg.Client.CoreV1().Pods(d.ns)
-	d.log.Info("replacing a node of a database for what its pod cannot take (TLS on or off, persistence, probes)", "database_id", id, "pod", pod.Name)
+	d.log.Info("replacing a node of a database for what its pod cannot take (TLS on or off, image, persistence, probes)", "database_id", id, "pod", pod.Name)
 	err := api.Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("database %d: deleting pod %s: %w", id, pod.Name, err)

@@ -656,9 +656,9 @@ func (d *Driver) primaryPod(ctx context.Context, databaseID int) (*corev1.Pod, e
 // runningNodes is Running of a replicated database (its StatefulSet runs two pods):
 // whether its Secret and Service are as Ensure writes them, both pods are Ready with the
 // memory the size needs, exactly one is labelled the primary and serves as a master,
-// the other replicates it with its link up, and both run with the instance's settings
-// and users.
-func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, error) {
+// the other replicates it with its link up, and both run img with the instance's
+// settings and users.
+func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance, img string) (bool, error) {
 	id := in.DatabaseID
 	n := int(nodeCount(in))
 	pods := make([]*corev1.Pod, n)
@@ -708,8 +708,10 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance) (bool, e
 	}
 	for i, pod := range pods {
 		// Each serves TLS as asked (with the files of the Secret: nodeRunning), on the
-		// volume of its persistence, Ready only while it holds the data.
-		if pod.Annotations[annotationTLS] != tlsAnnotation(in) || hasVolumeClaim(pod) != persistent(in) || probeOfBefore(pod) {
+		// volume of its persistence and the image of its version, Ready only while it
+		// holds the data.
+		if pod.Annotations[annotationTLS] != tlsAnnotation(in) || hasVolumeClaim(pod) != persistent(in) || probeOfBefore(pod) ||
+			podImage(&pod.Spec) != img {
 			return false, nil
 		}
 		tc, err := d.podTLS(pod, secret)

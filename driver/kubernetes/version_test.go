@@ -1,0 +1,116 @@
+package kubernetes_test
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"clouddb/driver/kubernetes"
+)
+
+// standInImage tags the test image anew as the image of Redis 7.2 (the same server: what
+// the driver does with a version is to run its image) and returns that tag.
+func standInImage(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	if containerd == "" {
+		t.Fatal("CLOUDDB_K8S_CONTAINERD is not set: scripts/k8s-test-cluster.sh sets it")
+	}
+	const ref = "localhost/clouddb-redis:7.2-stand-in"
+	if out, err := exec.CommandContext(ctx, "ctr", "-a", containerd, "-n", "k8s.io", "images", "tag", "--force", redisImage, ref).CombinedOutput(); err != nil {
+		t.Fatalf("ctr images tag: %v: %s", err, out)
+	}
+	return ref
+}
+
+// TestUpgrade: a database's new Redis version is a new image, which a running pod cannot
+// take: Running is false, and Ensure replaces its pods with pods of the new image, the
+// data kept (a replicated database one node at a time, a writer served throughout; one
+// node saved and loaded). Going back to the older version is refused, the pods left as
+// they run, as is changing a cluster's version.
+func TestUpgrade(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	newImage := standInImage(t, ctxFor(t, time.Minute))
+	for _, tc := range []struct {
+		name       string
+		id         int
+		replicated bool
+		cluster    bool
+	}{{"one node", 190, false, false}, {"replicated", 191, true, false}, {"cluster", 192, false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxFor(t, 5*time.Minute)
+			d := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+				c.Images = map[string]string{redisVersion: redisImage, "7.2": newImage}
+			})
+			in := instance(t, tc.id, "none")
+			in.Replication, in.OSSCluster = tc.replicated, tc.cluster
+			t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+			ensureRunning(t, ctx, d, in)
+			names := nodeNames(in)
+			lives := podLives(t, ctx, names)
+			if tc.cluster {
+				up := in
+				up.RedisVersion = "7.2"
+				if err := d.Ensure(ctx, up); !errors.Is(err, kubernetes.ErrNotSupported) {
+					t.Fatalf("Ensure of a cluster on another version = %v, want ErrNotSupported", err)
+				}
+				requireSameLives(t, ctx, lives, "a cluster's version change refused")
+				return
+			}
+			c := connect(t, d, in, "", in.Password)
+			reachable(t, ctx, c)
+			if tc.replicated {
+				writeAcked(t, ctx, c, "k", 100)
+			} else {
+				for i := range 100 {
+					if err := c.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+
+			in.RedisVersion = "7.2"
+			if up, err := d.Running(ctx, in); err != nil || up {
+				t.Fatalf("Running on pods of the older version = %v, %v; want false (Ensure replaces them)", up, err)
+			}
+			var w *writer
+			if tc.replicated {
+				w = startWriter(t, connect(t, d, in, "", in.Password))
+			}
+			ensureRunning(t, ctx, d, in)
+			for name, life := range lives {
+				p := podNamed(t, ctx, name)
+				if string(p.UID) == life[0] || p.Spec.Containers[0].Image != newImage {
+					t.Fatalf("pod %s after the upgrade: uid %s (was %s), image %s; want a new pod of %s", name, p.UID, life[0], p.Spec.Containers[0].Image, newImage)
+				}
+			}
+			c = connect(t, d, in, "", in.Password)
+			reachable(t, ctx, c)
+			requireKeys(t, ctx, c, "k", 100)
+			if w != nil {
+				acked, gap := w.stop()
+				t.Logf("upgrade: %d writes acknowledged meanwhile, the longest time without one %v", acked, gap.Round(time.Millisecond))
+				requireKeys(t, ctx, c, "w", acked)
+				if gap > 10*time.Second {
+					t.Fatalf("no write acknowledged for %v during the upgrade", gap)
+				}
+			}
+
+			// Back to the older version: refused, nothing replaced.
+			lives = podLives(t, ctx, names)
+			down := in
+			down.RedisVersion = redisVersion
+			if err := d.Ensure(ctx, down); !errors.Is(err, kubernetes.ErrNotSupported) {
+				t.Fatalf("Ensure back to Redis %s = %v, want ErrNotSupported", redisVersion, err)
+			}
+			requireSameLives(t, ctx, lives, "downgrade refused")
+			if up, err := d.Running(ctx, in); err != nil || !up {
+				t.Fatalf("Running after a refused downgrade = %v, %v", up, err)
+			}
+		})
+	}
+}
