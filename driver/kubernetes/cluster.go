@@ -455,7 +455,7 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	nodes := make([]*clusterMember, n)
 	for i := range n {
 		m, rerr := d.readClusterNode(ctx, id, i, ports[i], secret, answerTimeout)
-		if errors.Is(rerr, clouddb.ErrServerStarting) {
+		if errors.Is(rerr, clouddb.ErrServerStarting) || noAnswer(rerr) {
 			if lerr := d.lostNode(ctx, in, i, ports, secret, rerr); lerr != nil {
 				return lerr
 			}
@@ -545,22 +545,30 @@ func (d *Driver) readClusterNode(ctx context.Context, databaseID, i, port int, s
 	}
 }
 
-// lostNode is what Ensure does when node i does not answer within answerTimeout and its
-// pod runs no server (pending, its node lost, being deleted: err): when its shard's other node serves the
-// shard, or is a replica with data whose link to its primary is down and so takes the
-// shard over (CLUSTER FAILOVER TAKEOVER: replicas never fail over on their own), the
-// shard is served and Ensure returns ErrServerStarting at once, to be tried again until
-// node i is back (it then rejoins as a replica). Otherwise it returns nil: Ensure waits
-// for node i the rest of StartTimeout, as for a cluster being made.
+// lostNode is what Ensure does when node i does not answer within answerTimeout (err)
+// and its pod runs no server (pending, its node lost, being deleted), or runs one that
+// answers nothing at all (hung: no reply, not even BUSY or LOADING): when its shard's
+// other node serves the shard, or is a replica with data whose link to its primary is
+// down (for a hung primary, whatever its link) and so takes the shard over (CLUSTER
+// FAILOVER TAKEOVER: replicas never fail over on their own), the shard is served and
+// Ensure returns ErrServerStarting at once, to be tried again until node i is back (it
+// then rejoins as a replica: a hung server that answers again finds its slots taken at a
+// newer epoch). Otherwise it returns nil: Ensure waits for node i the rest of
+// StartTimeout, as for a cluster being made.
 func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports []int, secret *corev1.Secret, err error) error {
 	if !in.Replication {
 		return nil
 	}
-	// A server that runs is starting or loading its data (a volume's AOF): waited for, as
-	// its replica may lack its last writes. A pod that does not run its server is lost.
+	// A server that runs and answers LOADING, or has not started, is starting or loading
+	// its data (a volume's AOF): waited for, as its replica may lack its last writes. A
+	// pod that does not run its server is lost, and one whose server answers nothing hung.
 	pod, gerr := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(in.DatabaseID, i), metav1.GetOptions{})
+	hung := false
 	if gerr == nil && pod.DeletionTimestamp == nil && running(pod) {
-		return nil
+		if !noAnswer(err) || !podStarted(pod) {
+			return nil
+		}
+		hung = true
 	}
 	s := i % in.Shards
 	j := shardNodes(in, s)[0]
@@ -574,9 +582,9 @@ func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports
 	defer other.c.Close()
 	switch {
 	case other.master && other.slots:
-	case !other.master && !other.linkUp && other.keys > 0:
+	case !other.master && (!other.linkUp || hung) && (other.keys > 0 || other.linkUp):
 		d.log.Warn("a shard's primary does not answer: its replica takes over", "database_id", in.DatabaseID,
-			"lost", nodePodName(in.DatabaseID, i), "replica", other.pod.Name, "replica_keys", other.keys, "error", err)
+			"lost", nodePodName(in.DatabaseID, i), "hung", hung, "replica", other.pod.Name, "replica_keys", other.keys, "error", err)
 		if terr := d.takeOver(ctx, in, other, []*clusterMember{other}); terr != nil {
 			return terr
 		}
@@ -597,6 +605,13 @@ func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports
 	}
 	return fmt.Errorf("database %d: node %s is not back (%v); its shard is served by %s: %w",
 		in.DatabaseID, nodePodName(in.DatabaseID, i), err, other.pod.Name, clouddb.ErrServerStarting)
+}
+
+// noAnswer reports whether err is a server's silence: a read or dial that timed out, not
+// a reply (BUSY, LOADING) nor a refused connection.
+func noAnswer(err error) bool {
+	var ne net.Error
+	return err != nil && (errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded))
 }
 
 // clusterMember is what Ensure knows of a node.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -396,4 +397,100 @@ func writeReplicated(t *testing.T, ctx context.Context, cc *redis.ClusterClient,
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestClusterHungPrimary: a replicated cluster's primary whose server hangs (SIGSTOP:
+// its pod runs, its server answers nothing) is taken over by its shard's replica: Ensure
+// says it waits for the hung node (ErrServerStarting), every acknowledged key is served
+// and written through the cluster's clients. A primary that is busy instead (a script
+// that runs long: it answers BUSY) is not. Once the hung server answers again, it is the
+// new primary's replica.
+func TestClusterHungPrimary(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 5*time.Minute)
+	d := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) { c.StartTimeout = 30 * time.Second })
+	in := instance(t, 157, "none")
+	in.OSSCluster, in.Shards, in.Replication = true, 1, true
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	cc := clusterClient(d, in)
+	defer cc.Close()
+	writeReplicated(t, ctx, cc, "k", 50)
+	primary, replica := kubernetes.Name(in.DatabaseID)+"-0", kubernetes.Name(in.DatabaseID)+"-1"
+	lives := podLives(t, ctx, map[string]string{primary: "", replica: ""})
+
+	// Busy: a script of the tenant's that runs 20 s. The server answers BUSY.
+	script := redis.NewClient(&redis.Options{Addr: d.PublicEndpoint(in.Port), Password: in.Password, Protocol: 2, DisableIdentity: true,
+		ReadTimeout: -1, MaxRetries: -1})
+	defer script.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- script.Eval(context.Background(), "local t = redis.call('time')[1] + 20 while tonumber(redis.call('time')[1]) < t do end return 1", nil).Err()
+	}()
+	time.Sleep(6 * time.Second) // past busy-reply-threshold: other clients get BUSY
+	start := time.Now()
+	err := d.Ensure(ctx, in)
+	t.Logf("Ensure during the script, after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if err := <-done; err != nil {
+		t.Fatalf("the script: %v", err)
+	}
+	requireSameLives(t, ctx, lives, "a busy primary")
+	if role := nodeRole(t, ctx, d, in, primary); role != "master" {
+		t.Fatalf("pod %s is %s after a busy script, want still the primary", primary, role)
+	}
+
+	hung := serverPid(t, ctx, cluster.ns, primary)
+	if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(hung, syscall.SIGCONT) })
+	start = time.Now()
+	err = d.Ensure(ctx, in)
+	if !errors.Is(err, clouddb.ErrServerStarting) || !strings.Contains(err.Error(), "is served by") {
+		t.Fatalf("Ensure with shard 0's primary hung = %v; want its replica to take the shard over, and a wait for the hung node", err)
+	}
+	t.Logf("the replica took over in %v: %v", time.Since(start).Round(time.Millisecond), err)
+	// Seeded by the replica's endpoint too: the database's endpoint is node 0's, hung.
+	cc2 := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:    []string{d.PublicEndpoint(in.Port), d.PublicEndpoint(nodePort(t, ctx, replica))},
+		Password: in.Password, Protocol: 2, DisableIdentity: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	defer cc2.Close()
+	requireKeys(t, ctx, cc2, "k", 50)
+	if err = cc2.Set(ctx, "after", "1", 0).Err(); err != nil {
+		t.Fatalf("a write after the take-over: %v", err)
+	}
+
+	if err = syscall.Kill(hung, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	ensureRunning(t, ctx, d, in)
+	if role := nodeRole(t, ctx, d, in, primary); role != "slave" {
+		t.Fatalf("pod %s, hung then answering again, is %s; want the new primary's replica", primary, role)
+	}
+	cc3 := clusterClient(d, in)
+	defer cc3.Close()
+	requireKeys(t, ctx, cc3, "k", 50)
+	if v, err := cc3.Get(ctx, "after").Result(); err != nil || v != "1" {
+		t.Fatalf("GET after = %q, %v", v, err)
+	}
+}
+
+// nodeRole is ROLE's first field of the server of the cluster's pod, read through its
+// NodePort as the tenant.
+func nodeRole(t *testing.T, ctx context.Context, d *kubernetes.Driver, in clouddb.Instance, pod string) string {
+	t.Helper()
+	svc := pod
+	if pod == kubernetes.Name(in.DatabaseID)+"-0" {
+		svc = kubernetes.Name(in.DatabaseID) // node 0's Service is the database's
+	}
+	c := redis.NewClient(&redis.Options{Addr: d.PublicEndpoint(nodePort(t, ctx, svc)), Password: in.Password, Protocol: 2, DisableIdentity: true})
+	defer c.Close()
+	r, err := c.Do(ctx, "role").Slice()
+	if err != nil || len(r) == 0 {
+		t.Fatalf("ROLE of pod %s: %v, %v", pod, r, err)
+	}
+	return fmt.Sprint(r[0])
 }
