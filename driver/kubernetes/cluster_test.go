@@ -432,7 +432,7 @@ func TestClusterHungPrimary(t *testing.T) {
 	start := time.Now()
 	err := d.Ensure(ctx, in)
 	t.Logf("Ensure during the script, after %v: %v", time.Since(start).Round(time.Millisecond), err)
-	if err := <-done; err != nil {
+	if err = <-done; err != nil {
 		t.Fatalf("the script: %v", err)
 	}
 	requireSameLives(t, ctx, lives, "a busy primary")
@@ -441,7 +441,7 @@ func TestClusterHungPrimary(t *testing.T) {
 	}
 
 	hung := serverPid(t, ctx, cluster.ns, primary)
-	if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
+	if err = syscall.Kill(hung, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(hung, syscall.SIGCONT) })

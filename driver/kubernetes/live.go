@@ -210,8 +210,8 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if !d.following(ctx, in, pod, secret) {
 		return false, nil
 	}
-	if ok, err := d.tlsFilesServed(ctx, c, in, secret); !ok || err != nil {
-		return false, err
+	if ok, terr := d.tlsFilesServed(ctx, c, in, secret); !ok || terr != nil {
+		return false, terr
 	}
 	// And the live server runs with them: Ensure applies them after it wrote them.
 	ok, err := liveAsAsked(ctx, c, in)

@@ -89,7 +89,7 @@ func newSecret() (string, error) {
 
 // addConfigs puts into data the redis.conf of every pod that may start: the instance's
 // next pod, and the pods of sts's template and the running ones, each under the key it
-// reads and naming the TLS files it mounts (see configKey, keyLiveConfig). The keys no pod
+// reads and naming the TLS files it mounts (see isConfigKey, keyLiveConfig). The keys no pod
 // reads any more are left out, so they go.
 func (d *Driver) addConfigs(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, internal string, data map[string][]byte) error {
 	if in.OSSCluster && in.TLS != nil {

@@ -42,8 +42,8 @@ import (
 //
 // Turning TLS on or off is a new pod, which Ensure makes with the data kept (see settle;
 // a replicated database's nodes one at a time, see renewNodes), as is a TLS pod made
-// before files were taken live (it mounts items named after a digest of the files:
-// configKey). The material stays in the Secret while TLS is off, for the pods that still
+// before files were taken live (its volume's items name its files and a redis.conf
+// after a digest of them). The material stays in the Secret while TLS is off, for the pods that still
 // serve it until then.
 
 // Keys of the TLS material in a database's Secret.
@@ -214,25 +214,15 @@ func tlsLines(in clouddb.Instance, paths map[string]string) [][]string {
 	}
 }
 
-// configKey is the Secret key of the redis.conf of the pods whose TLS files have that
-// digest ("": none), made before TLS files were taken live: a key per digest, not one
-// redis.conf for all, because the Secret changes before the pods do, and a pod that
-// restarts meanwhile must find the config made for the files it mounts (a pod without
-// them would crash-loop on a TLS config). Only such pods, until they are replaced, and
-// plain pods (keyConfig) read one now.
-func configKey(digest string) string {
-	if digest == "" {
-		return keyConfig
-	}
-	return "redis-tls-" + digest + ".conf"
-}
-
 // keyLiveConfig is the Secret key of the redis.conf of a TLS pod, which mounts the whole
 // Secret and takes new TLS files live. Not keyConfig: a plain pod, which mounts only that
 // key, may run beside it while TLS is turned on or off.
 const keyLiveConfig = "redis-tls-live.conf"
 
-// isConfigKey reports whether Secret key k holds a redis.conf.
+// isConfigKey reports whether Secret key k holds a redis.conf: keyConfig, keyLiveConfig,
+// or the key a TLS pod made before TLS files were taken live reads, named after the
+// digest of its files ("redis-tls-<digest>.conf", see mountedConfig: its volume's items
+// name it), until it is replaced.
 func isConfigKey(k string) bool {
 	return k == keyConfig || strings.HasPrefix(k, "redis-tls-") && strings.HasSuffix(k, ".conf")
 }

@@ -17,7 +17,7 @@ import (
 var _ clouddb.UserSetter = (*Driver)(nil)
 
 // SetUsers gives the database's named users (read-only while it follows sources) to the
-// redis.conf of its Secret (each of them, see configKey), which its next pod starts with,
+// redis.conf of its Secret (each of them, see isConfigKey), which its next pod starts with,
 // and to its running server if its pod is ready; nothing else changes (the rest of the
 // redis.conf is kept as it is).
 func (d *Driver) SetUsers(ctx context.Context, in clouddb.Instance) error {
