@@ -478,10 +478,10 @@ func TestK8sRedisImages(t *testing.T) {
 	// The environment twin carries several, separated by commas and/or spaces.
 	t.Run("env", func(t *testing.T) {
 		t.Setenv("CLOUDDB_K8S_REDIS_IMAGE", " redis:7.2.4,7.0.12=registry.example/redis:7.0 ,\tregistry.example:5000/redis:8.0.2\n")
-		c, err := parse(t)
+		c, err = parse(t)
 		require.NoError(t, err)
 		require.Equal(t, severalFlags, c.RedisImages)
-		kc, versions := driverConfig(t, c)
+		kc, versions = driverConfig(t, c)
 		require.Equal(t, several, versions)
 		require.Equal(t, severalImages, kc.Images)
 		// The command line wins over the twin, as a whole.
@@ -516,7 +516,7 @@ func TestK8sRedisImages(t *testing.T) {
 		{[]string{"--k8s-redis-image", "redis:7.2.4", "--k8s-redis-image", "redis"},
 			`--k8s-redis-image "redis": name the Redis version, as VERSION=IMAGE or in the image's tag`},
 	} {
-		_, err := parse(t, tc.args...)
+		_, err = parse(t, tc.args...)
 		require.EqualError(t, err, tc.want, tc.args)
 	}
 	_, err = parse(t, "--k8s-redis-image=")
