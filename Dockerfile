@@ -1,8 +1,8 @@
 # clouddb's image: the static binary on the official redis image, whose redis-server
 # clouddb needs beside it with --driver kubernetes (an import's files are loaded into a
 # throwaway redis-server of clouddb's own pod, which checks and measures them, before the
-# database is filled). Keep its Redis version that of --k8s-redis-image (7.0 by default):
-# a server reads the files of its own version and older ones.
+# database is filled). Keep its Redis version that of the newest --k8s-redis-image (7.0
+# by default): a server reads the files of its own version and older ones.
 #
 #   docker build -t clouddb:dev .
 #

@@ -1,6 +1,8 @@
 package clouddb
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -43,6 +45,31 @@ func OneRedisVersion(v string) RedisVersions {
 		mm = v
 	}
 	return RedisVersions{Default: mm, Offered: []string{mm}, Full: map[string]string{mm: v}}
+}
+
+// NewRedisVersions offers one version per full version given (7.2.4; a bare major.minor
+// is its own full version), the first the default: how a driver given one image or
+// binary per version names them. A value that is not a version, or two of one
+// major.minor (which of them would a database of that version run?), is an error.
+func NewRedisVersions(full ...string) (RedisVersions, error) {
+	if len(full) == 0 {
+		return RedisVersions{}, errors.New("redis versions: none given")
+	}
+	r := RedisVersions{Full: make(map[string]string, len(full))}
+	for _, f := range full {
+		mm, ok := MajorMinor(f)
+		if !ok {
+			return RedisVersions{}, fmt.Errorf("redis versions: %q is not a Redis version such as 7.2.4", f)
+		}
+		if other, dup := r.Full[mm]; dup {
+			return RedisVersions{}, fmt.Errorf("redis versions: %s and %s are both Redis %s: give one per major.minor", other, f, mm)
+		}
+		r.Full[mm] = f
+		r.Offered = append(r.Offered, mm)
+	}
+	r.Default = r.Offered[0]
+	slices.SortFunc(r.Offered, CompareRedisVersions)
+	return r, nil
 }
 
 // redisVersionForm is a version as the API names it: major.minor.

@@ -53,3 +53,26 @@ func TestRedisVersions(t *testing.T) {
 	}
 	require.ErrorContains(t, r.CheckUpgrade("7.2", "7.0"), "no downgrade")
 }
+
+// NewRedisVersions: one version per full version given, the first the default, offered
+// oldest first (numerically), each reporting its full version; duplicates and non-versions
+// refused.
+func TestNewRedisVersions(t *testing.T) {
+	r, err := NewRedisVersions("7.10.1", "7.2.4", "8.0")
+	require.NoError(t, err)
+	require.Equal(t, RedisVersions{Default: "7.10", Offered: []string{"7.2", "7.10", "8.0"},
+		Full: map[string]string{"7.2": "7.2.4", "7.10": "7.10.1", "8.0": "8.0"}}, r)
+	require.Equal(t, "7.2.4", r.Compliance("7.2"))
+	require.Equal(t, "8.0", r.Latest())
+
+	one, err := NewRedisVersions("7.0.15")
+	require.NoError(t, err)
+	require.Equal(t, OneRedisVersion("7.0.15"), one, "the same as OneRedisVersion for one")
+
+	_, err = NewRedisVersions("7.2.4", "7.0.15", "7.2.5")
+	require.EqualError(t, err, "redis versions: 7.2.4 and 7.2.5 are both Redis 7.2: give one per major.minor")
+	_, err = NewRedisVersions("7.2.4", "latest")
+	require.ErrorContains(t, err, `"latest" is not a Redis version`)
+	_, err = NewRedisVersions()
+	require.Error(t, err)
+}

@@ -17,8 +17,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes/fake"
 
+	"clouddb"
+	"clouddb/blob"
 	"clouddb/cloudapi/client"
+	k8sdriver "clouddb/driver/kubernetes"
 )
 
 // buildBinary builds the clouddb binary once per test run.
@@ -297,7 +301,7 @@ func TestFlags(t *testing.T) {
 	require.Equal(t, Config{DataDir: "/from/env", Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: "40000-40100",
 		DBMemory: "8GiB", ProvisioningDelay: 3 * time.Second, RateLimit: 400, TaskLease: 30 * time.Second, DataTimeout: time.Hour, LogLevel: "info",
 		Store: "postgres://clouddb@127.0.0.1/clouddb", EncryptionKey: "the-key",
-		Driver: "local", Namespace: DefaultNamespace, RedisImage: DefaultRedisImage, ServiceType: DefaultServiceType}, m.Config)
+		Driver: "local", Namespace: DefaultNamespace, RedisImages: []string{DefaultRedisImage}, ServiceType: DefaultServiceType}, m.Config)
 	t.Setenv("CLOUDDB_STORE", "")
 	t.Setenv("CLOUDDB_ENCRYPTION_KEY", "")
 	err := NewMain(os.Stdout, os.Stderr).ParseFlags(nil)
@@ -363,7 +367,7 @@ func TestFlagDefaultsAndTwins(t *testing.T) {
 	require.NoError(t, m.ParseFlags(nil))
 	require.Equal(t, Config{DataDir: "./clouddb-data", Listen: "127.0.0.1:8080", BrowserListen: "127.0.0.1:5540", AdvertiseHost: "127.0.0.1",
 		DBPorts: "10000-19999", DBMemory: "auto", RateLimit: 400, TaskLease: 30 * time.Second, DataTimeout: time.Hour, LogLevel: "info",
-		Driver: "local", Namespace: "clouddb", RedisImage: "redis:7.0.15", ServiceType: "NodePort"}, m.Config)
+		Driver: "local", Namespace: "clouddb", RedisImages: []string{"redis:7.0.15"}, ServiceType: "NodePort"}, m.Config)
 
 	twins := map[string]string{
 		"CLOUDDB_DATA_DIR": "/srv/clouddb", "CLOUDDB_LISTEN": "127.0.0.1:9999", "CLOUDDB_BROWSER_LISTEN": "127.0.0.1:5541",
@@ -382,7 +386,7 @@ func TestFlagDefaultsAndTwins(t *testing.T) {
 	require.Equal(t, Config{DataDir: "/srv/clouddb", Listen: "127.0.0.1:9999", BrowserListen: "127.0.0.1:5541", AdvertiseHost: "127.0.0.3",
 		DBPorts: "20000-20099", ProvisioningDelay: 250 * time.Millisecond, RateLimit: 7, TaskLease: 5 * time.Second, LogLevel: "debug",
 		DBMemory: "1GiB", BackupDirs: "/srv/backups", Store: "postgres://clouddb@127.0.0.1/clouddb", DataTimeout: 90 * time.Second,
-		Driver: "kubernetes", Kubeconfig: "/srv/kubeconfig", Namespace: "dbs", RedisImage: "7.2.4=registry.example/redis:7.2", StorageClass: "fast",
+		Driver: "kubernetes", Kubeconfig: "/srv/kubeconfig", Namespace: "dbs", RedisImages: []string{"7.2.4=registry.example/redis:7.2"}, StorageClass: "fast",
 		ServiceType: "LoadBalancer", ClusterPorts: "20100-20199"}, m.Config)
 }
 
@@ -427,4 +431,94 @@ func TestDriverFlags(t *testing.T) {
 	full, image, err := redisImage("localhost/clouddb-redis:7.0.15")
 	require.NoError(t, err)
 	require.Equal(t, []string{"7.0.15", "localhost/clouddb-redis:7.0.15"}, []string{full, image})
+}
+
+// TestK8sRedisImages: --k8s-redis-image repeats (or lists images separated by commas or
+// spaces, as its environment twin does), one image per major.minor, the first the default
+// version; every image reaches the driver's config and every version the API's list.
+func TestK8sRedisImages(t *testing.T) {
+	parse := func(t *testing.T, args ...string) (Config, error) {
+		t.Helper()
+		m := NewMain(io.Discard, io.Discard)
+		err := m.ParseFlags(append([]string{"--driver", "kubernetes", "--data-dir", t.TempDir()}, args...))
+		return m.Config, err
+	}
+	driverConfig := func(t *testing.T, c Config) (k8sdriver.Config, clouddb.RedisVersions) {
+		t.Helper()
+		kc, versions, err := kubernetesConfig(c, fake.NewClientset(), nil, nil, blob.Options{})
+		require.NoError(t, err)
+		_, err = k8sdriver.New(kc)
+		require.NoError(t, err, "the driver takes the config")
+		return kc, versions
+	}
+
+	// None given: the one default image.
+	c, err := parse(t)
+	require.NoError(t, err)
+	require.Equal(t, []string{DefaultRedisImage}, c.RedisImages)
+	kc, versions := driverConfig(t, c)
+	require.Equal(t, clouddb.RedisVersions{Default: "7.0", Offered: []string{"7.0"}, Full: map[string]string{"7.0": "7.0.15"}}, versions)
+	require.Equal(t, map[string]string{"7.0": "redis:7.0.15"}, kc.Images)
+	require.Equal(t, "7.0", kc.DefaultVersion)
+
+	// Several: the first given is the default (not the oldest), Offered is oldest first,
+	// and the default image given no more is not added.
+	several := clouddb.RedisVersions{Default: "7.2", Offered: []string{"7.0", "7.2", "8.0"},
+		Full: map[string]string{"7.0": "7.0.12", "7.2": "7.2.4", "8.0": "8.0.2"}}
+	severalImages := map[string]string{"7.0": "registry.example/redis:7.0", "7.2": "redis:7.2.4", "8.0": "registry.example:5000/redis:8.0.2"}
+	severalFlags := []string{"redis:7.2.4", "7.0.12=registry.example/redis:7.0", "registry.example:5000/redis:8.0.2"}
+	c, err = parse(t, "--k8s-redis-image", severalFlags[0], "--k8s-redis-image", severalFlags[1], "--k8s-redis-image="+severalFlags[2])
+	require.NoError(t, err)
+	require.Equal(t, severalFlags, c.RedisImages, "in the order given, the default replaced")
+	kc, versions = driverConfig(t, c)
+	require.Equal(t, several, versions)
+	require.Equal(t, severalImages, kc.Images)
+	require.Equal(t, "7.2", kc.DefaultVersion)
+
+	// The environment twin carries several, separated by commas and/or spaces.
+	t.Run("env", func(t *testing.T) {
+		t.Setenv("CLOUDDB_K8S_REDIS_IMAGE", " redis:7.2.4,7.0.12=registry.example/redis:7.0 ,\tregistry.example:5000/redis:8.0.2\n")
+		c, err = parse(t)
+		require.NoError(t, err)
+		require.Equal(t, severalFlags, c.RedisImages)
+		kc, versions = driverConfig(t, c)
+		require.Equal(t, several, versions)
+		require.Equal(t, severalImages, kc.Images)
+		// The command line wins over the twin, as a whole.
+		c, err = parse(t, "--k8s-redis-image", "redis:7.4.1")
+		require.NoError(t, err)
+		require.Equal(t, []string{"redis:7.4.1"}, c.RedisImages)
+		// The shipped manifest's value, one image.
+		t.Setenv("CLOUDDB_K8S_REDIS_IMAGE", "redis:7.0.15")
+		c, err = parse(t)
+		require.NoError(t, err)
+		require.Equal(t, []string{"redis:7.0.15"}, c.RedisImages)
+		for _, bad := range []string{"", " , "} {
+			t.Setenv("CLOUDDB_K8S_REDIS_IMAGE", bad)
+			_, err = parse(t)
+			require.EqualError(t, err, fmt.Sprintf("CLOUDDB_K8S_REDIS_IMAGE=%q: no image: give IMAGE or VERSION=IMAGE", bad))
+		}
+		t.Setenv("CLOUDDB_K8S_REDIS_IMAGE", "redis:7.2.4 registry.example/redis:7.2.5")
+		_, err = parse(t)
+		require.EqualError(t, err, "--k8s-redis-image redis:7.2.4 and registry.example/redis:7.2.5 are both Redis 7.2: give one image per major.minor version")
+	})
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--k8s-redis-image", "redis:7.2.4", "--k8s-redis-image", "7.2=registry.example/redis:7.2"},
+			"--k8s-redis-image redis:7.2.4 and 7.2=registry.example/redis:7.2 are both Redis 7.2: give one image per major.minor version"},
+		{[]string{"--k8s-redis-image", "redis:7.0.15,redis:8.0.2,redis:7.0.11"},
+			"--k8s-redis-image redis:7.0.15 and redis:7.0.11 are both Redis 7.0: give one image per major.minor version"},
+		{[]string{"--k8s-redis-image", "redis:7.2.4", "--k8s-redis-image", "redis:6.2.14"},
+			`--k8s-redis-image "redis:6.2.14": Redis 6.2.14 is older than 7.0, which the kubernetes driver needs`},
+		{[]string{"--k8s-redis-image", "redis:7.2.4", "--k8s-redis-image", "redis"},
+			`--k8s-redis-image "redis": name the Redis version, as VERSION=IMAGE or in the image's tag`},
+	} {
+		_, err = parse(t, tc.args...)
+		require.EqualError(t, err, tc.want, tc.args)
+	}
+	_, err = parse(t, "--k8s-redis-image=")
+	require.EqualError(t, err, `invalid value "" for flag -k8s-redis-image: no image: give IMAGE or VERSION=IMAGE`)
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -69,6 +70,62 @@ func redisImage(s string) (full, image string, err error) {
 	return full, image, nil
 }
 
+// redisImagesFlag is --k8s-redis-image: repeatable, and a value may list several images
+// separated by commas or spaces (no image reference holds either), which is how its
+// environment twin offers several versions. The first value given replaces the default.
+type redisImagesFlag struct {
+	images *[]string
+	set    bool
+}
+
+func (f *redisImagesFlag) String() string {
+	if f == nil || f.images == nil {
+		return ""
+	}
+	return strings.Join(*f.images, ",")
+}
+
+func (f *redisImagesFlag) Set(v string) error {
+	images := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	if len(images) == 0 {
+		return errors.New("no image: give IMAGE or VERSION=IMAGE")
+	}
+	if !f.set {
+		*f.images, f.set = nil, true
+	}
+	*f.images = append(*f.images, images...)
+	return nil
+}
+
+// redisImages parses the --k8s-redis-image values: the versions they offer (the first
+// value's the default) and each major.minor's image. Two images of one major.minor are
+// refused: a database of that version could run either.
+func redisImages(given []string) (clouddb.RedisVersions, map[string]string, error) {
+	if len(given) == 0 {
+		given = []string{DefaultRedisImage}
+	}
+	images := make(map[string]string, len(given))
+	asGiven := make(map[string]string, len(given)) // major.minor → value as given
+	fulls := make([]string, 0, len(given))
+	for _, s := range given {
+		full, image, err := redisImage(s)
+		if err != nil {
+			return clouddb.RedisVersions{}, nil, err
+		}
+		mm, _ := clouddb.MajorMinor(full) // redisImage checked it
+		if other, dup := asGiven[mm]; dup {
+			return clouddb.RedisVersions{}, nil, fmt.Errorf("--k8s-redis-image %s and %s are both Redis %s: give one image per major.minor version", other, s, mm)
+		}
+		asGiven[mm], images[mm] = s, image
+		fulls = append(fulls, full)
+	}
+	versions, err := clouddb.NewRedisVersions(fulls...)
+	if err != nil {
+		return clouddb.RedisVersions{}, nil, fmt.Errorf("--k8s-redis-image: %w", err)
+	}
+	return versions, images, nil
+}
+
 // flagSet reports whether the flag was given, on the command line or by its environment
 // twin (see envFlags).
 func flagSet(fs *flag.FlagSet, name string) bool {
@@ -98,7 +155,7 @@ func validateDriver(c *Config) error {
 	if _, err := clusterPorts(c); err != nil {
 		return err
 	}
-	_, _, err := redisImage(c.RedisImage)
+	_, _, err := redisImages(c.RedisImages)
 	return err
 }
 
@@ -163,32 +220,43 @@ func newKubernetesDriver(c Config, log *slog.Logger, ca clouddb.CertificateAutho
 	if err != nil {
 		return nil, clouddb.RedisVersions{}, err
 	}
-	full, image, err := redisImage(c.RedisImage)
+	kc, versions, err := kubernetesConfig(c, client, log, ca, blobOpts)
 	if err != nil {
 		return nil, clouddb.RedisVersions{}, err
+	}
+	d, err := k8sdriver.New(kc)
+	return d, versions, err
+}
+
+// kubernetesConfig is the kubernetes driver's configuration from the flags, and the
+// versions it offers; apart from newKubernetesDriver so that tests read it without a
+// cluster.
+func kubernetesConfig(c Config, client kubernetes.Interface, log *slog.Logger, ca clouddb.CertificateAuthority, blobOpts blob.Options) (k8sdriver.Config, clouddb.RedisVersions, error) {
+	versions, images, err := redisImages(c.RedisImages)
+	if err != nil {
+		return k8sdriver.Config{}, clouddb.RedisVersions{}, err
 	}
 	networks, err := clusterNetworks(c.ClusterNetworks)
 	if err != nil {
-		return nil, clouddb.RedisVersions{}, err
+		return k8sdriver.Config{}, clouddb.RedisVersions{}, err
 	}
 	nodePorts, err := clusterPorts(&c)
 	if err != nil {
-		return nil, clouddb.RedisVersions{}, err
+		return k8sdriver.Config{}, clouddb.RedisVersions{}, err
 	}
 	// A database's data waits here while its pod is replaced: under the data directory,
 	// which outlives restarts (not the temp directory, emptied at each start).
 	pending := filepath.Join(c.DataDir, "k8s-pending")
 	if err = os.MkdirAll(pending, 0o700); err != nil {
-		return nil, clouddb.RedisVersions{}, err
+		return k8sdriver.Config{}, clouddb.RedisVersions{}, err
 	}
-	versions := clouddb.OneRedisVersion(full)
-	d, err := k8sdriver.New(k8sdriver.Config{
+	return k8sdriver.Config{
 		PendingDir:      pending,
 		ClusterNetworks: networks,
 		ClusterPorts:    nodePorts,
 		Client:          client,
 		Namespace:       c.Namespace,
-		Images:          map[string]string{versions.Default: image},
+		Images:          images,
 		DefaultVersion:  versions.Default,
 		StorageClass:    c.StorageClass,
 		NodeAddress:     c.AdvertiseHost,
@@ -200,8 +268,7 @@ func newKubernetesDriver(c Config, log *slog.Logger, ca clouddb.CertificateAutho
 		DialSource: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return blob.Dial(ctx, network, addr, blobOpts)
 		},
-	})
-	return d, versions, err
+	}, versions, nil
 }
 
 func firstOr(s []string, def string) string {

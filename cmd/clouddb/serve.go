@@ -75,8 +75,9 @@ type Config struct {
 	// Driver is the data plane: "local" (redis-server processes on this machine, the
 	// default) or "kubernetes" (a StatefulSet per database, see driver/kubernetes), with
 	// the cluster of Kubeconfig (empty: the one clouddb runs in), the Namespace that
-	// holds the databases, the RedisImage they run ("VERSION=IMAGE", or an image tagged
-	// with its version), the StorageClass of their volumes (empty: the default) and the
+	// holds the databases, the RedisImages they run (each "VERSION=IMAGE", or an image
+	// tagged with its version; one per major.minor offered, the first the default
+	// version), the StorageClass of their volumes (empty: the default) and the
 	// ServiceType of their endpoints (NodePort or LoadBalancer), and the cluster's own
 	// address ranges (ClusterNetworks, CIDRs separated by commas), which tenants' import
 	// and replicaOf sources may not name, and the NodePorts of OSS Cluster databases'
@@ -84,7 +85,7 @@ type Config struct {
 	Driver          string
 	Kubeconfig      string
 	Namespace       string
-	RedisImage      string
+	RedisImages     []string
 	StorageClass    string
 	ServiceType     string
 	ClusterNetworks string
@@ -153,7 +154,7 @@ func newHTTPServer(h http.Handler, t httpTimeouts) *http.Server {
 func NewMain(stdout, stderr io.Writer) *Main {
 	return &Main{
 		Config: Config{DataDir: DefaultDataDir, Listen: DefaultListen, BrowserListen: DefaultBrowserListen, AdvertiseHost: DefaultAdvertiseHost, DBPorts: DefaultDBPorts, DBMemory: DefaultDBMemory,
-			Driver: driverLocal, Namespace: DefaultNamespace, RedisImage: DefaultRedisImage, ServiceType: DefaultServiceType,
+			Driver: driverLocal, Namespace: DefaultNamespace, RedisImages: []string{DefaultRedisImage}, ServiceType: DefaultServiceType,
 			RateLimit: cloudapi.DefaultRateLimit, TaskLease: task.DefaultLease, DataTimeout: task.DefaultDataTimeout, LogLevel: "info"},
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}), timeouts: defaultHTTPTimeouts,
 	}
@@ -184,7 +185,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.Driver, "driver", c.Driver, "where the databases run: local (redis-server processes on this machine) or kubernetes (a StatefulSet each, in --namespace; --db-ports then defaults to the NodePort range 30000-32767 and --advertise-host should be a node's address)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "with --driver kubernetes: the kubeconfig file of the cluster; empty: the cluster clouddb runs in")
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "with --driver kubernetes: the namespace of the databases' objects (give clouddb deploy/kubernetes/rbac.yaml's Role there)")
-	fs.StringVar(&c.RedisImage, "k8s-redis-image", c.RedisImage, "with --driver kubernetes: the redis image the databases run, VERSION=IMAGE or an image tagged with its Redis version")
+	fs.Var(&redisImagesFlag{images: &c.RedisImages}, "k8s-redis-image", "with --driver kubernetes: a redis `IMAGE` the databases run, tagged with its Redis version (redis:7.2.4) or given as VERSION=IMAGE; repeat it, or separate images with commas or spaces (as CLOUDDB_K8S_REDIS_IMAGE may), to offer several Redis versions, one image per major.minor; the first is the default version")
 	fs.StringVar(&c.StorageClass, "k8s-storage-class", c.StorageClass, "with --driver kubernetes: the StorageClass of persistent databases' volumes; empty: the cluster's default")
 	fs.StringVar(&c.ServiceType, "k8s-service-type", c.ServiceType, "with --driver kubernetes: the type of the databases' Services, their publicEndpoint: NodePort (the database's port on --advertise-host, a node's address) or LoadBalancer (the database's port on the address the cluster's load-balancer controller gives)")
 	fs.StringVar(&c.ClusterNetworks, "k8s-cluster-networks", c.ClusterNetworks, "with --driver kubernetes: the cluster's pod and service networks, CIDRs separated by commas (such as 10.244.0.0/16,10.96.0.0/12): tenants' import and replicaOf sources there are refused (the node, the API server, the namespace's pods and Services and loopback are refused in any case)")
