@@ -32,7 +32,8 @@ import (
 // database a client PINGs through its endpoint, a memory change applied live with the
 // data kept, a backup whose file an import loads into another database, an import from
 // the live database, a killed pod healed with its data while clouddb reports the database
-// active, deletes that leave no object, and a shutdown of clouddb that leaves the
+// active, an upgrade to the other Redis version it offers (a stand-in image) with the
+// data kept, deletes that leave no object, and a shutdown of clouddb that leaves the
 // databases running.
 func TestServe(t *testing.T) {
 	needCluster(t)
@@ -80,9 +81,11 @@ current-context: c
 	}
 
 	data, backups := filepath.Join(dir, "data"), filepath.Join(dir, "backups")
+	newImage := standInImage(t, ctx)
 	var serveErr bytes.Buffer
 	serve := exec.Command(bin, "serve", "--store", postgresStore(t), "--data-dir", data, "--listen", "127.0.0.1:0", "--browser-listen", "",
 		"--driver", "kubernetes", "--kubeconfig", kc, "--namespace", ns.Name, "--k8s-redis-image", redisImage,
+		"--k8s-redis-image", "7.2.4="+newImage,
 		"--k8s-storage-class", storageClass, "--advertise-host", nodeIP, "--db-ports", "30100-30199",
 		"--db-memory", "0", "--backup-dirs", backups)
 	// A store shared by replicas takes its sealing key from the environment.
@@ -285,6 +288,31 @@ current-context: c
 	}
 	if v, err := internal.ConfigGet(ctx, "maxmemory").Result(); err != nil || v["maxmemory"] != strconv.Itoa(2<<30) {
 		t.Fatalf("maxmemory of the new pod = %v, %v; want %d", v, err, 2<<30)
+	}
+
+	// An upgrade to the other version offered: the pod runs its image, the data kept.
+	before = podIn(t, ctx, ns.Name, dbID)
+	if err := api.Do(ctx, "POST", fmt.Sprintf("/subscriptions/%d/databases/%d/upgrade", subID, dbID), map[string]string{"targetRedisVersion": "7.2"}, &task); err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	if done = waitTask(t, ctx, api, task.ID); done.Status != "processing-completed" {
+		t.Fatalf("upgrade task = %s %s", done.Status, done.Raw)
+	}
+	// The task is done once the upgrade is under way; the reconciler then rolls the pod.
+	if _, err := api.WaitForDatabaseStatus(ctx, subID, dbID, "active"); err != nil {
+		t.Fatalf("the database after its upgrade's task: %v", err)
+	}
+	var upgraded struct{ Status, RedisVersion, RedisVersionCompliance string }
+	if err := api.Do(ctx, "GET", fmt.Sprintf("/subscriptions/%d/databases/%d", subID, dbID), nil, &upgraded); err != nil ||
+		upgraded.Status != "active" || upgraded.RedisVersion != "7.2" || upgraded.RedisVersionCompliance != "7.2.4" {
+		t.Fatalf("the database after its upgrade = %+v, %v; want active, 7.2, 7.2.4", upgraded, err)
+	}
+	if after := podIn(t, ctx, ns.Name, dbID); after.UID == before.UID || after.Spec.Containers[0].Image != newImage {
+		t.Fatalf("after the upgrade: pod %s (was %s), image %s", after.UID, before.UID, after.Spec.Containers[0].Image)
+	}
+	reachable(t, ctx, c)
+	if n, err := c.DBSize(ctx).Result(); err != nil || n != keys+2 {
+		t.Fatalf("DBSIZE after the upgrade = %d, %v; want %d", n, err, keys+2)
 	}
 
 	// Deletes remove every object; a shutdown of clouddb leaves the others running.
