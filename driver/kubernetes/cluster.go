@@ -373,12 +373,17 @@ func (d *Driver) nodeClient(pod *corev1.Pod, port int, secret *corev1.Secret) (*
 // restarted while it was being configured (its pod's status had not shown the crash
 // yet): the next pass finds it as it now runs.
 func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance, img string) error {
-	for attempt := 1; ; attempt++ {
+	for restarted, rolled := 0, 0; ; {
 		err := d.ensureClusterOnce(ctx, in, img)
-		if !errors.Is(err, errNodeRestarted) || attempt == 3 {
+		switch {
+		case errors.Is(err, errNodeReplaced) && rolled < clusterNodeCount(in):
+			rolled++ // a node restarted on a new image (see version.go)
+		case errors.Is(err, errNodeRestarted) && restarted < 2:
+			restarted++
+			d.log.Info("a node of a cluster restarted while Ensure configured it: once more", "database_id", in.DatabaseID, "error", err)
+		default:
 			return err
 		}
-		d.log.Info("a node of a cluster restarted while Ensure configured it: once more", "database_id", in.DatabaseID, "error", err)
 	}
 }
 
@@ -502,6 +507,9 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 		pods[i] = m.pod
 	}
 	if err = d.samePods(ctx, id, pods); err != nil {
+		return err
+	}
+	if err = d.rollClusterNodes(ctx, in, nodes, img); err != nil {
 		return err
 	}
 	// Every node's own NodePort (node 0's is the database's): clients follow CLUSTER
@@ -992,8 +1000,9 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 	id := in.DatabaseID
 	shardIn := shardInstance(in)
 	n := clusterNodeCount(in)
-	if !isCluster(sts) || sts.Spec.Replicas == nil || int(*sts.Spec.Replicas) != n || containerMemory(sts) != memoryLimit(shardIn.MaxMemoryBytes) ||
-		clusterTLS(sts) != (in.TLS != nil) {
+	img, err := d.image(in)
+	if err != nil || !isCluster(sts) || sts.Spec.Replicas == nil || int(*sts.Spec.Replicas) != n || containerMemory(sts) != memoryLimit(shardIn.MaxMemoryBytes) ||
+		clusterTLS(sts) != (in.TLS != nil) || templateImage(sts) != img {
 		return false, nil
 	}
 	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
@@ -1024,6 +1033,10 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 			return false, err
 		}
 		if (pod.Annotations[annotationTLS] != "") != (in.TLS != nil) {
+			return false, nil
+		}
+		// On the image of its version, when the cluster can restart on one (version.go).
+		if podImage(&pod.Spec) != img && clusterRollable(in) {
 			return false, nil
 		}
 		why, err := d.nodeRunningCluster(ctx, shardIn, pod, ports[i], secret)

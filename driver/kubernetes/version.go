@@ -3,9 +3,13 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"slices"
 
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"clouddb"
 )
@@ -16,10 +20,18 @@ import (
 // turned on or off: a one-node database's with its data saved and loaded into the new
 // pod (see settle), a replicated database's one node at a time, the replica first, which
 // syncs from the primary of the old version, then the primary after it handed over (see
-// renewNodes). Until then Running is false, so the reconciler's Ensure rolls them. A
-// cluster's nodes are not replaced for their image: they take a new image of the same
-// version at their next restart, and a change of version is refused. Nor is a pod's data
-// ever given to an older version than the one that wrote it (checkVersion).
+// renewNodes). Until then Running is false, so the reconciler's Ensure rolls them.
+//
+// A cluster's pod keeps its identity in its data directory (nodes.conf), so its node
+// changes image in place instead: the image of its container is patched, which the
+// kubelet restarts on its volumes (rollClusterNode). A replicated cluster's replica goes
+// first (it comes back as the replica, syncing from its primary), then each primary hands
+// its shard over to its replica (CLUSTER FAILOVER: the replica catches up first, no write
+// lost) and is restarted as its replica. A cluster without replicas restarts each
+// primary in turn, which loads its data from its volume: only with persistence; without
+// (nothing would keep its data) its nodes take a new image of the same version at their
+// next restart, and a change of version is refused. Nor is a pod's data ever given to an
+// older version than the one that wrote it (checkVersion).
 
 // podImage is the image of the pod's server.
 func podImage(spec *corev1.PodSpec) string {
@@ -61,9 +73,93 @@ func (d *Driver) checkVersion(ctx context.Context, in clouddb.Instance, img stri
 		case clouddb.CompareRedisVersions(have, want) > 0:
 			return fmt.Errorf("database %d: pod %s runs Redis %s, newer than %s: its data would be given to an older server: %w",
 				in.DatabaseID, pods[i].Name, have, want, ErrNotSupported)
-		case in.OSSCluster:
-			return fmt.Errorf("database %d: changing the Redis version of a cluster (%s to %s): %w", in.DatabaseID, have, want, ErrNotSupported)
+		case in.OSSCluster && !clusterRollable(in):
+			return fmt.Errorf("database %d: changing the Redis version of a cluster without replicas or persistence (%s to %s: its nodes would restart empty): %w",
+				in.DatabaseID, have, want, ErrNotSupported)
 		}
 	}
 	return nil
+}
+
+// clusterRollable reports whether the cluster's nodes can restart on a new image with
+// their data: each shard has a replica to hand over to, or its data is on a volume.
+func clusterRollable(in clouddb.Instance) bool { return in.Replication || persistent(in) }
+
+// rollClusterNodes moves one node of the cluster whose pod runs another image than img
+// onto img (see the top of this file) and returns errNodeReplaced, for Ensure to
+// configure the cluster again; nil when every node runs img (or the cluster cannot
+// roll). nodes is the cluster as Ensure made it: each shard served.
+func (d *Driver) rollClusterNodes(ctx context.Context, in clouddb.Instance, nodes []*clusterMember, img string) error {
+	if !clusterRollable(in) {
+		return nil
+	}
+	var next *clusterMember
+	for _, m := range nodes {
+		if podImage(&m.pod.Spec) == img {
+			continue
+		}
+		if next == nil || next.master && !m.master {
+			next = m // replicas first
+		}
+	}
+	if next == nil {
+		return nil
+	}
+	if next.master && in.Replication {
+		// Its shard's replica takes over first: the node restarts as a replica.
+		i := slices.IndexFunc(nodes, func(x *clusterMember) bool { return !x.master && x.masterID == next.id })
+		if i < 0 {
+			return fmt.Errorf("database %d: pod %s: its shard has no replica to hand over to: %w", in.DatabaseID, next.pod.Name, clouddb.ErrServerStarting)
+		}
+		if err := d.handShardOver(ctx, in, nodes[i], next); err != nil {
+			return err
+		}
+	}
+	return d.rollClusterNode(ctx, in, next.pod, img)
+}
+
+// handShardOver makes replica the primary of its shard in place of primary, with every
+// write of it: CLUSTER FAILOVER has the primary stop taking writes until the replica
+// has them all, then swaps them.
+func (d *Driver) handShardOver(ctx context.Context, in clouddb.Instance, replica, primary *clusterMember) error {
+	if err := replica.c.Do(ctx, "cluster", "failover").Err(); err != nil {
+		return fmt.Errorf("database %d: pod %s: CLUSTER FAILOVER: %w", in.DatabaseID, replica.pod.Name, err)
+	}
+	if err := d.waitCluster(ctx, in, "the shard's replica to take over", func() (bool, error) {
+		for _, c := range []*redis.Client{replica.c, primary.c} {
+			ns, err := clusterNodesOf(ctx, c)
+			if err != nil {
+				return false, err
+			}
+			i := slices.IndexFunc(ns, func(n clusterNode) bool { return n.id == replica.id })
+			if i < 0 || !ns[i].has("master") || len(ns[i].slots) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	d.log.Info("a shard's primary handed over to its replica, to restart on a new image", "database_id", in.DatabaseID,
+		"from", primary.pod.Name, "to", replica.pod.Name)
+	return nil
+}
+
+// rollClusterNode patches the image of the pod's server to img, waits until the kubelet
+// has restarted it on it, and returns errNodeReplaced.
+func (d *Driver) rollClusterNode(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, img string) error {
+	id := in.DatabaseID
+	api := d.cfg.Client.CoreV1().Pods(d.ns)
+	d.log.Info("restarting a cluster node on a new image", "database_id", id, "pod", pod.Name, "image", img)
+	patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"redis","image":%q}]}}`, img)
+	if _, err := api.Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("database %d: pod %s: changing its image: %w", id, pod.Name, err)
+	}
+	before := containerRestarts(pod)
+	if _, err := d.waitPod(ctx, pod.Name, func(p *corev1.Pod) bool {
+		return p.UID == pod.UID && containerRestarts(p) > before
+	}, podStarted); err != nil {
+		return fmt.Errorf("database %d: pod %s on its new image: %w", id, pod.Name, err)
+	}
+	return fmt.Errorf("database %d: pod %s: %w", id, pod.Name, errNodeReplaced)
 }

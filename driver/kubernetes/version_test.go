@@ -29,7 +29,8 @@ func standInImage(t *testing.T, ctx context.Context) string {
 // take: Running is false, and Ensure replaces its pods with pods of the new image, the
 // data kept (a replicated database one node at a time, a writer served throughout; one
 // node saved and loaded). Going back to the older version is refused, the pods left as
-// they run, as is changing a cluster's version.
+// they run, as is changing the version of a cluster that has neither replicas nor
+// persistence (see TestClusterUpgrade for those that do).
 func TestUpgrade(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
@@ -56,7 +57,7 @@ func TestUpgrade(t *testing.T) {
 				up := in
 				up.RedisVersion = "7.2"
 				if err := d.Ensure(ctx, up); !errors.Is(err, kubernetes.ErrNotSupported) {
-					t.Fatalf("Ensure of a cluster on another version = %v, want ErrNotSupported", err)
+					t.Fatalf("Ensure of a cluster without replicas or persistence on another version = %v, want ErrNotSupported", err)
 				}
 				requireSameLives(t, ctx, lives, "a cluster's version change refused")
 				return
@@ -110,6 +111,75 @@ func TestUpgrade(t *testing.T) {
 			requireSameLives(t, ctx, lives, "downgrade refused")
 			if up, err := d.Running(ctx, in); err != nil || !up {
 				t.Fatalf("Running after a refused downgrade = %v, %v", up, err)
+			}
+		})
+	}
+}
+
+// TestClusterUpgrade: a cluster with replicas, or with persistence, changes version in
+// place: each node's container restarts on the new image in its pod (its identity and
+// volume kept), a replicated shard's replica first, then its primary once it handed the
+// shard over; every key is kept, and a replicated cluster serves a writer throughout.
+func TestClusterUpgrade(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	newImage := standInImage(t, ctxFor(t, time.Minute))
+	for _, tc := range []struct {
+		name        string
+		id          int
+		replicated  bool
+		persistence string
+	}{{"replicated", 193, true, "none"}, {"persistent", 194, false, "aof-every-1-second"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxFor(t, 5*time.Minute)
+			d := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+				c.Images = map[string]string{redisVersion: redisImage, "7.2": newImage}
+			})
+			in := instance(t, tc.id, tc.persistence)
+			in.OSSCluster, in.Replication = true, tc.replicated
+			t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+			ensureRunning(t, ctx, d, in)
+			cc := clusterClient(d, in)
+			defer cc.Close()
+			for i := range 100 {
+				if err := cc.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(1500 * time.Millisecond) // appendfsync everysec
+			names := nodeNames(in)
+			lives := podLives(t, ctx, names)
+
+			in.RedisVersion = "7.2"
+			if up, err := d.Running(ctx, in); err != nil || up {
+				t.Fatalf("Running on pods of the older version = %v, %v; want false", up, err)
+			}
+			var w *writer
+			if tc.replicated {
+				w = startWriter(t, clusterClient(d, in))
+			}
+			ensureRunning(t, ctx, d, in)
+			for name, life := range lives {
+				p := podNamed(t, ctx, name)
+				if string(p.UID) != life[0] || strconv.Itoa(int(restarts(p))) == life[1] || p.Spec.Containers[0].Image != newImage {
+					t.Fatalf("pod %s after the upgrade: uid %s (was %s), %d restarts (was %s), image %s; want its server restarted in place on %s",
+						name, p.UID, life[0], restarts(p), life[1], p.Spec.Containers[0].Image, newImage)
+				}
+			}
+			cc2 := clusterClient(d, in)
+			defer cc2.Close()
+			requireKeys(t, ctx, cc2, "k", 100)
+			if w != nil {
+				acked, gap := w.stop()
+				t.Logf("upgrade: %d writes acknowledged meanwhile, the longest time without one %v", acked, gap.Round(time.Millisecond))
+				requireKeys(t, ctx, cc2, "w", acked)
+				if gap > 10*time.Second {
+					t.Fatalf("no write acknowledged for %v during the upgrade", gap)
+				}
+			}
+			if up, err := d.Running(ctx, in); err != nil || !up {
+				t.Fatalf("Running after the upgrade = %v, %v", up, err)
 			}
 		})
 	}
