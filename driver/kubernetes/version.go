@@ -163,3 +163,14 @@ func (d *Driver) rollClusterNode(ctx context.Context, in clouddb.Instance, pod *
 	}
 	return fmt.Errorf("database %d: pod %s: %w", id, pod.Name, errNodeReplaced)
 }
+
+var _ clouddb.UpgradeChecker = (*Driver)(nil)
+
+// CheckUpgrade refuses an upgrade of a cluster that has neither replicas nor persistence:
+// its nodes would restart empty on the new image (see the top of this file).
+func (d *Driver) CheckUpgrade(in clouddb.Instance, _ string) error {
+	if in.OSSCluster && !clusterRollable(in) {
+		return fmt.Errorf("an OSS Cluster database without replication or data persistence cannot change its Redis version on Kubernetes: its nodes would restart empty (turn replication on first)")
+	}
+	return nil
+}
