@@ -219,8 +219,8 @@ current-context: c
 			client.Import{SourceType: &typ, ImportFromURI: []string{uri}}, &task); err != nil {
 			t.Fatalf("import from %s: %v", typ, err)
 		}
-		if done := waitTask(t, ctx, api, task.ID); done.Status != "processing-completed" {
-			t.Fatalf("import from %s: task = %s %s", typ, done.Status, done.Raw)
+		if imported := waitTask(t, ctx, api, task.ID); imported.Status != "processing-completed" {
+			t.Fatalf("import from %s: task = %s %s", typ, imported.Status, imported.Raw)
 		}
 	}
 	importFrom("http", web.URL+"/"+filepath.Base(backup.Location))
