@@ -1014,7 +1014,7 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 		string(secret.Data[keyPrimaryHost]) != "no" {
 		return false, nil
 	}
-	if in.TLS != nil && !d.tlsUsable(in, secret.Data) {
+	if in.TLS != nil && !d.secretTLSUsable(in, secret) {
 		return false, nil
 	}
 	ports, err := d.nodePorts(ctx, in)

@@ -136,6 +136,9 @@ type Driver struct {
 	// ingressEntry values.
 	ingress sync.Map
 	acl     *aclChecker // the checkers of ACL rules (aclcheck.go)
+	// tlsChecks holds, by database id, the verdict on the certificates of a version of
+	// its Secret, as tlsCheck values (see secretTLSUsable).
+	tlsChecks sync.Map
 }
 
 var _ clouddb.Driver = (*Driver)(nil)

@@ -18,6 +18,7 @@ import (
 // persists on SIGTERM as configured, and the claims keep the data.
 func (d *Driver) Stop(ctx context.Context, databaseID int) error {
 	d.stopSources(databaseID)
+	d.tlsChecks.Delete(databaseID)
 	_, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(databaseID), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

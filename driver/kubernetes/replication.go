@@ -684,7 +684,7 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance, img stri
 		return false, fmt.Errorf("database %d: reading its secret: %w", id, err)
 	}
 	internal := string(secret.Data[keyInternal])
-	if !configAsAsked(in, internal, secret.Data) || in.TLS != nil && !d.tlsUsable(in, secret.Data) {
+	if !configAsAsked(in, internal, secret.Data) || in.TLS != nil && !d.secretTLSUsable(in, secret) {
 		return false, nil
 	}
 	if secret.Annotations[annotationPendingLoad] != "" {

@@ -170,16 +170,64 @@ func validateTLS(in clouddb.Instance) error {
 	return nil
 }
 
-// tlsUsable reports whether the TLS material of a TLS database's Secret data is what
+// tlsCheck is the verdict of secretTLSUsable on the certificates of a Secret's
+// version: usable until then.
+type tlsCheck struct {
+	version string // the Secret's UID and resourceVersion
+	until   time.Time
+}
+
+// secretTLSUsable reports whether the TLS material of a TLS database's Secret is what
 // Ensure keeps: certificates of the CA that pki.LeafUsable finds usable (the server's
 // naming every host clients use), and the instance's client certificates. When it is
 // not, Running is false, and so the reconciler's Ensure renews it: a database left alone
-// is renewed in time too.
-func (d *Driver) tlsUsable(in clouddb.Instance, data map[string][]byte) bool {
-	return d.cfg.CA != nil &&
-		d.leafUsable(data[keyTLSCert], data[keyTLSKey], x509.ExtKeyUsageServerAuth, d.tlsHosts(in.DatabaseID)) &&
-		d.leafUsable(data[keyTLSClientCert], data[keyTLSClientKey], x509.ExtKeyUsageClientAuth, nil) &&
-		string(data[keyTLSCA]) == string(d.caBundle(in))
+// is renewed in time too. Running reads the same Secret at every pass: the certificates'
+// verdict is kept for the Secret's version until it changes (pki.LeafUsableUntil), and
+// only the CA bundle, which follows the instance, is compared each time.
+func (d *Driver) secretTLSUsable(in clouddb.Instance, secret *corev1.Secret) bool {
+	if d.cfg.CA == nil || string(secret.Data[keyTLSCA]) != string(d.caBundle(in)) {
+		return false
+	}
+	version := string(secret.UID) + "/" + secret.ResourceVersion
+	if v, ok := d.tlsChecks.Load(in.DatabaseID); ok {
+		if c := v.(tlsCheck); c.version == version && time.Now().Before(c.until) {
+			return true
+		}
+	}
+	until, ok := d.leavesUsableUntil(in, secret.Data)
+	if !ok {
+		d.tlsChecks.Delete(in.DatabaseID)
+		return false
+	}
+	d.tlsChecks.Store(in.DatabaseID, tlsCheck{version: version, until: until})
+	return true
+}
+
+// leavesUsableUntil reports whether the server's and clouddb's client certificate of a
+// TLS database's Secret data are usable, and until when both stay so.
+func (d *Driver) leavesUsableUntil(in clouddb.Instance, data map[string][]byte) (time.Time, bool) {
+	var until time.Time
+	for _, leaf := range []struct {
+		cert, key string
+		usage     x509.ExtKeyUsage
+		hosts     []string
+	}{
+		{keyTLSCert, keyTLSKey, x509.ExtKeyUsageServerAuth, d.tlsHosts(in.DatabaseID)},
+		{keyTLSClientCert, keyTLSClientKey, x509.ExtKeyUsageClientAuth, nil},
+	} {
+		pair, err := tls.X509KeyPair(data[leaf.cert], data[leaf.key])
+		if err != nil {
+			return time.Time{}, false
+		}
+		u, ok := pki.LeafUsableUntil(pair, d.cfg.CA.CertificatePEM(), leaf.usage, leaf.hosts)
+		if !ok {
+			return time.Time{}, false
+		}
+		if until.IsZero() || u.Before(until) {
+			until = u
+		}
+	}
+	return until, true
 }
 
 // leafUsable reports whether a certificate and its key can serve on (see

@@ -172,7 +172,7 @@ func TestTLSUsable_CANearItsEnd(t *testing.T) {
 	if err = d.addTLSData(in, nil, first); err != nil {
 		t.Fatal(err)
 	}
-	if !d.tlsUsable(in, first) {
+	if !d.secretTLSUsable(in, &corev1.Secret{Data: first}) {
 		t.Fatal("certificates that end with the CA are not usable: Running is false at every pass")
 	}
 	again := map[string][]byte{}
@@ -181,5 +181,51 @@ func TestTLSUsable_CANearItsEnd(t *testing.T) {
 	}
 	if !maps.EqualFunc(first, again, bytes.Equal) {
 		t.Fatal("Ensure issued new certificates for a database whose certificates end with the CA")
+	}
+}
+
+// TestSecretTLSUsable: Running's verdict on a Secret's certificates is kept for the
+// Secret's version until the certificates would need renewal: a new version of the
+// Secret is judged anew, as is the same one past that time.
+func TestSecretTLSUsable(t *testing.T) {
+	ca, err := pki.New("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Driver{cfg: Config{CA: ca, NodeAddress: "127.0.0.1"}, ns: "ns", log: slog.New(slog.DiscardHandler)}
+	in := clouddb.Instance{DatabaseID: 4, TLS: &clouddb.InstanceTLS{}}
+	data := map[string][]byte{}
+	if err = d.addTLSData(in, nil, data); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{UID: "u", ResourceVersion: "1"}, Data: data}
+	if !d.secretTLSUsable(in, secret) {
+		t.Fatal("fresh certificates: not usable")
+	}
+	v, _ := d.tlsChecks.Load(in.DatabaseID)
+	if until := v.(tlsCheck).until; until.Before(time.Now().Add(pki.LeafLifetime - pki.RenewBefore - time.Hour)) {
+		t.Fatalf("kept until %v: not the certificates' renewal time", until)
+	}
+
+	// The server certificate near its end, in a new version of the Secret: judged anew.
+	near := maps.Clone(data)
+	if near[keyTLSCert], near[keyTLSKey], err = ca.Reissue(data[keyTLSCert], time.Now().Add(pki.RenewBefore/2)); err != nil {
+		t.Fatal(err)
+	}
+	if d.secretTLSUsable(in, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{UID: "u", ResourceVersion: "2"}, Data: near}) {
+		t.Fatal("a new version of the secret with a certificate near its end: usable")
+	}
+	// The same version judged usable before, past the time its verdict held: judged anew.
+	d.tlsChecks.Store(in.DatabaseID, tlsCheck{version: "u/3", until: time.Now().Add(-time.Second)})
+	if d.secretTLSUsable(in, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{UID: "u", ResourceVersion: "3"}, Data: near}) {
+		t.Fatal("a verdict past its time was kept")
+	}
+	// Client certificates of the instance changed: the CA bundle differs, whatever was kept.
+	if !d.secretTLSUsable(in, secret) {
+		t.Fatal("the first version again: not usable")
+	}
+	in.TLS = &clouddb.InstanceTLS{ClientCertificates: []string{string(data[keyTLSClientCert])}}
+	if d.secretTLSUsable(in, secret) {
+		t.Fatal("a CA bundle without the instance's client certificates: usable")
 	}
 }
