@@ -97,10 +97,12 @@ func readinessProbe() *corev1.Probe {
 		}}},
 		// Each run is an exec in the container, some 35 ms of the node's CPU (see
 		// BENCHMARKS.md): every 2 s that was near 2% of a core per idle database. A new
-		// container is probed at once when its startup probe passes (the kubelet
-		// triggers it), so the period bounds only how soon a running server that stops
-		// holding its data (a replica whose link dropped: it still has the data) leaves
-		// its Service, and how soon a node Ensure configured counts as Ready.
+		// container is probed without waiting for the period once its startup probe
+		// passed: the kubelet triggers it at its next sync of the pod, which waits for its
+		// next relist of the containers (every 1 s), so a new pod is Ready about 1 s after
+		// it runs. The period bounds only how soon a running server that stops holding
+		// its data (a replica whose link dropped: it still has the data) leaves its
+		// Service, and how soon a node Ensure configured counts as Ready.
 		PeriodSeconds: 5,
 		// An exec on a loaded node may be slow: a server that answers is not dropped
 		// from its Service for that. A restarted container is not Ready until its first
