@@ -808,9 +808,10 @@ func (r *report) k8sSection(p func(string, ...any)) {
 		"the same image running `redis-server` (a password, no persistence, the same memory request and limit; no probe, no volume, "+
 		"no Service, Secret or StatefulSet), timed from its create until a watch sees its Ready condition true and an authenticated "+
 		"PING on its pod IP answers (polled every 5 ms). Each is removed, and waited for until gone (`Remove`; the pod deleted), "+
-		"before the next starts. A database's pod is Ready at the first readiness probe (an exec, every 5 s) that passes after "+
-		"its startup probe (TCP, every 1 s) passed: the two probes' ticks alone may add up to about 3 s; the bare pod, having no "+
-		"probe, is Ready once its container runs. Ratios are medians of the "+
+		"before the next starts. A database's pod is Ready at its first readiness probe (an exec), which the kubelet runs once "+
+		"its startup probe (TCP, every 1 s) passed, at its next sync of the pod, and that waits for its next relist of the "+
+		"containers (every 1 s): about 1 s after the container runs; the bare pod, having no probe, is Ready once its container "+
+		"runs. kube-proxy then routes the NodePort to the Ready pod, at most about one sync a second. Ratios are medians of the "+
 		"per-repetition ratios; p99 ratios compare the p99s (with %d repetitions, the slowest).", k.Reps, k.Reps)
 	p("")
 	p("| database | pods | ratio, median (goal ≤ %.1f, single node) | ratio, p99 | create-to-ready median / p99 | of which Ensure, median | bare pod median / p99 | met |", goalK8sCreate)
