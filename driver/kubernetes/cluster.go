@@ -460,7 +460,7 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	nodes := make([]*clusterMember, n)
 	for i := range n {
 		m, rerr := d.readClusterNode(ctx, id, i, ports[i], secret, answerTimeout)
-		if errors.Is(rerr, clouddb.ErrServerStarting) || noAnswer(rerr) {
+		if errors.Is(rerr, clouddb.ErrServerStarting) || noAnswer(rerr) && ctx.Err() == nil {
 			if lerr := d.lostNode(ctx, in, i, ports, secret, rerr); lerr != nil {
 				return lerr
 			}
@@ -544,7 +544,7 @@ func (d *Driver) readClusterNode(ctx context.Context, databaseID, i, port int, s
 		}
 		m.c.Close()
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("database %d: pod %s: %w", databaseID, pod.Name, err)
+			return nil, fmt.Errorf("database %d: pod %s: %w", databaseID, pod.Name, &serverError{err})
 		}
 		select {
 		case <-ctx.Done():
@@ -555,13 +555,13 @@ func (d *Driver) readClusterNode(ctx context.Context, databaseID, i, port int, s
 
 // lostNode is what Ensure does when node i does not answer within answerTimeout (err)
 // and its pod runs no server (pending, its node lost, being deleted), or runs one that
-// answers nothing at all (hung: no reply, not even BUSY or LOADING): when its shard's
-// other node serves the shard, or is a replica with data whose link to its primary is
-// down (for a hung primary, whatever its link) and so takes the shard over (CLUSTER
-// FAILOVER TAKEOVER: replicas never fail over on their own), the shard is served and
-// Ensure returns ErrServerStarting at once, to be tried again until node i is back (it
-// then rejoins as a replica: a hung server that answers again finds its slots taken at a
-// newer epoch). Otherwise it returns nil: Ensure waits for node i the rest of
+// answers nothing at all (hung: no reply, not even BUSY or LOADING, as the local driver
+// takes a silent server): when its shard's other node serves the shard, or is a replica
+// with data whose link to its primary is down (for a hung primary, whatever its link)
+// and so takes the shard over (CLUSTER FAILOVER TAKEOVER: replicas never fail over on
+// their own), the shard is served and Ensure returns ErrServerStarting at once, to be
+// tried again until node i is back (it then rejoins as a replica). A hung node's pod is
+// deleted first (fence). Otherwise it returns nil: Ensure waits for node i the rest of
 // StartTimeout, as for a cluster being made.
 func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports []int, secret *corev1.Secret, err error) error {
 	if !in.Replication {
@@ -593,6 +593,14 @@ func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports
 	case !other.master && (!other.linkUp || hung) && (other.keys > 0 || other.linkUp):
 		d.log.Warn("a shard's primary does not answer: its replica takes over", "database_id", in.DatabaseID,
 			"lost", nodePodName(in.DatabaseID, i), "hung", hung, "replica", other.pod.Name, "replica_keys", other.keys, "error", err)
+		if hung {
+			// Its server goes first: silent (stopped, or busy with a command that does not
+			// end), it would otherwise answer its clients afterwards, writes its shard no
+			// longer keeps among them.
+			if ferr := d.fence(ctx, in, pod); ferr != nil {
+				return ferr
+			}
+		}
 		if terr := d.takeOver(ctx, in, other, []*clusterMember{other}); terr != nil {
 			return terr
 		}
@@ -615,11 +623,40 @@ func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports
 		in.DatabaseID, nodePodName(in.DatabaseID, i), err, other.pod.Name, clouddb.ErrServerStarting)
 }
 
-// noAnswer reports whether err is a server's silence: a read or dial that timed out, not
-// a reply (BUSY, LOADING) nor a refused connection.
+// fence deletes the pod of a node whose server does not answer (its StatefulSet makes it
+// again) and waits until its container is gone: killed, it acknowledges nothing more.
+func (d *Driver) fence(ctx context.Context, in clouddb.Instance, pod *corev1.Pod) error {
+	api := d.cfg.Client.CoreV1().Pods(d.ns)
+	d.log.Warn("deleting the pod of a cluster node whose server does not answer", "database_id", in.DatabaseID, "pod", pod.Name)
+	// A second: a server stopped or busy in a command does not act on SIGTERM before
+	// the kubelet's SIGKILL.
+	err := api.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(1)), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("database %d: deleting pod %s: %w", in.DatabaseID, pod.Name, err)
+	}
+	return d.waitGone(ctx, in.DatabaseID, "pod "+pod.Name+" is deleted", func(ctx context.Context) (bool, error) {
+		now, gerr := api.Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(gerr) || gerr == nil && now.UID != pod.UID, ignoreNotFound(gerr)
+	})
+}
+
+// serverError is what a node's server did when clouddb asked it (its pod started): an
+// answer it refused with, or no answer.
+type serverError struct{ err error }
+
+func (e *serverError) Error() string { return e.err.Error() }
+func (e *serverError) Unwrap() error { return e.err }
+
+// noAnswer reports whether err is a server's silence: its pod started, a read or dial of
+// the server that timed out; not a reply (BUSY, LOADING), a refused connection, nor an
+// error of the Kubernetes API.
 func noAnswer(err error) bool {
+	var se *serverError
+	if !errors.As(err, &se) {
+		return false
+	}
 	var ne net.Error
-	return err != nil && (errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded))
+	return errors.As(se.err, &ne) && ne.Timeout()
 }
 
 // clusterMember is what Ensure knows of a node.

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"clouddb"
@@ -400,11 +401,11 @@ func writeReplicated(t *testing.T, ctx context.Context, cc *redis.ClusterClient,
 }
 
 // TestClusterHungPrimary: a replicated cluster's primary whose server hangs (SIGSTOP:
-// its pod runs, its server answers nothing) is taken over by its shard's replica: Ensure
-// says it waits for the hung node (ErrServerStarting), every acknowledged key is served
-// and written through the cluster's clients. A primary that is busy instead (a script
-// that runs long: it answers BUSY) is not. Once the hung server answers again, it is the
-// new primary's replica.
+// its pod runs, its server answers nothing) is taken over by its shard's replica, its
+// pod deleted first: Ensure says it waits for the hung node (ErrServerStarting), every
+// acknowledged key is served and written through the cluster's clients. A primary that
+// is busy instead (a script that runs long: it answers BUSY) is not. The hung node's new
+// pod is the new primary's replica.
 func TestClusterHungPrimary(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
@@ -463,12 +464,12 @@ func TestClusterHungPrimary(t *testing.T) {
 		t.Fatalf("a write after the take-over: %v", err)
 	}
 
-	if err = syscall.Kill(hung, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
+	if p := podNamed(t, ctx, primary); p.UID == types.UID(lives[primary][0]) {
+		t.Fatalf("pod %s, whose server hung, was not deleted", primary)
 	}
 	ensureRunning(t, ctx, d, in)
 	if role := nodeRole(t, ctx, d, in, primary); role != "slave" {
-		t.Fatalf("pod %s, hung then answering again, is %s; want the new primary's replica", primary, role)
+		t.Fatalf("pod %s, made again for the hung one, is %s; want the new primary's replica", primary, role)
 	}
 	cc3 := clusterClient(d, in)
 	defer cc3.Close()
@@ -493,4 +494,90 @@ func nodeRole(t *testing.T, ctx context.Context, d *kubernetes.Driver, in cloudd
 		t.Fatalf("ROLE of pod %s: %v, %v", pod, r, err)
 	}
 	return fmt.Sprint(r[0])
+}
+
+// TestClusterLongTransaction: a tenant's MULTI/EXEC that keeps its primary silent for
+// longer than Ensure waits for an answer (a transaction, unlike a script, never answers
+// BUSY) may have the primary taken for hung and its shard taken over, as the local
+// driver restarts a server that does not answer; but no write is then lost that was
+// acknowledged: the silent server is killed before its replica takes over, so the
+// transaction is either answered and kept, or not answered.
+func TestClusterLongTransaction(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 6*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 158, "none")
+	in.OSSCluster, in.Shards, in.Replication = true, 1, true
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+
+	// One shard: node 0 (the database's endpoint) serves every slot.
+	c := redis.NewClient(&redis.Options{Addr: d.PublicEndpoint(in.Port), Password: in.Password, Protocol: 2, DisableIdentity: true,
+		ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1, PoolSize: 2})
+	defer c.Close()
+	for i := 0; i < 1_000_000; i += 10_000 {
+		vals := make([]any, 10_000)
+		for j := range vals {
+			vals[j] = i + j
+		}
+		if err := c.RPush(ctx, "{t}big", vals...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := time.Hour // the fastest of a few scans
+	for range 3 {
+		start := time.Now()
+		if err := c.Do(ctx, "lpos", "{t}big", "absent").Err(); err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		one = min(one, time.Since(start))
+	}
+	cmds := min(int(40*time.Second/one)+1, 100_000) // 40 s of scans at least
+	if err := c.Wait(ctx, 1, 30_000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	txStart := time.Now()
+	go func() {
+		var set *redis.StatusCmd
+		_, err := c.TxPipelined(context.Background(), func(p redis.Pipeliner) error {
+			for range cmds {
+				p.Do(context.Background(), "lpos", "{t}big", "absent")
+			}
+			set = p.Set(context.Background(), "{t}acked", "1", 0)
+			return nil
+		})
+		if errors.Is(err, redis.Nil) {
+			err = set.Err()
+		}
+		done <- err
+	}()
+	time.Sleep(2 * time.Second)
+	err := d.Ensure(ctx, in)
+	t.Logf("Ensure during a transaction of %d scans, after %v: %v", cmds, time.Since(txStart).Round(time.Millisecond), err)
+	txErr := <-done
+	t.Logf("the transaction, after %v: %v", time.Since(txStart).Round(time.Millisecond), txErr)
+	if !errors.Is(err, clouddb.ErrServerStarting) || !strings.Contains(err.Error(), "is served by") {
+		t.Fatalf("Ensure during a transaction that keeps the primary silent past the answer timeout = %v; want the shard taken over", err)
+	}
+	for i := 0; ; i++ {
+		if err = d.Ensure(ctx, in); err == nil || i == 10 {
+			break
+		}
+		t.Logf("Ensure after the transaction: %v", err)
+		time.Sleep(2 * time.Second)
+	}
+	if err != nil {
+		t.Fatalf("Ensure after the transaction: %v", err)
+	}
+	cc := clusterClient(d, in)
+	defer cc.Close()
+	v, gerr := cc.Get(ctx, "{t}acked").Result()
+	if txErr == nil && (gerr != nil || v != "1") {
+		t.Fatalf("GET {t}acked = %q, %v after EXEC acknowledged it: an acknowledged write was lost", v, gerr)
+	}
+	if txErr != nil && !errors.Is(gerr, redis.Nil) {
+		t.Fatalf("GET {t}acked = %q, %v after the transaction failed (%v): want no key", v, gerr, txErr)
+	}
 }

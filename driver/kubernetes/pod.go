@@ -198,11 +198,12 @@ func ping(ctx context.Context, c *redis.Client) error {
 	return err
 }
 
-// replaceUnscheduled deletes the database's pods that were never scheduled and were
-// made from another template than want's (OnDelete keeps a pod as it was made): a pod
-// too large for any node stays pending with its old size after the database is made
-// smaller. Never scheduled, it never ran: it holds no data, and the StatefulSet makes it
-// again from want's template.
+// replaceUnscheduled deletes the database's pods that were never scheduled, or whose
+// image was never pulled, and were made from another template than want's (OnDelete
+// keeps a pod as it was made): a pod too large for any node stays pending with its old
+// size after the database is made smaller; one of an image that cannot be pulled waits
+// for it after the operator corrected it. Its server never ran: it holds no data, and
+// the StatefulSet makes it again from want's template.
 func (d *Driver) replaceUnscheduled(ctx context.Context, databaseID int, want *appsv1.StatefulSet) error {
 	pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{
 		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(databaseID)}),
@@ -212,7 +213,10 @@ func (d *Driver) replaceUnscheduled(ctx context.Context, databaseID int, want *a
 	}
 	w := want.Spec.Template.Spec.Containers[0]
 	for _, p := range pods.Items {
-		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || len(p.Spec.Containers) != 1 {
+		if p.DeletionTimestamp != nil || len(p.Spec.Containers) != 1 {
+			continue
+		}
+		if p.Spec.NodeName != "" && !imageNotPulled(&p) {
 			continue
 		}
 		c := p.Spec.Containers[0]
@@ -230,6 +234,20 @@ func (d *Driver) replaceUnscheduled(ctx context.Context, databaseID int, want *a
 	}
 	return nil
 }
+
+// imageNotPulled reports whether the pod's server never ran for want of its image (a
+// cluster node's patched image is not one: its server ran before, see version.go).
+func imageNotPulled(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w == nil || !pullReasons[w.Reason] || cs.RestartCount > 0 || cs.LastTerminationState.Terminated != nil {
+			return false
+		}
+	}
+	return len(p.Status.ContainerStatuses) > 0
+}
+
+// pullReasons are the reasons a container waits for its image.
+var pullReasons = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true, "InvalidImageName": true}
 
 // servingPod is the database's pod of that ordinal when it is Ready, with its address and
 // the memory a maxmemory of maxMemory needs (a container with more is fine, see

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,7 +23,9 @@ import (
 // turned on or off: a one-node database's with its data saved and loaded into the new
 // pod (see settle), a replicated database's one node at a time, the replica first, which
 // syncs from the primary of the old version, then the primary after it handed over (see
-// renewNodes). Until then Running is false, so the reconciler's Ensure rolls them.
+// renewNodes). Until then Running is false, so the reconciler's Ensure rolls them. A new
+// pod whose image cannot be pulled never ran, and holds no data: once the operator
+// corrects the image, Ensure replaces it (replaceUnscheduled).
 //
 // A cluster's pod keeps its identity in its data directory (nodes.conf), so its node
 // changes image in place instead: the image of its container is patched, which the
@@ -59,7 +64,7 @@ func (d *Driver) versionOf(image string) string {
 
 // checkVersion refuses to run the instance on its image (img, of its version) while a
 // pod of the database runs a newer version (its data may not load in an older one), and
-// a cluster's change of version.
+// a change of version of a cluster that cannot restart on one.
 func (d *Driver) checkVersion(ctx context.Context, in clouddb.Instance, img string) error {
 	want := d.versionOf(img)
 	pods, err := d.podsOf(ctx, in.DatabaseID)
@@ -115,7 +120,45 @@ func (d *Driver) rollClusterNodes(ctx context.Context, in clouddb.Instance, node
 			return err
 		}
 	}
+	if !in.Replication && strings.HasPrefix(in.DataPersistence, "snapshot") {
+		// Its restart's own save may outlast the pod's grace period (then it is killed,
+		// and starts on its last periodic snapshot).
+		if err := snapshotNow(ctx, next.c); err != nil {
+			return fmt.Errorf("database %d: pod %s: %w", in.DatabaseID, next.pod.Name, err)
+		}
+	}
 	return d.rollClusterNode(ctx, in, next.pod, img)
+}
+
+// snapshotNow has the server of c write its snapshot (BGSAVE) and waits until it has.
+func snapshotNow(ctx context.Context, c *redis.Client) error {
+	info, err := c.Info(ctx, "persistence").Result()
+	if err != nil {
+		return fmt.Errorf("INFO persistence: %w", err)
+	}
+	before, err := strconv.Atoi(infoField(info, "rdb_saves"))
+	if err != nil {
+		return fmt.Errorf("INFO persistence: rdb_saves %q: %w", infoField(info, "rdb_saves"), err)
+	}
+	if err = c.BgSave(ctx).Err(); err != nil && !strings.Contains(err.Error(), "in progress") {
+		return fmt.Errorf("BGSAVE: %w", err)
+	}
+	for {
+		if info, err = c.Info(ctx, "persistence").Result(); err != nil {
+			return fmt.Errorf("INFO persistence: %w", err)
+		}
+		if n, _ := strconv.Atoi(infoField(info, "rdb_saves")); n > before && infoField(info, "rdb_bgsave_in_progress") == "0" {
+			if st := infoField(info, "rdb_last_bgsave_status"); st != "ok" {
+				return fmt.Errorf("BGSAVE: %s", st)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("BGSAVE: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // handShardOver makes replica the primary of its shard in place of primary, with every
@@ -146,31 +189,100 @@ func (d *Driver) handShardOver(ctx context.Context, in clouddb.Instance, replica
 }
 
 // rollClusterNode patches the image of the pod's server to img, waits until the kubelet
-// has restarted it on it, and returns errNodeReplaced.
+// has restarted it on it, and returns errNodeReplaced. A container of img that cannot run
+// (an image not pulled, a typo) is patched back to its image of before: the node serves
+// again, and the error says why.
 func (d *Driver) rollClusterNode(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, img string) error {
 	id := in.DatabaseID
 	api := d.cfg.Client.CoreV1().Pods(d.ns)
-	d.log.Info("restarting a cluster node on a new image", "database_id", id, "pod", pod.Name, "image", img)
-	patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"redis","image":%q}]}}`, img)
-	if _, err := api.Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("database %d: pod %s: changing its image: %w", id, pod.Name, err)
+	// Read again: its restarts since Ensure read it count too.
+	pod, err := api.Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
 	}
-	before := containerRestarts(pod)
-	if _, err := d.waitPod(ctx, pod.Name, func(p *corev1.Pod) bool {
-		return p.UID == pod.UID && containerRestarts(p) > before
-	}, podStarted); err != nil {
-		return fmt.Errorf("database %d: pod %s on its new image: %w", id, pod.Name, err)
+	old := podImage(&pod.Spec)
+	d.log.Info("restarting a cluster node on a new image", "database_id", id, "pod", pod.Name, "image", img, "was", old)
+	if err = d.patchImage(ctx, pod, img); err != nil {
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	if err = d.waitRestarted(ctx, pod); err != nil {
+		perr := d.patchImage(ctx, pod, old)
+		if perr == nil {
+			perr = d.waitBack(ctx, pod)
+		}
+		if perr != nil {
+			return fmt.Errorf("database %d: pod %s on its new image: %w (and back on %s: %v)", id, pod.Name, err, old, perr)
+		}
+		d.log.Warn("a cluster node's new image does not run: back on its image of before", "database_id", id, "pod", pod.Name, "image", img, "error", err)
+		return fmt.Errorf("database %d: pod %s on its new image %s: %w", id, pod.Name, img, err)
 	}
 	return fmt.Errorf("database %d: pod %s: %w", id, pod.Name, errNodeReplaced)
+}
+
+// waitBack waits, up to StartTimeout, until the pod's server has started again. Not
+// waitPod: until the kubelet acts on the pod's image of before, its status still says
+// why the other could not run.
+func (d *Driver) waitBack(ctx context.Context, pod *corev1.Pod) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+	defer cancel()
+	for {
+		p, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err == nil && p.UID == pod.UID && podStarted(p) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pod %s: its server did not start again on its image of before within %v", pod.Name, d.cfg.StartTimeout)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+
+// patchImage sets the image of the pod's server; the kubelet restarts it on it.
+func (d *Driver) patchImage(ctx context.Context, pod *corev1.Pod, img string) error {
+	patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"redis","image":%q}]}}`, img)
+	if _, err := d.cfg.Client.CoreV1().Pods(d.ns).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("pod %s: changing its image: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// waitRestarted waits until the server of pod (as it was read) has started again in it,
+// or fails when it shows it cannot run.
+func (d *Driver) waitRestarted(ctx context.Context, pod *corev1.Pod) error {
+	before := containerRestarts(pod)
+	_, err := d.waitPod(ctx, pod.Name, func(p *corev1.Pod) bool { return p.UID == pod.UID }, func(p *corev1.Pod) bool {
+		return containerRestarts(p) > before && podStarted(p)
+	})
+	return err
 }
 
 var _ clouddb.UpgradeChecker = (*Driver)(nil)
 
 // CheckUpgrade refuses an upgrade of a cluster that has neither replicas nor persistence:
-// its nodes would restart empty on the new image (see the top of this file).
+// its nodes would restart empty (see the top of this file).
 func (d *Driver) CheckUpgrade(in clouddb.Instance, _ string) error {
 	if in.OSSCluster && !clusterRollable(in) {
 		return fmt.Errorf("an OSS Cluster database without replication or data persistence cannot change its Redis version on Kubernetes: its nodes would restart empty (turn replication on first)")
 	}
 	return nil
+}
+
+// ServedVersion is the newest Redis version (of the images the driver offers) the
+// database's pods run, "" when none runs one: what serves its data, so that a stored
+// version from before several versions were offered is made to agree with it rather
+// than move its pods (see task.NormalizeRedisVersions).
+func (d *Driver) ServedVersion(ctx context.Context, in clouddb.Instance) (string, error) {
+	pods, err := d.podsOf(ctx, in.DatabaseID)
+	if err != nil {
+		return "", err
+	}
+	served := ""
+	for i := range pods {
+		if v := d.versionOf(podImage(&pods[i].Spec)); v != "" && (served == "" || clouddb.CompareRedisVersions(v, served) > 0) {
+			served = v
+		}
+	}
+	return served, nil
 }

@@ -3,26 +3,44 @@ package kubernetes_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"clouddb/driver/kubernetes"
 )
 
 // standInImage tags the test image anew as the image of Redis 7.2 (the same server: what
-// the driver does with a version is to run its image) and returns that tag.
+// the driver does with a version is to run its image) and returns that tag. Once a run:
+// two tags at once race in containerd.
 func standInImage(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	if containerd == "" {
 		t.Fatal("CLOUDDB_K8S_CONTAINERD is not set: scripts/k8s-test-cluster.sh sets it")
 	}
-	const ref = "localhost/clouddb-redis:7.2-stand-in"
-	if out, err := exec.CommandContext(ctx, "ctr", "-a", containerd, "-n", "k8s.io", "images", "tag", "--force", redisImage, ref).CombinedOutput(); err != nil {
-		t.Fatalf("ctr images tag: %v: %s", err, out)
+	standIn.once.Do(func() {
+		out, err := exec.CommandContext(ctx, "ctr", "-a", containerd, "-n", "k8s.io", "images", "tag", "--force", redisImage, standInRef).CombinedOutput()
+		if err != nil {
+			standIn.err = fmt.Errorf("ctr images tag: %v: %s", err, out)
+		}
+	})
+	if standIn.err != nil {
+		t.Fatal(standIn.err)
 	}
-	return ref
+	return standInRef
+}
+
+const standInRef = "localhost/clouddb-redis:7.2-stand-in"
+
+var standIn struct {
+	once sync.Once
+	err  error
 }
 
 // TestUpgrade: a database's new Redis version is a new image, which a running pod cannot
@@ -181,6 +199,81 @@ func TestClusterUpgrade(t *testing.T) {
 			if up, err := d.Running(ctx, in); err != nil || !up {
 				t.Fatalf("Running after the upgrade = %v, %v", up, err)
 			}
+		})
+	}
+}
+
+// TestClusterBadImage: a cluster node moved onto an image that cannot run (an
+// operator's typo, an image not pulled) is moved back onto its image at once: Ensure says
+// why, and the cluster serves every key; once the image is corrected it moves onto it.
+// A one-node database's new pod of such an image, which never ran, is replaced by one of
+// the corrected image, the data kept.
+func TestClusterBadImage(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	good := standInImage(t, ctxFor(t, time.Minute))
+	for _, tc := range []struct {
+		name    string
+		id      int
+		cluster bool
+	}{{"cluster", 195, true}, {"one node", 196, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxFor(t, 5*time.Minute)
+			bad := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+				c.Images = map[string]string{redisVersion: redisImage, "7.2": "localhost/clouddb-no-such-image:7.2"}
+				c.StartTimeout = 20 * time.Second
+			})
+			in := instance(t, tc.id, "aof-every-1-second")
+			in.OSSCluster = tc.cluster
+			t.Cleanup(func() { _ = bad.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+			ensureRunning(t, ctx, bad, in)
+			var c redis.Cmdable = connect(t, bad, in, "", in.Password)
+			if tc.cluster {
+				cc := clusterClient(bad, in)
+				defer cc.Close()
+				c = cc
+			}
+			for i := range 20 {
+				if err := c.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(1500 * time.Millisecond) // appendfsync everysec
+
+			in.RedisVersion = "7.2"
+			err := bad.Ensure(ctx, in)
+			t.Logf("Ensure onto an image that cannot run: %v", err)
+			if err == nil || !strings.Contains(err.Error(), "ErrImageNeverPull") {
+				t.Fatalf("Ensure onto an image that cannot run = %v, want an error saying why", err)
+			}
+			if tc.cluster {
+				p := podNamed(t, ctx, kubernetes.Name(in.DatabaseID)+"-0")
+				if p.Spec.Containers[0].Image != redisImage {
+					t.Fatalf("pod image %s after the failed move, want it back on %s", p.Spec.Containers[0].Image, redisImage)
+				}
+				down := in
+				down.RedisVersion = redisVersion
+				ensureRunning(t, ctx, bad, down)
+				requireKeys(t, ctx, c, "k", 20)
+			}
+
+			fixed := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+				c.Images = map[string]string{redisVersion: redisImage, "7.2": good}
+			})
+			ensureRunning(t, ctx, fixed, in)
+			if p := podNamed(t, ctx, kubernetes.Name(in.DatabaseID)+"-0"); p.Spec.Containers[0].Image != good {
+				t.Fatalf("pod image %s once the image was corrected, want %s", p.Spec.Containers[0].Image, good)
+			}
+			if tc.cluster {
+				cc2 := clusterClient(fixed, in)
+				defer cc2.Close()
+				c = cc2
+			} else {
+				c = connect(t, fixed, in, "", in.Password)
+				reachable(t, ctx, c.(*redis.Client))
+			}
+			requireKeys(t, ctx, c, "k", 20)
 		})
 	}
 }
