@@ -238,7 +238,6 @@ func (d *Driver) waitBack(ctx context.Context, pod *corev1.Pod) error {
 	}
 }
 
-
 // patchImage sets the image of the pod's server; the kubelet restarts it on it.
 func (d *Driver) patchImage(ctx context.Context, pod *corev1.Pod, img string) error {
 	patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"redis","image":%q}]}}`, img)
