@@ -43,6 +43,30 @@ var standIn struct {
 	err  error
 }
 
+// offering is a driver that offers Redis 7.2 too, as img; with a start timeout of its
+// own when not 0.
+func offering(t *testing.T, img string, startTimeout time.Duration) *kubernetes.Driver {
+	t.Helper()
+	return newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.Images = map[string]string{redisVersion: redisImage, "7.2": img}
+		if startTimeout != 0 {
+			c.StartTimeout = startTimeout
+		}
+	})
+}
+
+// requireServedThroughout stops the writer w, whose every acknowledged write c must
+// read, and fails when it went more than 10 s without one during what.
+func requireServedThroughout(t *testing.T, ctx context.Context, w *writer, c redis.Cmdable, what string) {
+	t.Helper()
+	acked, gap := w.stop()
+	t.Logf("%s: %d writes acknowledged meanwhile, the longest time without one %v", what, acked, gap.Round(time.Millisecond))
+	requireKeys(t, ctx, c, "w", acked)
+	if gap > 10*time.Second {
+		t.Fatalf("no write acknowledged for %v during %s", gap, what)
+	}
+}
+
 // TestUpgrade: a database's new Redis version is a new image, which a running pod cannot
 // take: Running is false, and Ensure replaces its pods with pods of the new image, the
 // data kept (a replicated database one node at a time, a writer served throughout; one
@@ -62,9 +86,7 @@ func TestUpgrade(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := ctxFor(t, 5*time.Minute)
-			d := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
-				c.Images = map[string]string{redisVersion: redisImage, "7.2": newImage}
-			})
+			d := offering(t, newImage, 0)
 			in := instance(t, tc.id, "none")
 			in.Replication, in.OSSCluster = tc.replicated, tc.cluster
 			t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
@@ -111,12 +133,7 @@ func TestUpgrade(t *testing.T) {
 			reachable(t, ctx, c)
 			requireKeys(t, ctx, c, "k", 100)
 			if w != nil {
-				acked, gap := w.stop()
-				t.Logf("upgrade: %d writes acknowledged meanwhile, the longest time without one %v", acked, gap.Round(time.Millisecond))
-				requireKeys(t, ctx, c, "w", acked)
-				if gap > 10*time.Second {
-					t.Fatalf("no write acknowledged for %v during the upgrade", gap)
-				}
+				requireServedThroughout(t, ctx, w, c, "the upgrade")
 			}
 
 			// Back to the older version: refused, nothing replaced.
@@ -151,9 +168,7 @@ func TestClusterUpgrade(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := ctxFor(t, 5*time.Minute)
-			d := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
-				c.Images = map[string]string{redisVersion: redisImage, "7.2": newImage}
-			})
+			d := offering(t, newImage, 0)
 			in := instance(t, tc.id, tc.persistence)
 			in.OSSCluster, in.Replication = true, tc.replicated
 			t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
@@ -189,12 +204,7 @@ func TestClusterUpgrade(t *testing.T) {
 			defer cc2.Close()
 			requireKeys(t, ctx, cc2, "k", 100)
 			if w != nil {
-				acked, gap := w.stop()
-				t.Logf("upgrade: %d writes acknowledged meanwhile, the longest time without one %v", acked, gap.Round(time.Millisecond))
-				requireKeys(t, ctx, cc2, "w", acked)
-				if gap > 10*time.Second {
-					t.Fatalf("no write acknowledged for %v during the upgrade", gap)
-				}
+				requireServedThroughout(t, ctx, w, cc2, "the upgrade")
 			}
 			if up, err := d.Running(ctx, in); err != nil || !up {
 				t.Fatalf("Running after the upgrade = %v, %v", up, err)
@@ -220,10 +230,7 @@ func TestClusterBadImage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := ctxFor(t, 5*time.Minute)
-			bad := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
-				c.Images = map[string]string{redisVersion: redisImage, "7.2": "localhost/clouddb-no-such-image:7.2"}
-				c.StartTimeout = 20 * time.Second
-			})
+			bad := offering(t, "localhost/clouddb-no-such-image:7.2", 20*time.Second)
 			in := instance(t, tc.id, "aof-every-1-second")
 			in.OSSCluster = tc.cluster
 			t.Cleanup(func() { _ = bad.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
@@ -258,9 +265,7 @@ func TestClusterBadImage(t *testing.T) {
 				requireKeys(t, ctx, c, "k", 20)
 			}
 
-			fixed := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
-				c.Images = map[string]string{redisVersion: redisImage, "7.2": good}
-			})
+			fixed := offering(t, good, 0)
 			ensureRunning(t, ctx, fixed, in)
 			if p := podNamed(t, ctx, kubernetes.Name(in.DatabaseID)+"-0"); p.Spec.Containers[0].Image != good {
 				t.Fatalf("pod image %s once the image was corrected, want %s", p.Spec.Containers[0].Image, good)
