@@ -626,18 +626,10 @@ func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports
 // fence deletes the pod of a node whose server does not answer (its StatefulSet makes it
 // again) and waits until its container is gone: killed, it acknowledges nothing more.
 func (d *Driver) fence(ctx context.Context, in clouddb.Instance, pod *corev1.Pod) error {
-	api := d.cfg.Client.CoreV1().Pods(d.ns)
 	d.log.Warn("deleting the pod of a cluster node whose server does not answer", "database_id", in.DatabaseID, "pod", pod.Name)
 	// A second: a server stopped or busy in a command does not act on SIGTERM before
 	// the kubelet's SIGKILL.
-	err := api.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(1)), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("database %d: deleting pod %s: %w", in.DatabaseID, pod.Name, err)
-	}
-	return d.waitGone(ctx, in.DatabaseID, "pod "+pod.Name+" is deleted", func(ctx context.Context) (bool, error) {
-		now, gerr := api.Get(ctx, pod.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(gerr) || gerr == nil && now.UID != pod.UID, ignoreNotFound(gerr)
-	})
+	return d.deletePod(ctx, in.DatabaseID, pod, ptr(int64(1)))
 }
 
 // serverError is what a node's server did when clouddb asked it (its pod started): an

@@ -249,6 +249,21 @@ func imageNotPulled(p *corev1.Pod) bool {
 // pullReasons are the reasons a container waits for its image.
 var pullReasons = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true, "InvalidImageName": true}
 
+// deletePod deletes the database's pod (that one: by its UID), with a grace period of
+// its own when grace is not nil, and waits until it is gone or made again by its
+// StatefulSet.
+func (d *Driver) deletePod(ctx context.Context, id int, pod *corev1.Pod, grace *int64) error {
+	api := d.cfg.Client.CoreV1().Pods(d.ns)
+	err := api.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("database %d: deleting pod %s: %w", id, pod.Name, err)
+	}
+	return d.waitGone(ctx, id, "pod "+pod.Name+" is deleted", func(ctx context.Context) (bool, error) {
+		now, gerr := api.Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(gerr) || gerr == nil && now.UID != pod.UID, ignoreNotFound(gerr)
+	})
+}
+
 // servingPod is the database's pod of that ordinal when it is Ready, with its address and
 // the memory a maxmemory of maxMemory needs (a container with more is fine, see
 // applyLive); nil when it is not (yet), and an error that says why when it cannot run or

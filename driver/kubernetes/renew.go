@@ -10,8 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"clouddb"
 )
@@ -178,18 +176,9 @@ func waitOffset(ctx context.Context, c *redis.Client, primaryIP, offset string) 
 // replaceNode deletes the node's pod, which its StatefulSet makes again from its
 // template (OnDelete), and waits until it is gone; it returns errNodeReplaced.
 func (d *Driver) replaceNode(ctx context.Context, in clouddb.Instance, pod *corev1.Pod) error {
-	id := in.DatabaseID
-	api := d.cfg.Client.CoreV1().Pods(d.ns)
-	d.log.Info("replacing a node of a database for what its pod cannot take (TLS on or off, image, persistence, probes)", "database_id", id, "pod", pod.Name)
-	err := api.Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("database %d: deleting pod %s: %w", id, pod.Name, err)
-	}
-	if err = d.waitGone(ctx, id, "pod "+pod.Name+" is replaced", func(ctx context.Context) (bool, error) {
-		now, gerr := api.Get(ctx, pod.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(gerr) || gerr == nil && now.UID != pod.UID, ignoreNotFound(gerr)
-	}); err != nil {
+	d.log.Info("replacing a node of a database for what its pod cannot take (TLS on or off, image, persistence, probes)", "database_id", in.DatabaseID, "pod", pod.Name)
+	if err := d.deletePod(ctx, in.DatabaseID, pod, nil); err != nil {
 		return err
 	}
-	return fmt.Errorf("database %d: pod %s: %w", id, pod.Name, errNodeReplaced)
+	return fmt.Errorf("database %d: pod %s: %w", in.DatabaseID, pod.Name, errNodeReplaced)
 }
