@@ -208,7 +208,7 @@ func nodeServiceName(databaseID, i int) string {
 // and returns the nodes' ports. A new node's port is a free one of Config.ClusterPorts:
 // NodePorts are the whole cluster's, so a port another namespace holds is found taken
 // only when the Service is made, and the next one is tried.
-func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) ([]int, error) {
+func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, routed bool) ([]int, error) {
 	id := in.DatabaseID
 	have, err := d.cfg.Client.CoreV1().Services(d.ns).List(ctx, metav1.ListOptions{
 		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(id)}),
@@ -243,7 +243,7 @@ func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts
 					return nil, fmt.Errorf("database %d: no free port left in the cluster nodes' range %d-%d", id, d.cfg.ClusterPorts[0], d.cfg.ClusterPorts[1])
 				}
 			}
-			err := d.applyNodeService(ctx, in, sts, i, port, old)
+			err := d.applyNodeService(ctx, in, sts, i, port, old, routed)
 			if err == nil {
 				ports[i] = port
 				break
@@ -302,12 +302,15 @@ func (d *Driver) freeClusterPort(taken map[int]bool) int {
 // applyNodeService creates or updates node i's Service, svc when it has one: port
 // redisPort inside the cluster (its DNS name, as every database's), port and NodePort
 // the node's own.
-func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, i, port int, svc *corev1.Service) error {
+func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, i, port int, svc *corev1.Service, routed bool) error {
 	id := in.DatabaseID
 	name := nodeServiceName(id, i)
 	api := d.cfg.Client.CoreV1().Services(d.ns)
 	sel := selector(id)
 	sel[appsv1.StatefulSetPodNameLabel] = nodePodName(id, i)
+	if !routed {
+		sel[LabelRole] = rolePrimary // no cluster node carries it: no pod
+	}
 	want := corev1.ServicePort{Name: "redis", Protocol: corev1.ProtocolTCP, Port: redisPort, TargetPort: intstr.FromInt(port), NodePort: int32(port)}
 	found := svc != nil
 	if found {
@@ -387,6 +390,20 @@ func (d *Driver) ensureCluster(ctx context.Context, in clouddb.Instance, img str
 	}
 }
 
+// createCluster creates the StatefulSet of a cluster instance with that many pods: none
+// for a new one (its pods start once the Services and the Secret they read are), all of
+// them for one that adopts running pods.
+func (d *Driver) createCluster(ctx context.Context, in clouddb.Instance, img string, pods int) (*appsv1.StatefulSet, error) {
+	want := d.clusterStatefulSet(in, img)
+	want.Spec.Replicas = ptr(int32(pods))
+	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Create(ctx, want, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("database %d: creating its statefulset: %w", in.DatabaseID, err)
+	}
+	d.log.Info("created the statefulset of a database", "database_id", in.DatabaseID, "namespace", d.ns, "nodes", clusterNodeCount(in), "pods", pods)
+	return sts, nil
+}
+
 func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img string) error {
 	id := in.DatabaseID
 	shardIn := shardInstance(in)
@@ -394,13 +411,16 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		// Made with no pod: the pods start once the Services and the Secret they read are.
-		want := d.clusterStatefulSet(in, img)
-		want.Spec.Replicas = ptr(int32(0))
-		if sts, err = d.cfg.Client.AppsV1().StatefulSets(d.ns).Create(ctx, want, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("database %d: creating its statefulset: %w", id, err)
+		// Made with no pod, the pods start once the Services and the Secret they read
+		// are; or with the pods that run, orphaned by a replacement that did not end
+		// (cluster_persistence.go), so that it does not delete them.
+		pods, oerr := d.orphanedNodes(ctx, id, n)
+		if oerr != nil {
+			return oerr
 		}
-		d.log.Info("created the statefulset of a database", "database_id", id, "namespace", d.ns, "nodes", n)
+		if sts, err = d.createCluster(ctx, in, img, int(pods)); err != nil {
+			return err
+		}
 	case err != nil:
 		return fmt.Errorf("database %d: %w", id, err)
 	case !isCluster(sts):
@@ -422,9 +442,17 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 			id, change, ErrNotSupported)
 	}
 	if hasClaim(sts) != persistent(in) {
-		return fmt.Errorf("database %d: changing the data persistence of a cluster between none and a persistent one (its volumes): %w", id, ErrNotSupported)
+		// A volume claim template is immutable: a new StatefulSet (cluster_persistence.go).
+		if sts, err = d.changeClusterPersistence(ctx, in, sts, img); err != nil {
+			return err
+		}
 	}
-	ports, err := d.applyNodeServices(ctx, in, sts)
+	pending, err := d.dataPending(ctx, id)
+	if err != nil {
+		return err
+	}
+	// Data that waits for the new nodes: no client reaches them before it is in.
+	ports, err := d.applyNodeServices(ctx, in, sts, !pending)
 	if err != nil {
 		return err
 	}
@@ -507,6 +535,23 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 		pods[i] = m.pod
 	}
 	if err = d.samePods(ctx, id, pods); err != nil {
+		return err
+	}
+	if loaded, lerr := d.loadPendingCluster(ctx, in, secret); lerr != nil {
+		return lerr
+	} else if loaded {
+		if _, err = d.applyNodeServices(ctx, in, sts, true); err != nil {
+			return err
+		}
+	}
+	// Each node's part as formCluster made it (a new node now replicates its shard's
+	// primary), for the replacements and rolls that hand a shard over.
+	for _, m := range nodes {
+		if err = m.read(ctx); err != nil {
+			return fmt.Errorf("database %d: pod %s: %w", id, m.pod.Name, err)
+		}
+	}
+	if err = d.renewClusterNodes(ctx, in, sts, nodes); err != nil {
 		return err
 	}
 	if err = d.rollClusterNodes(ctx, in, nodes, img); err != nil {
@@ -1031,7 +1076,7 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 	n := clusterNodeCount(in)
 	img, err := d.image(in)
 	if err != nil || !isCluster(sts) || sts.Spec.Replicas == nil || int(*sts.Spec.Replicas) != n || containerMemory(sts) != memoryLimit(shardIn.MaxMemoryBytes) ||
-		clusterTLS(sts) != (in.TLS != nil) || templateImage(sts) != img {
+		clusterTLS(sts) != (in.TLS != nil) || templateImage(sts) != img || hasClaim(sts) != persistent(in) {
 		return false, nil
 	}
 	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
@@ -1040,7 +1085,7 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 	}
 	internal := string(secret.Data[keyInternal])
 	if conf, cerr := clusterConfig(shardIn, internal, secret.Data); cerr != nil || string(secret.Data[keyConfig]) != string(conf) ||
-		string(secret.Data[keyPrimaryHost]) != "no" {
+		string(secret.Data[keyPrimaryHost]) != "no" || secret.Annotations[annotationPendingLoad] != "" {
 		return false, nil
 	}
 	if in.TLS != nil && !d.secretTLSUsable(in, secret) {
@@ -1064,8 +1109,10 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 		if (pod.Annotations[annotationTLS] != "") != (in.TLS != nil) {
 			return false, nil
 		}
-		// On the image of its version, when the cluster can restart on one (version.go).
-		if podImage(&pod.Spec) != img && clusterRollable(in) {
+		// On the image of its version, when the cluster can restart on one (version.go);
+		// replicated, on the volume and probe of the template (cluster_persistence.go).
+		if podImage(&pod.Spec) != img && clusterRollable(in) ||
+			in.Replication && (hasVolumeClaim(pod) != persistent(in) || probeOfBefore(pod)) {
 			return false, nil
 		}
 		why, err := d.nodeRunningCluster(ctx, shardIn, pod, ports[i], secret)
@@ -1197,6 +1244,9 @@ func (d *Driver) shardPrimary(ctx context.Context, in clouddb.Instance, s int) (
 
 // snapshotCluster writes an RDB snapshot of shard s's primary.
 func (d *Driver) snapshotCluster(ctx context.Context, in clouddb.Instance, s int, w io.Writer) (int64, error) {
+	if err := d.refusePending(ctx, in.DatabaseID); err != nil {
+		return 0, err
+	}
 	sh, err := d.shardPrimary(ctx, in, s)
 	if err != nil {
 		return 0, err

@@ -82,6 +82,9 @@ func (d *Driver) Load(ctx context.Context, in clouddb.Instance, files []string) 
 		}
 	}()
 	if in.OSSCluster {
+		if err = d.refusePending(ctx, in.DatabaseID); err != nil {
+			return err
+		}
 		return d.loadCluster(ctx, in, temps)
 	}
 	dst, err := d.internalEndpoint(ctx, in.DatabaseID)

@@ -379,7 +379,7 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 // with fewer, its controller would delete them, and their data.
 func (d *Driver) create(ctx context.Context, in clouddb.Instance, img string) (*appsv1.StatefulSet, error) {
 	sts := d.statefulSet(in, img)
-	n, err := d.orphanedNodes(ctx, in.DatabaseID)
+	n, err := d.orphanedNodes(ctx, in.DatabaseID, maxNodes)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,32 @@ func (d *Driver) podEndpoint(pod *corev1.Pod, secret *corev1.Secret) (redisdata.
 	}, nil
 }
 
+// dataPending reports whether the database's data waits for its new pods (its Secret
+// is marked); a database without a Secret yet has none waiting.
+func (d *Driver) dataPending(ctx context.Context, id int) (bool, error) {
+	s, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("database %d: reading its secret: %w", id, err)
+	}
+	return s.Annotations[annotationPendingLoad] != "", nil
+}
+
+// refusePending refuses to read or write a cluster's data while it waits for its new
+// pods (cluster_persistence.go): its load replaces whatever the nodes hold.
+func (d *Driver) refusePending(ctx context.Context, id int) error {
+	pending, err := d.dataPending(ctx, id)
+	if err != nil {
+		return err
+	}
+	if pending {
+		return fmt.Errorf("database %d: its pods are being replaced, its data not loaded yet: %w", id, clouddb.ErrServerStarting)
+	}
+	return nil
+}
+
 // saveForRestart pauses the pod's writes, saves its data to pendingFile and marks the
 // Secret with it; a pending file is kept as it is (the pod may be one it was not loaded
 // into yet).
@@ -373,16 +399,16 @@ func (d *Driver) adoptNodes(ctx context.Context, in clouddb.Instance, sts *appsv
 	return d.create(ctx, in, img)
 }
 
-// orphanedNodes is the number of nodes a new StatefulSet of the database takes over: up
-// to the highest ordinal of its pods that run (see adoptNodes).
-func (d *Driver) orphanedNodes(ctx context.Context, id int) (int32, error) {
+// orphanedNodes is the number of nodes, of at most limit, a new StatefulSet of the
+// database takes over: up to the highest ordinal of its pods that run (see adoptNodes).
+func (d *Driver) orphanedNodes(ctx context.Context, id, limit int) (int32, error) {
 	pods, err := d.podsOf(ctx, id)
 	if err != nil {
 		return 0, err
 	}
 	var n int32
 	for _, p := range pods {
-		for i := range maxNodes {
+		for i := range limit {
 			if p.Name == nodePodName(id, i) && p.DeletionTimestamp == nil {
 				n = max(n, int32(i+1))
 			}

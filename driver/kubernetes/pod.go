@@ -19,6 +19,7 @@ import (
 
 	"clouddb"
 	"clouddb/internal/redisconf"
+	"clouddb/redisdata"
 )
 
 // waitStarted waits until the server of the database's pod of that ordinal listens (see
@@ -174,11 +175,21 @@ func client(pod *corev1.Pod, internal string, tc *tls.Config) *redis.Client {
 
 // clientAt is client to the pod's server on port (a cluster node's own, see cluster.go).
 func clientAt(pod *corev1.Pod, port int, internal string, tc *tls.Config) *redis.Client {
+	return endpointClient(redisdata.Endpoint{
+		Addr:     net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)),
+		Username: redisconf.InternalUser,
+		Password: internal,
+		TLS:      tc,
+	})
+}
+
+// endpointClient is a client of clouddb's own to the server of ep.
+func endpointClient(ep redisdata.Endpoint) *redis.Client {
 	return redis.NewClient(&redis.Options{
-		TLSConfig:             tc,
-		Addr:                  net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)),
-		Username:              redisconf.InternalUser,
-		Password:              internal,
+		TLSConfig:             ep.TLS,
+		Addr:                  ep.Addr,
+		Username:              ep.Username,
+		Password:              ep.Password,
 		MaxRetries:            -1,
 		PoolSize:              1,
 		DialTimeout:           5 * time.Second,

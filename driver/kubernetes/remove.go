@@ -12,6 +12,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"clouddb"
 )
 
 // Stop scales the database's StatefulSet to zero and waits until its pods are gone: redis
@@ -64,8 +66,14 @@ func (d *Driver) Remove(ctx context.Context, databaseID int) error {
 	name := Name(databaseID)
 	d.stopSources(databaseID)
 	// Data saved for a new pod (persistence.go) goes with the database.
-	if err := os.Remove(d.pendingFile(databaseID)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("database %d: %w", databaseID, err)
+	files := []string{d.pendingFile(databaseID)}
+	for s := range clouddb.MaxShards {
+		files = append(files, d.pendingShardFile(databaseID, s))
+	}
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("database %d: %w", databaseID, err)
+		}
 	}
 	if err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
 		return fmt.Errorf("database %d: deleting its statefulset: %w", databaseID, err)

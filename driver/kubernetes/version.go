@@ -161,13 +161,29 @@ func snapshotNow(ctx context.Context, c *redis.Client) error {
 	}
 }
 
+// manualFailoverTimeout is how long redis gives a CLUSTER FAILOVER before it gives it
+// up (CLUSTER_MF_TIMEOUT), and a second more.
+const manualFailoverTimeout = 6 * time.Second
+
 // handShardOver makes replica the primary of its shard in place of primary, with every
 // write of it: CLUSTER FAILOVER has the primary stop taking writes until the replica
 // has them all, then swaps them.
 func (d *Driver) handShardOver(ctx context.Context, in clouddb.Instance, replica, primary *clusterMember) error {
-	if err := replica.c.Do(ctx, "cluster", "failover").Err(); err != nil {
-		return fmt.Errorf("database %d: pod %s: CLUSTER FAILOVER: %w", in.DatabaseID, replica.pod.Name, err)
+	// The primary ignores the replica's request (MFSTART) until it knows it as its own
+	// replica, which a node that just joined may not be yet in the primary's view.
+	if err := d.waitCluster(ctx, in, "the shard's primary to know its replica", func() (bool, error) {
+		ns, err := clusterNodesOf(ctx, primary.c)
+		if err != nil {
+			return false, err
+		}
+		i := slices.IndexFunc(ns, func(n clusterNode) bool { return n.id == replica.id })
+		return i >= 0 && ns[i].has("slave") && ns[i].master == primary.id, nil
+	}); err != nil {
+		return err
 	}
+	// A manual failover that did not complete within its own timeout (5 s) was given up
+	// by redis: asked again.
+	var asked time.Time
 	if err := d.waitCluster(ctx, in, "the shard's replica to take over", func() (bool, error) {
 		for _, c := range []*redis.Client{replica.c, primary.c} {
 			ns, err := clusterNodesOf(ctx, c)
@@ -176,6 +192,12 @@ func (d *Driver) handShardOver(ctx context.Context, in clouddb.Instance, replica
 			}
 			i := slices.IndexFunc(ns, func(n clusterNode) bool { return n.id == replica.id })
 			if i < 0 || !ns[i].has("master") || len(ns[i].slots) == 0 {
+				if time.Since(asked) > manualFailoverTimeout {
+					if err = replica.c.Do(ctx, "cluster", "failover").Err(); err != nil {
+						return false, fmt.Errorf("pod %s: CLUSTER FAILOVER: %w", replica.pod.Name, err)
+					}
+					asked = time.Now()
+				}
 				return false, nil
 			}
 		}
@@ -183,7 +205,7 @@ func (d *Driver) handShardOver(ctx context.Context, in clouddb.Instance, replica
 	}); err != nil {
 		return err
 	}
-	d.log.Info("a shard's primary handed over to its replica, to restart on a new image", "database_id", in.DatabaseID,
+	d.log.Info("a shard's primary handed over to its replica, to restart or be replaced", "database_id", in.DatabaseID,
 		"from", primary.pod.Name, "to", replica.pod.Name)
 	return nil
 }

@@ -1,0 +1,268 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"clouddb"
+	"clouddb/internal/redisconf"
+	"clouddb/redisdata"
+)
+
+// A cluster's data persistence changed between none and a persistent one: each node's
+// data directory moves between an emptyDir and a claim, which a running pod cannot take
+// and a StatefulSet's volume claim templates cannot change. So a new StatefulSet, and
+// every node gets a new pod; a new pod without its volume is a new node (nodes.conf is in
+// the data directory), which Ensure has join the cluster as it does for a pod lost
+// without persistence (formCluster).
+//
+//   - A running replicated cluster keeps serving: the new StatefulSet adopts the running
+//     pods and renewClusterNodes replaces them one at a time, in ordinal order (as
+//     renewNodes does, for the StatefulSet controller's sake), a primary after it handed
+//     its shard over to its replica; each new node syncs from its shard's primary.
+//   - Otherwise (no replicas, or not running with every node), as persistence.go does for
+//     one node: the cluster is first ensured as it was (each shard served by the node
+//     that holds its data, a stopped cluster started on its claims), its writes paused,
+//     each shard's data saved to a file of its own on clouddb's machine, the Secret
+//     marked (annotationPendingLoad, naming the first shard's file) and the nodes'
+//     Services routed to no pod; then the old StatefulSet goes, a new one forms a new
+//     cluster, the files are loaded into it, and the Services route again. An Ensure that
+//     fails in between finds the mark and goes on from there. The downtime is the new
+//     cluster's start and the load.
+
+// pendingShardFile is where shard s of a cluster's data waits for the cluster's new pods;
+// shard 0's is also the name the Secret's mark holds.
+func (d *Driver) pendingShardFile(id, s int) string {
+	base := strings.TrimSuffix(d.pendingFile(id), ".rdb")
+	return base + "-shard-" + strconv.Itoa(s) + ".rdb"
+}
+
+// changeClusterPersistence replaces the StatefulSet of a cluster whose persistence
+// changes between none and a persistent one (see the top of this file) and returns the
+// new one: with the running pods adopted, or with no pod yet, its data saved.
+func (d *Driver) changeClusterPersistence(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, img string) (*appsv1.StatefulSet, error) {
+	id := in.DatabaseID
+	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("database %d: reading its secret: %w", id, err)
+	}
+	pending := secret.Annotations[annotationPendingLoad] != ""
+	n := clusterNodeCount(in)
+	if !pending && in.Replication && sts.Annotations[annotationReplicated] == "true" && sts.Spec.Replicas != nil && int(*sts.Spec.Replicas) == n {
+		if err = d.orphanStatefulSet(ctx, in, sts, persistenceChange(in)); err != nil {
+			return nil, err
+		}
+		if persistent(in) {
+			if err = d.dropStaleClaims(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+		return d.createCluster(ctx, in, img, n)
+	}
+	if !pending {
+		if err = d.saveCluster(ctx, in, sts, secret, img); err != nil {
+			return nil, err
+		}
+	}
+	if err = d.scale(ctx, id, 0); err != nil {
+		return nil, err
+	}
+	if err = d.orphanStatefulSet(ctx, in, sts, persistenceChange(in)); err != nil {
+		return nil, err
+	}
+	if persistent(in) {
+		if err = d.dropStaleClaims(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return d.createCluster(ctx, in, img, 0)
+}
+
+// saveCluster saves each shard's data to its pending file and marks the Secret with
+// them (see the top of this file), its writes paused and the nodes' Services routed to
+// no pod. A stopped cluster without persistence has no data left to save.
+func (d *Driver) saveCluster(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, secret *corev1.Secret, img string) error {
+	id := in.DatabaseID
+	if (sts.Spec.Replicas == nil || *sts.Spec.Replicas == 0) && !hasClaim(sts) {
+		return nil
+	}
+	// The cluster as it was: every shard served by the node that holds its data.
+	was := in
+	was.DataPersistence = "none"
+	if hasClaim(sts) {
+		if was.DataPersistence = persistenceOf(secret.Data[keyConfig]); was.DataPersistence == "" {
+			return fmt.Errorf("database %d: its persistence of before cannot be told from its secret's config, so its data cannot be started to be saved", id)
+		}
+	}
+	if err := d.ensureCluster(ctx, was, img); err != nil {
+		return fmt.Errorf("database %d: running it as it was, to save its data: %w", id, err)
+	}
+	shards := make([]redisdata.Shard, in.Shards)
+	for s := range shards {
+		sh, err := d.shardPrimary(ctx, in, s)
+		if err != nil {
+			return err
+		}
+		shards[s] = sh
+	}
+	// Long enough for the new cluster to form; the old pods go before then.
+	pause := strconv.FormatInt((d.cfg.StartTimeout + 2*time.Minute).Milliseconds(), 10)
+	paused := 0
+	unpause := func() {
+		for _, sh := range shards[:paused] {
+			c := endpointClient(sh.Endpoint)
+			_ = c.Do(context.WithoutCancel(ctx), "client", "unpause").Err()
+			c.Close()
+		}
+	}
+	for s, sh := range shards {
+		c := endpointClient(sh.Endpoint)
+		err := c.Do(ctx, "client", "pause", pause, "write").Err()
+		c.Close()
+		if err != nil {
+			unpause()
+			return fmt.Errorf("database %d: shard %d: CLIENT PAUSE: %w", id, s, err)
+		}
+		paused++
+	}
+	for s, sh := range shards {
+		if err := saveSnapshot(ctx, sh.Endpoint, d.pendingShardFile(id, s)); err != nil {
+			unpause()
+			return fmt.Errorf("database %d: saving shard %d's data before its new pods: %w", id, s, err)
+		}
+	}
+	if err := d.markPending(ctx, id, d.pendingShardFile(id, 0)); err != nil {
+		unpause()
+		return err
+	}
+	if _, err := d.applyNodeServices(ctx, in, sts, false); err != nil {
+		return err
+	}
+	d.log.Info("saved a cluster's data for its new pods", "database_id", id, "shards", in.Shards)
+	return nil
+}
+
+// loadPendingCluster loads the shards' pending files into the cluster (formed, its
+// Services routed to no pod), then forgets them. It reports whether there were any.
+func (d *Driver) loadPendingCluster(ctx context.Context, in clouddb.Instance, secret *corev1.Secret) (bool, error) {
+	if secret.Annotations[annotationPendingLoad] == "" {
+		return false, nil
+	}
+	id := in.DatabaseID
+	files := make([]string, in.Shards)
+	for s := range files {
+		files[s] = d.pendingShardFile(id, s)
+		if _, err := os.Stat(files[s]); err != nil {
+			return false, fmt.Errorf("database %d: the data saved before its new pods cannot be loaded: %w", id, err)
+		}
+	}
+	// No limit: it is the database's own data, which it held a moment ago.
+	temps, err := redisdata.LoadChecked(ctx, redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir}, files, 0)
+	if err != nil {
+		return false, fmt.Errorf("database %d: reading the data saved before its new pods: %w", id, err)
+	}
+	defer func() {
+		for _, t := range temps {
+			t.Close()
+		}
+	}()
+	if err = d.loadCluster(ctx, in, temps); err != nil {
+		return false, fmt.Errorf("database %d: loading the data saved before its new pods: %w", id, err)
+	}
+	if err = d.markPending(ctx, id, ""); err != nil {
+		return false, err
+	}
+	delete(secret.Annotations, annotationPendingLoad)
+	for _, f := range files {
+		if err = os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("cannot remove a loaded snapshot file", "database_id", id, "error", err)
+		}
+	}
+	d.log.Info("loaded a cluster's data into its new pods", "database_id", id, "shards", in.Shards)
+	if !persistent(in) {
+		// The claims of the StatefulSet of before, which the data no longer needs.
+		return true, d.deleteClaims(ctx, id)
+	}
+	return true, nil
+}
+
+// persistenceOf is the data persistence a server of the config file conf runs with;
+// "" when it is none of clouddb's.
+func persistenceOf(conf []byte) string {
+	lines := strings.Split(string(conf), "\n")
+	for name, p := range redisconf.Persistences {
+		if name == "none" {
+			continue
+		}
+		if slices.Contains(lines, strings.TrimSuffix(string(appendLine(nil, "appendonly", p.Appendonly)), "\n")) &&
+			slices.Contains(lines, strings.TrimSuffix(string(appendLine(nil, "appendfsync", p.Appendfsync)), "\n")) &&
+			slices.Contains(lines, strings.TrimSuffix(string(appendLine(nil, "save", p.Save)), "\n")) {
+			return name
+		}
+	}
+	return ""
+}
+
+// renewClusterNodes replaces, in a replicated cluster, the pod of a node that differs
+// from those the template of sts makes in what a running pod cannot take: the other kind
+// of volume (a persistence change, see the top of this file) or a readiness probe of
+// before (see probeOfBefore). Nodes of another volume go in ordinal order (the
+// StatefulSet's controller stops at an old pod whose volumes it fails to make its
+// claim's); the others replicas first. A primary hands its shard over to its replica
+// first; the new pod is a new node, which the next pass has join as the shard's replica.
+// It returns errNodeReplaced after a replacement, nil when no node is left to replace. A
+// cluster without replicas keeps pods of an old probe (it has no node to hand over to).
+func (d *Driver) renewClusterNodes(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, nodes []*clusterMember) error {
+	if !in.Replication {
+		return nil
+	}
+	claim := hasClaim(sts)
+	oldVolume := func(m *clusterMember) bool { return hasVolumeClaim(m.pod) != claim }
+	var next *clusterMember
+	left := 0
+	for _, m := range nodes {
+		if !oldVolume(m) && !probeOfBefore(m.pod) {
+			continue
+		}
+		left++
+		switch {
+		case next == nil:
+			next = m
+		case oldVolume(m) != oldVolume(next):
+			if oldVolume(m) {
+				next = m
+			}
+		case !oldVolume(m) && next.master && !m.master:
+			next = m // replicas first
+		}
+	}
+	if next == nil {
+		return nil
+	}
+	if next.master {
+		i := slices.IndexFunc(nodes, func(x *clusterMember) bool { return !x.master && x.masterID == next.id })
+		if i < 0 {
+			return fmt.Errorf("database %d: pod %s: its shard has no replica to hand over to: %w", in.DatabaseID, next.pod.Name, clouddb.ErrServerStarting)
+		}
+		if err := d.handShardOver(ctx, in, nodes[i], next); err != nil {
+			return err
+		}
+	}
+	if oldVolume(next) && left == 1 && !claim {
+		// The claims of before go with the last pod that uses one (kept until it is gone).
+		if err := d.deleteClaims(ctx, in.DatabaseID); err != nil {
+			return err
+		}
+	}
+	return d.replaceNode(ctx, in, next.pod)
+}
