@@ -418,6 +418,17 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 		if oerr != nil {
 			return oerr
 		}
+		if pods == 0 {
+			// Data saved for new nodes (a rebuild cut short before its old claims went):
+			// claims of before would give the new nodes old identities.
+			if pending, perr := d.dataPending(ctx, id); perr != nil {
+				return perr
+			} else if pending {
+				if err = d.dropStaleClaims(ctx, id); err != nil {
+					return err
+				}
+			}
+		}
 		if sts, err = d.createCluster(ctx, in, img, int(pods)); err != nil {
 			return err
 		}
@@ -431,19 +442,11 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	case sts.Annotations[annotationReplicated] == "true" && !in.Replication:
 		// Its replicas may serve shards since a failover; as driver/local, not built.
 		return fmt.Errorf("database %d: turning replication off on a cluster: %w", id, ErrNotSupported)
-	case clusterTLS(sts) != (in.TLS != nil):
-		// Each node's port and the bus would change protocol, and the nodes of a cluster
-		// cannot mix plain and TLS (see cluster_tls.go).
-		change := "off"
-		if in.TLS != nil {
-			change = "on"
-		}
-		return fmt.Errorf("database %d: turning TLS %s on a running OSS Cluster database (its nodes' ports and cluster bus would change protocol; new client certificates and renewed certificates are taken live): %w",
-			id, change, ErrNotSupported)
 	}
-	if hasClaim(sts) != persistent(in) {
-		// A volume claim template is immutable: a new StatefulSet (cluster_persistence.go).
-		if sts, err = d.changeClusterPersistence(ctx, in, sts, img); err != nil {
+	if hasClaim(sts) != persistent(in) || clusterTLS(sts) != (in.TLS != nil) {
+		// A volume claim template is immutable, and a cluster cannot mix plain and TLS
+		// nodes: a new StatefulSet (cluster_rebuild.go).
+		if sts, err = d.rebuildCluster(ctx, in, sts, img); err != nil {
 			return err
 		}
 	}

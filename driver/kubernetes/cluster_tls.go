@@ -13,8 +13,9 @@ import (
 // lines name the files by their content-named keys, then their node's own file (its
 // port, nodeConfig): each node serves TLS only on its own port, and the bus
 // (tls-cluster) and replication speak TLS, with clouddb's client certificate. Turning TLS
-// on or off on a running cluster is refused: its nodes' bus and ports would change
-// protocol, and a cluster cannot mix plain and TLS nodes.
+// on or off changes the protocol of every node's port and of the bus, and a cluster
+// cannot mix plain and TLS nodes: the cluster is rebuilt, its data saved and loaded (see
+// cluster_rebuild.go).
 
 // clusterTLS reports whether the cluster's StatefulSet makes pods that serve TLS.
 func clusterTLS(sts *appsv1.StatefulSet) bool {

@@ -13,7 +13,6 @@ import (
 	"math/big"
 	"net"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -129,8 +128,8 @@ func requireSameLives(t *testing.T, ctx context.Context, before map[string][2]st
 // false; Ensure renews it live: every node then serves the new certificate from the same
 // pod and server (no restart, no failover), a writer through the cluster client is served
 // throughout and every key is kept. New client certificates are taken the same way. A
-// node's server that then restarts serves the renewed certificate. Turning TLS off is
-// refused as not supported, the cluster untouched.
+// node's server that then restarts serves the renewed certificate. TLS turned off, then
+// on again, gives a new cluster each time, every key kept.
 func TestClusterTLS(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
@@ -231,13 +230,42 @@ func TestClusterTLS(t *testing.T) {
 	}
 	lives = podLives(t, ctx, nodes)
 
-	off := in
-	off.TLS = nil
-	err := d.Ensure(ctx, off)
-	if !errors.Is(err, kubernetes.ErrNotSupported) || !strings.Contains(err.Error(), "turning TLS off") {
-		t.Fatalf("Ensure turning TLS off = %v, want ErrNotSupported saying so", err)
+	// TLS off, then on again: a new cluster each time (new pods, new nodes), the data
+	// saved and loaded.
+	tlsOn := in
+	in.TLS = nil
+	if up, err := d.Running(ctx, in); err != nil || up {
+		t.Fatalf("Running of a TLS cluster whose TLS is turned off = %v, %v; want false", up, err)
 	}
-	requireSameLives(t, ctx, lives, "TLS off refused")
 	ensureRunning(t, ctx, d, in)
-	requireKeys(t, ctx, tlsClusterClient(t, d, in, pairB), "b", 50)
+	for name, life := range lives {
+		if p := podNamed(t, ctx, name); string(p.UID) == life[0] {
+			t.Fatalf("pod %s kept through TLS turned off", name)
+		}
+	}
+	plain := clusterClient(d, in)
+	defer plain.Close()
+	requireKeys(t, ctx, plain, "k", 200)
+	requireKeys(t, ctx, plain, "b", 50)
+	writeReplicated(t, ctx, plain, "plain", 50)
+	requireClusterOf(t, ctx, plain, len(nodes))
+	if up, err := d.Running(ctx, in); err != nil || !up {
+		t.Fatalf("Running once TLS is off = %v, %v", up, err)
+	}
+
+	in = tlsOn
+	ensureRunning(t, ctx, d, in)
+	for _, addr := range nodes {
+		waitRoutedTLS(t, addr)
+	}
+	cb = tlsClusterClient(t, d, in, pairB)
+	requireKeys(t, ctx, cb, "k", 200)
+	requireKeys(t, ctx, cb, "plain", 50)
+	if err := tlsClusterClient(t, d, in).Set(ctx, "nocert", 1, 0).Err(); err == nil {
+		t.Fatal("a client without a certificate was let in once TLS was on again")
+	}
+	requireClusterOf(t, ctx, cb, len(nodes))
+	if up, err := d.Running(ctx, in); err != nil || !up {
+		t.Fatalf("Running once TLS is on again = %v, %v", up, err)
+	}
 }

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -19,26 +20,28 @@ import (
 	"clouddb/redisdata"
 )
 
-// A cluster's data persistence changed between none and a persistent one: each node's
-// data directory moves between an emptyDir and a claim, which a running pod cannot take
-// and a StatefulSet's volume claim templates cannot change. So a new StatefulSet, and
-// every node gets a new pod; a new pod without its volume is a new node (nodes.conf is in
-// the data directory), which Ensure has join the cluster as it does for a pod lost
-// without persistence (formCluster).
+// What a cluster's running pods cannot take: a persistence change between none and a
+// persistent one (each node's data directory moves between an emptyDir and a claim, and
+// a StatefulSet's volume claim templates cannot change), or TLS turned on or off (each
+// node's port and the cluster bus change protocol, and a cluster cannot mix plain and
+// TLS nodes). So a new StatefulSet, and every node gets a new pod; a new pod without its
+// volume is a new node (nodes.conf is in the data directory), which Ensure has join the
+// cluster as it does for a pod lost without persistence (formCluster).
 //
-//   - A running replicated cluster keeps serving: the new StatefulSet adopts the running
-//     pods and renewClusterNodes replaces them one at a time, in ordinal order (as
-//     renewNodes does, for the StatefulSet controller's sake), a primary after it handed
-//     its shard over to its replica; each new node syncs from its shard's primary.
-//   - Otherwise (no replicas, or not running with every node), as persistence.go does for
-//     one node: the cluster is first ensured as it was (each shard served by the node
-//     that holds its data, a stopped cluster started on its claims), its writes paused,
-//     each shard's data saved to a file of its own on clouddb's machine, the Secret
-//     marked (annotationPendingLoad, naming the first shard's file) and the nodes'
-//     Services routed to no pod; then the old StatefulSet goes, a new one forms a new
-//     cluster, the files are loaded into it, and the Services route again. An Ensure that
-//     fails in between finds the mark and goes on from there. The downtime is the new
-//     cluster's start and the load.
+//   - A running replicated cluster whose persistence changes keeps serving: the new
+//     StatefulSet adopts the running pods and renewClusterNodes replaces them one at a
+//     time, in ordinal order (as renewNodes does, for the StatefulSet controller's sake),
+//     a primary after it handed its shard over to its replica; each new node syncs from
+//     its shard's primary.
+//   - Otherwise (TLS turned on or off, no replicas, not running with every node), as
+//     persistence.go does for one node: each shard's data is saved, from the node that
+//     holds it (a cluster whose shards are not all decided is first ensured as it was, a
+//     stopped one started on its claims), its writes paused, to a file of its own on
+//     clouddb's machine; the Secret is marked (annotationPendingLoad, naming shard 0's
+//     file) and the nodes' Services routed to no pod; then the old StatefulSet goes with
+//     its claims, a new one forms a new cluster, the files are loaded into it and the
+//     Services route again. An Ensure that fails in between finds the mark and goes on
+//     from there. The downtime is the new cluster's start and the load.
 
 // pendingShardFile is where shard s of a cluster's data waits for the cluster's new pods;
 // shard 0's is also the name the Secret's mark holds.
@@ -47,10 +50,11 @@ func (d *Driver) pendingShardFile(id, s int) string {
 	return base + "-shard-" + strconv.Itoa(s) + ".rdb"
 }
 
-// changeClusterPersistence replaces the StatefulSet of a cluster whose persistence
-// changes between none and a persistent one (see the top of this file) and returns the
-// new one: with the running pods adopted, or with no pod yet, its data saved.
-func (d *Driver) changeClusterPersistence(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, img string) (*appsv1.StatefulSet, error) {
+// rebuildCluster replaces the StatefulSet of a cluster whose persistence changes
+// between none and a persistent one, or whose TLS is turned on or off (see the top of
+// this file), and returns the new one: with the running pods adopted, or with no pod
+// yet, its data saved.
+func (d *Driver) rebuildCluster(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, img string) (*appsv1.StatefulSet, error) {
 	id := in.DatabaseID
 	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
 	if err != nil {
@@ -58,7 +62,8 @@ func (d *Driver) changeClusterPersistence(ctx context.Context, in clouddb.Instan
 	}
 	pending := secret.Annotations[annotationPendingLoad] != ""
 	n := clusterNodeCount(in)
-	if !pending && in.Replication && sts.Annotations[annotationReplicated] == "true" && sts.Spec.Replicas != nil && int(*sts.Spec.Replicas) == n {
+	if !pending && clusterTLS(sts) == (in.TLS != nil) && in.Replication && sts.Annotations[annotationReplicated] == "true" &&
+		sts.Spec.Replicas != nil && int(*sts.Spec.Replicas) == n {
 		if err = d.orphanStatefulSet(ctx, in, sts, persistenceChange(in)); err != nil {
 			return nil, err
 		}
@@ -77,15 +82,27 @@ func (d *Driver) changeClusterPersistence(ctx context.Context, in clouddb.Instan
 	if err = d.scale(ctx, id, 0); err != nil {
 		return nil, err
 	}
-	if err = d.orphanStatefulSet(ctx, in, sts, persistenceChange(in)); err != nil {
+	if err = d.orphanStatefulSet(ctx, in, sts, rebuildWhy(in, sts)); err != nil {
 		return nil, err
 	}
-	if persistent(in) {
-		if err = d.dropStaleClaims(ctx, id); err != nil {
-			return nil, err
-		}
+	// Claims of before would give the new nodes the old ones' nodes.conf, and data the
+	// load replaces; gone, whatever the new persistence (a cluster without persistence
+	// uses none).
+	if err = d.dropStaleClaims(ctx, id); err != nil {
+		return nil, err
 	}
 	return d.createCluster(ctx, in, img, 0)
+}
+
+// rebuildWhy says what a cluster's new StatefulSet makes of it, for the log.
+func rebuildWhy(in clouddb.Instance, sts *appsv1.StatefulSet) string {
+	switch {
+	case clusterTLS(sts) == (in.TLS != nil):
+		return persistenceChange(in)
+	case in.TLS != nil:
+		return "TLS turned on"
+	}
+	return "TLS turned off"
 }
 
 // saveCluster saves each shard's data to its pending file and marks the Secret with
@@ -96,24 +113,20 @@ func (d *Driver) saveCluster(ctx context.Context, in clouddb.Instance, sts *apps
 	if (sts.Spec.Replicas == nil || *sts.Spec.Replicas == 0) && !hasClaim(sts) {
 		return nil
 	}
-	// The cluster as it was: every shard served by the node that holds its data.
-	was := in
-	was.DataPersistence = "none"
-	if hasClaim(sts) {
-		if was.DataPersistence = persistenceOf(secret.Data[keyConfig]); was.DataPersistence == "" {
-			return fmt.Errorf("database %d: its persistence of before cannot be told from its secret's config, so its data cannot be started to be saved", id)
+	shards, err := d.shardPrimaries(ctx, in)
+	if err != nil {
+		// A shard not served since the last Ensure (a restarted primary not yet taken
+		// over from, a stopped cluster): the cluster as it was first.
+		was, werr := d.clusterAsItWas(in, sts, secret)
+		if werr != nil {
+			return werr
 		}
-	}
-	if err := d.ensureCluster(ctx, was, img); err != nil {
-		return fmt.Errorf("database %d: running it as it was, to save its data: %w", id, err)
-	}
-	shards := make([]redisdata.Shard, in.Shards)
-	for s := range shards {
-		sh, err := d.shardPrimary(ctx, in, s)
-		if err != nil {
+		if err = d.ensureCluster(ctx, was, img); err != nil {
+			return fmt.Errorf("database %d: running it as it was, to save its data: %w", id, err)
+		}
+		if shards, err = d.shardPrimaries(ctx, in); err != nil {
 			return err
 		}
-		shards[s] = sh
 	}
 	// Long enough for the new cluster to form; the old pods go before then.
 	pause := strconv.FormatInt((d.cfg.StartTimeout + 2*time.Minute).Milliseconds(), 10)
@@ -150,6 +163,65 @@ func (d *Driver) saveCluster(ctx context.Context, in clouddb.Instance, sts *apps
 	}
 	d.log.Info("saved a cluster's data for its new pods", "database_id", id, "shards", in.Shards)
 	return nil
+}
+
+// shardPrimaries are the primaries of every shard of the cluster (see shardPrimary).
+func (d *Driver) shardPrimaries(ctx context.Context, in clouddb.Instance) ([]redisdata.Shard, error) {
+	shards := make([]redisdata.Shard, in.Shards)
+	for s := range shards {
+		sh, err := d.shardPrimary(ctx, in, s)
+		if err != nil {
+			return nil, err
+		}
+		shards[s] = sh
+	}
+	return shards, nil
+}
+
+// clusterAsItWas is in as the cluster of sts runs: its persistence (told from its
+// Secret's config) and TLS (its client certificates from the Secret's CA bundle) of
+// before.
+func (d *Driver) clusterAsItWas(in clouddb.Instance, sts *appsv1.StatefulSet, secret *corev1.Secret) (clouddb.Instance, error) {
+	was := in
+	if hasClaim(sts) != persistent(in) {
+		was.DataPersistence = "none"
+		if hasClaim(sts) {
+			if was.DataPersistence = persistenceOf(secret.Data[keyConfig]); was.DataPersistence == "" {
+				return was, fmt.Errorf("database %d: its persistence of before cannot be told from its secret's config, so its data cannot be started to be saved", in.DatabaseID)
+			}
+		}
+	}
+	if clusterTLS(sts) != (in.TLS != nil) {
+		was.TLS = nil
+		if clusterTLS(sts) {
+			was.TLS = &clouddb.InstanceTLS{ClientCertificates: d.tenantCertificates(secret.Data[keyTLSCA])}
+		}
+	}
+	return was, nil
+}
+
+// tenantCertificates are the tenant's client certificates of a CA bundle caBundle made:
+// its certificates but the CA's.
+func (d *Driver) tenantCertificates(bundle []byte) []string {
+	ca := map[string]bool{}
+	for rest := d.cfg.CA.CertificatePEM(); ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		ca[string(b.Bytes)] = true
+	}
+	var out []string
+	for rest := bundle; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if b.Type == "CERTIFICATE" && !ca[string(b.Bytes)] {
+			out = append(out, string(pem.EncodeToMemory(b)))
+		}
+	}
+	return out
 }
 
 // loadPendingCluster loads the shards' pending files into the cluster (formed, its
@@ -189,10 +261,6 @@ func (d *Driver) loadPendingCluster(ctx context.Context, in clouddb.Instance, se
 		}
 	}
 	d.log.Info("loaded a cluster's data into its new pods", "database_id", id, "shards", in.Shards)
-	if !persistent(in) {
-		// The claims of the StatefulSet of before, which the data no longer needs.
-		return true, d.deleteClaims(ctx, id)
-	}
 	return true, nil
 }
 
@@ -204,9 +272,9 @@ func persistenceOf(conf []byte) string {
 		if name == "none" {
 			continue
 		}
-		if slices.Contains(lines, strings.TrimSuffix(string(appendLine(nil, "appendonly", p.Appendonly)), "\n")) &&
-			slices.Contains(lines, strings.TrimSuffix(string(appendLine(nil, "appendfsync", p.Appendfsync)), "\n")) &&
-			slices.Contains(lines, strings.TrimSuffix(string(appendLine(nil, "save", p.Save)), "\n")) {
+		if !slices.ContainsFunc(p.Directives(), func(l []string) bool {
+			return !slices.Contains(lines, strings.TrimSuffix(string(appendLine(nil, l[0], l[1:]...)), "\n"))
+		}) {
 			return name
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,10 +60,10 @@ func liveClaims(t *testing.T, ctx context.Context, id int) int {
 	return n
 }
 
-// requireClusterOf fails unless the cluster knows exactly want nodes, none failed.
-func requireClusterOf(t *testing.T, ctx context.Context, d *kubernetes.Driver, in clouddb.Instance, want int) {
+// requireClusterOf fails unless the cluster of c knows exactly want nodes, none failed.
+func requireClusterOf(t *testing.T, ctx context.Context, c redis.Cmdable, want int) {
 	t.Helper()
-	nodes, err := connect(t, d, in, "", in.Password).ClusterNodes(ctx).Result()
+	nodes, err := c.ClusterNodes(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestClusterPersistenceChange(t *testing.T) {
 				if w != nil {
 					requireServedThroughout(t, ctx, w, cc2, "persistence "+persistence)
 				}
-				requireClusterOf(t, ctx, d, in, len(names))
+				requireClusterOf(t, ctx, cc2, len(names))
 				want := 0
 				if persistence != "none" {
 					want = len(names)
@@ -233,7 +234,7 @@ func TestClusterProbeOfBefore(t *testing.T) {
 	defer cc2.Close()
 	requireKeys(t, ctx, cc2, "k", 100)
 	requireServedThroughout(t, ctx, w, cc2, "the replacement of a pod of the probe of before")
-	requireClusterOf(t, ctx, d, in, 2)
+	requireClusterOf(t, ctx, cc2, 2)
 	if up, err := d.Running(ctx, in); err != nil || !up {
 		t.Fatalf("Running after the replacement = %v, %v", up, err)
 	}
