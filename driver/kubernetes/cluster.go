@@ -674,7 +674,7 @@ func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports
 // fence deletes the pod of a node whose server does not answer (its StatefulSet makes it
 // again) and waits until its container is gone: killed, it acknowledges nothing more.
 func (d *Driver) fence(ctx context.Context, in clouddb.Instance, pod *corev1.Pod) error {
-	d.log.Warn("deleting the pod of a cluster node whose server does not answer", "database_id", in.DatabaseID, "pod", pod.Name)
+	d.log.Warn("deleting the pod of a node whose server does not answer", "database_id", in.DatabaseID, "pod", pod.Name)
 	// A second: a server stopped or busy in a command does not act on SIGTERM before
 	// the kubelet's SIGKILL.
 	return d.deletePod(ctx, in.DatabaseID, pod, ptr(int64(1)))

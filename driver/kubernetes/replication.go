@@ -845,6 +845,17 @@ func (d *Driver) takeOverFrom(ctx context.Context, in clouddb.Instance, pods []*
 			return fmt.Errorf("database %d: %w", id, err)
 		}
 	}
+	// The silent primary's pod goes first when it still runs at the address p followed
+	// (hung: stopped, or busy in a command that does not end): it would otherwise answer
+	// the connections open to it afterwards, writes p never gets among them.
+	for _, i := range unread {
+		if pod := all[i]; pod != nil && pod.DeletionTimestamp == nil && running(pod) && pod.Status.PodIP == states[p].masterHost {
+			if err := d.fence(ctx, in, pod); err != nil {
+				return err
+			}
+			all[i] = nil
+		}
+	}
 	// labelPrimary patches every pod it is given: the missing ones are left out.
 	var given []*corev1.Pod
 	q := 0

@@ -246,9 +246,10 @@ func TestReplicationOffKeepsData(t *testing.T) {
 
 // TestFailoverOfHungPrimary: a primary that stops answering without dying (its server
 // hung here, SIGSTOP; a lost node alike), whose pod still looks ready, is taken over by
-// its replica: Ensure moves the label and the Service to the replica, which serves every
+// its replica: Ensure deletes its pod (so that it acknowledges no write a client sent it
+// meanwhile), moves the label and the Service to the replica, which serves every
 // acknowledged key, and says it waits for the other node (ErrServerStarting). Once the
-// old primary answers again, Ensure makes it the new primary's replica.
+// pod is back, Ensure makes it the new primary's replica.
 func TestFailoverOfHungPrimary(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
@@ -269,11 +270,20 @@ func TestFailoverOfHungPrimary(t *testing.T) {
 		t.Fatalf("WAIT 1 = %d, %v", n, err)
 	}
 	primary := servingPod(t, ctx, cluster.ns, in.DatabaseID)
+	hungPod := podNamed(t, ctx, primary)
+	// A client whose connection is open to the primary, and whose write waits for it.
+	late := redis.NewClient(&redis.Options{Addr: d.PublicEndpoint(in.Port), Password: in.Password, PoolSize: 1, ReadTimeout: 2 * time.Minute, Protocol: 2, DisableIdentity: true})
+	defer late.Close()
+	if err := late.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
 	hung := serverPid(t, ctx, cluster.ns, primary)
 	if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(hung, syscall.SIGCONT) })
+	lateDone := make(chan error, 1)
+	go func() { lateDone <- late.Set(ctx, "late", "1", 0).Err() }()
 
 	start := time.Now()
 	err := d.Ensure(ctx, in)
@@ -281,6 +291,23 @@ func TestFailoverOfHungPrimary(t *testing.T) {
 		t.Fatalf("Ensure with a hung primary = %v, want ErrServerStarting", err)
 	}
 	t.Logf("the replica took over in %v: %v", time.Since(start).Round(time.Millisecond), err)
+	// Its pod went before: resumed, its server would acknowledge the waiting write, which
+	// the new primary never gets (gone with the process, the signal finds none).
+	_ = syscall.Kill(hung, syscall.SIGCONT)
+	if p, gerr := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, primary, metav1.GetOptions{}); gerr == nil && p.UID == hungPod.UID {
+		t.Fatalf("the hung primary's pod %s is still there", primary)
+	}
+	var lateErr error
+	select {
+	case lateErr = <-lateDone:
+	case <-time.After(time.Minute):
+		t.Fatal("the write waiting for the hung primary got no answer")
+	}
+	t.Logf("the write waiting for the hung primary: %v", lateErr)
+	want := int64(101)
+	if lateErr == nil {
+		want++ // acknowledged: it must be kept
+	}
 	requirePrimary(t, ctx, in.DatabaseID, otherPod(name, primary))
 	if got := servingPod(t, ctx, cluster.ns, in.DatabaseID); got != otherPod(name, primary) {
 		t.Fatalf("the service routes to %s", got)
@@ -293,17 +320,14 @@ func TestFailoverOfHungPrimary(t *testing.T) {
 		t.Fatalf("a write to the new primary: %v", err)
 	}
 
-	if err := syscall.Kill(hung, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
 	ensureRunning(t, ctx, d, in)
 	requirePrimary(t, ctx, in.DatabaseID, otherPod(name, primary))
 	tenant = connect(t, d, in, "", in.Password)
 	if n, err := tenant.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
-		t.Fatalf("WAIT 1 once the old primary answers again = %d, %v: it is not the new one's replica", n, err)
+		t.Fatalf("WAIT 1 once the old primary's pod is back = %d, %v: it is not the new one's replica", n, err)
 	}
-	if n, err := tenant.DBSize(ctx).Result(); err != nil || n != 101 {
-		t.Fatalf("the database holds %d keys (%v), want 101", n, err)
+	if n, err := tenant.DBSize(ctx).Result(); err != nil || n != want {
+		t.Fatalf("the database holds %d keys (%v), want %d", n, err, want)
 	}
 }
 
