@@ -75,14 +75,6 @@ type UserSetter interface {
 	SetUsers(ctx context.Context, in Instance) error
 }
 
-// UpgradeChecker is a Driver that cannot move every database to another Redis version
-// with its data: CheckUpgrade says, before an upgrade of the database of in to target is
-// accepted, why it cannot (nil: it can). The upgrade is then refused and the database
-// left as it runs, rather than failed in the middle.
-type UpgradeChecker interface {
-	CheckUpgrade(in Instance, target string) error
-}
-
 // RedisEndpoint says how to reach and authenticate to a Redis server outside clouddb's
 // control (an import or replication source).
 type RedisEndpoint struct {

@@ -34,11 +34,6 @@ func upgradeDatabase(ctx context.Context, v *env, tx clouddb.Tx, t *clouddb.Task
 	if err := versions.CheckUpgrade(from, req.TargetRedisVersion); err != nil {
 		return 0, err
 	}
-	if c, ok := v.Driver.(clouddb.UpgradeChecker); ok {
-		if err := c.CheckUpgrade(clouddb.InstanceOf(d), req.TargetRedisVersion); err != nil {
-			return 0, clouddb.Invalid(clouddb.ErrTypeDatabaseUpgradeInvalidRedisVersion, "database upgrade to Redis %s: %v", req.TargetRedisVersion, err)
-		}
-	}
 	d.Spec.RedisVersion = req.TargetRedisVersion
 	d.Generation++
 	if d.Status == clouddb.DatabaseActive {

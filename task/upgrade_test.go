@@ -1,8 +1,6 @@
 package task
 
 import (
-	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -54,47 +52,4 @@ func TestUpgradeOutcomesKeptUnderSavepoint(t *testing.T) {
 		})
 	}))
 	require.IsType(t, upgradeTx{}, inner)
-}
-
-// refusingUpgrades is a driver that can move no database to another version.
-type refusingUpgrades struct{ clouddb.Driver }
-
-func (refusingUpgrades) CheckUpgrade(in clouddb.Instance, target string) error {
-	return fmt.Errorf("database %d cannot run Redis %s here", in.DatabaseID, target)
-}
-
-// TestUpgradeRefusedByDriver: an upgrade the driver says it cannot carry out (an
-// UpgradeChecker) fails its task with the driver's reason, and the database stays as it
-// runs: its version, generation and status unchanged.
-func TestUpgradeRefusedByDriver(t *testing.T) {
-	f := newACLFixture(t, refusingUpgrades{})
-	f.e.RedisVersions = clouddb.RedisVersions{Default: "7.0", Offered: []string{"7.0", "7.2"}, Full: map[string]string{"7.0": "7.0.15", "7.2": "7.2.4"}}
-	var before *clouddb.Database
-	require.NoError(t, f.store.View(f.ctx, func(tx clouddb.Tx) (err error) {
-		before, err = tx.Database(f.ctx, f.account, f.db1)
-		return err
-	}))
-	b, err := json.Marshal(clouddb.UpgradeRequest{TargetRedisVersion: "7.2"})
-	require.NoError(t, err)
-	tk := &clouddb.Task{AccountID: f.account, CommandType: clouddb.CommandDatabaseUpgrade, SubscriptionID: f.sub, DatabaseID: f.db1, Payload: b}
-	require.NoError(t, f.e.Submit(f.ctx, tk))
-	did, err := f.e.ProcessNext(f.ctx)
-	require.NoError(t, err)
-	require.True(t, did)
-	var got *clouddb.Task
-	var after *clouddb.Database
-	require.NoError(t, f.store.View(f.ctx, func(tx clouddb.Tx) (err error) {
-		if got, err = tx.Task(f.ctx, f.account, tk.ID); err != nil {
-			return err
-		}
-		after, err = tx.Database(f.ctx, f.account, f.db1)
-		return err
-	}))
-	require.Equal(t, clouddb.TaskFailed, got.Status)
-	require.Equal(t, clouddb.ErrTypeDatabaseUpgradeInvalidRedisVersion, got.Error.Type)
-	require.Contains(t, got.Error.Description, fmt.Sprintf("database %d cannot run Redis 7.2 here", f.db1))
-	require.Equal(t, before.Spec.RedisVersion, after.Spec.RedisVersion)
-	require.Equal(t, before.Generation, after.Generation)
-	require.Equal(t, clouddb.DatabaseActive, after.Status)
-	require.Nil(t, after.State.Upgrade)
 }

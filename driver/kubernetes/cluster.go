@@ -443,9 +443,17 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 		// Its replicas may serve shards since a failover; as driver/local, not built.
 		return fmt.Errorf("database %d: turning replication off on a cluster: %w", id, ErrNotSupported)
 	}
-	if hasClaim(sts) != persistent(in) || clusterTLS(sts) != (in.TLS != nil) {
-		// A volume claim template is immutable, and a cluster cannot mix plain and TLS
-		// nodes: a new StatefulSet (cluster_rebuild.go).
+	rebuild := hasClaim(sts) != persistent(in) || clusterTLS(sts) != (in.TLS != nil)
+	if !rebuild && !clusterRollable(in) {
+		// Its nodes cannot restart on the new version with their data (version.go).
+		if rebuild, err = d.otherVersionRuns(ctx, in, img); err != nil {
+			return err
+		}
+	}
+	if rebuild {
+		// A volume claim template is immutable, a cluster cannot mix plain and TLS nodes,
+		// and nodes without a volume or a replica restart empty: a new StatefulSet
+		// (cluster_rebuild.go).
 		if sts, err = d.rebuildCluster(ctx, in, sts, img); err != nil {
 			return err
 		}

@@ -22,9 +22,10 @@ import (
 
 // What a cluster's running pods cannot take: a persistence change between none and a
 // persistent one (each node's data directory moves between an emptyDir and a claim, and
-// a StatefulSet's volume claim templates cannot change), or TLS turned on or off (each
+// a StatefulSet's volume claim templates cannot change), TLS turned on or off (each
 // node's port and the cluster bus change protocol, and a cluster cannot mix plain and
-// TLS nodes). So a new StatefulSet, and every node gets a new pod; a new pod without its
+// TLS nodes), or, for a cluster with neither replicas nor persistence, a new Redis
+// version (its nodes would restart empty, see version.go). So a new StatefulSet, and every node gets a new pod; a new pod without its
 // volume is a new node (nodes.conf is in the data directory), which Ensure has join the
 // cluster as it does for a pod lost without persistence (formCluster).
 //
@@ -33,7 +34,7 @@ import (
 //     time, in ordinal order (as renewNodes does, for the StatefulSet controller's sake),
 //     a primary after it handed its shard over to its replica; each new node syncs from
 //     its shard's primary.
-//   - Otherwise (TLS turned on or off, no replicas, not running with every node), as
+//   - Otherwise (TLS turned on or off, a version, no replicas, not every node running), as
 //     persistence.go does for one node: each shard's data is saved, from the node that
 //     holds it (a cluster whose shards are not all decided is first ensured as it was, a
 //     stopped one started on its claims), its writes paused, to a file of its own on
@@ -97,12 +98,14 @@ func (d *Driver) rebuildCluster(ctx context.Context, in clouddb.Instance, sts *a
 // rebuildWhy says what a cluster's new StatefulSet makes of it, for the log.
 func rebuildWhy(in clouddb.Instance, sts *appsv1.StatefulSet) string {
 	switch {
-	case clusterTLS(sts) == (in.TLS != nil):
-		return persistenceChange(in)
-	case in.TLS != nil:
+	case clusterTLS(sts) != (in.TLS != nil) && in.TLS != nil:
 		return "TLS turned on"
+	case clusterTLS(sts) != (in.TLS != nil):
+		return "TLS turned off"
+	case hasClaim(sts) != persistent(in):
+		return persistenceChange(in)
 	}
-	return "TLS turned off"
+	return "its Redis version changes"
 }
 
 // saveCluster saves each shard's data to its pending file and marks the Secret with
@@ -121,7 +124,7 @@ func (d *Driver) saveCluster(ctx context.Context, in clouddb.Instance, sts *apps
 		if werr != nil {
 			return werr
 		}
-		if err = d.ensureCluster(ctx, was, img); err != nil {
+		if err = d.ensureCluster(ctx, was, templateImage(sts)); err != nil {
 			return fmt.Errorf("database %d: running it as it was, to save its data: %w", id, err)
 		}
 		if shards, err = d.shardPrimaries(ctx, in); err != nil {

@@ -35,8 +35,9 @@ import (
 // lost) and is restarted as its replica. A cluster without replicas restarts each
 // primary in turn, which loads its data from its volume: only with persistence; without
 // (nothing would keep its data) its nodes take a new image of the same version at their
-// next restart, and a change of version is refused. Nor is a pod's data ever given to an
-// older version than the one that wrote it (checkVersion).
+// next restart, and a change of version rebuilds the cluster with its data (see
+// cluster_rebuild.go). Nor is a pod's data ever given to an older version than the one
+// that wrote it (checkVersion).
 
 // podImage is the image of the pod's server.
 func podImage(spec *corev1.PodSpec) string {
@@ -63,8 +64,7 @@ func (d *Driver) versionOf(image string) string {
 }
 
 // checkVersion refuses to run the instance on its image (img, of its version) while a
-// pod of the database runs a newer version (its data may not load in an older one), and
-// a change of version of a cluster that cannot restart on one.
+// pod of the database runs a newer version (its data may not load in an older one).
 func (d *Driver) checkVersion(ctx context.Context, in clouddb.Instance, img string) error {
 	want := d.versionOf(img)
 	pods, err := d.podsOf(ctx, in.DatabaseID)
@@ -78,9 +78,6 @@ func (d *Driver) checkVersion(ctx context.Context, in clouddb.Instance, img stri
 		case clouddb.CompareRedisVersions(have, want) > 0:
 			return fmt.Errorf("database %d: pod %s runs Redis %s, newer than %s: its data would be given to an older server: %w",
 				in.DatabaseID, pods[i].Name, have, want, ErrNotSupported)
-		case in.OSSCluster && !clusterRollable(in):
-			return fmt.Errorf("database %d: changing the Redis version of a cluster without replicas or persistence (%s to %s: its nodes would restart empty): %w",
-				in.DatabaseID, have, want, ErrNotSupported)
 		}
 	}
 	return nil
@@ -279,15 +276,18 @@ func (d *Driver) waitRestarted(ctx context.Context, pod *corev1.Pod) error {
 	return err
 }
 
-var _ clouddb.UpgradeChecker = (*Driver)(nil)
-
-// CheckUpgrade refuses an upgrade of a cluster that has neither replicas nor persistence:
-// its nodes would restart empty (see the top of this file).
-func (d *Driver) CheckUpgrade(in clouddb.Instance, _ string) error {
-	if in.OSSCluster && !clusterRollable(in) {
-		return fmt.Errorf("an OSS Cluster database without replication or data persistence cannot change its Redis version on Kubernetes: its nodes would restart empty (turn replication on first)")
+// otherVersionRuns reports whether a pod of the database runs another Redis version
+// than img's (of the versions offered).
+func (d *Driver) otherVersionRuns(ctx context.Context, in clouddb.Instance, img string) (bool, error) {
+	want := d.versionOf(img)
+	pods, err := d.podsOf(ctx, in.DatabaseID)
+	if err != nil {
+		return false, err
 	}
-	return nil
+	return slices.ContainsFunc(pods, func(p corev1.Pod) bool {
+		have := d.versionOf(podImage(&p.Spec))
+		return have != "" && have != want
+	}), nil
 }
 
 // ServedVersion is the newest Redis version (of the images the driver offers) the
