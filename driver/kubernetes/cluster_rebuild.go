@@ -76,7 +76,7 @@ func (d *Driver) rebuildCluster(ctx context.Context, in clouddb.Instance, sts *a
 		return d.createCluster(ctx, in, img, n)
 	}
 	if !pending {
-		if err = d.saveCluster(ctx, in, sts, secret, img); err != nil {
+		if err = d.saveCluster(ctx, in, sts, secret); err != nil {
 			return nil, err
 		}
 	}
@@ -111,7 +111,7 @@ func rebuildWhy(in clouddb.Instance, sts *appsv1.StatefulSet) string {
 // saveCluster saves each shard's data to its pending file and marks the Secret with
 // them (see the top of this file), its writes paused and the nodes' Services routed to
 // no pod. A stopped cluster without persistence has no data left to save.
-func (d *Driver) saveCluster(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, secret *corev1.Secret, img string) error {
+func (d *Driver) saveCluster(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, secret *corev1.Secret) error {
 	id := in.DatabaseID
 	if (sts.Spec.Replicas == nil || *sts.Spec.Replicas == 0) && !hasClaim(sts) {
 		return nil
