@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,7 +70,7 @@ func (d *Driver) rebuildCluster(ctx context.Context, in clouddb.Instance, sts *a
 			return nil, err
 		}
 		if persistent(in) {
-			if err = d.dropStaleClaims(ctx, id); err != nil {
+			if err = d.dropUnusedClaims(ctx, id); err != nil {
 				return nil, err
 			}
 		}
@@ -80,19 +81,25 @@ func (d *Driver) rebuildCluster(ctx context.Context, in clouddb.Instance, sts *a
 			return nil, err
 		}
 	}
+	// From here the data waits in its files (the old nodes take no write): a failure is
+	// the next Ensure's to go on from, not the database's error.
+	later := func(err error) (*appsv1.StatefulSet, error) { return nil, fmt.Errorf("%w: %w", err, clouddb.ErrServerStarting) }
 	if err = d.scale(ctx, id, 0); err != nil {
-		return nil, err
+		return later(err)
 	}
 	if err = d.orphanStatefulSet(ctx, in, sts, rebuildWhy(in, sts)); err != nil {
-		return nil, err
+		return later(err)
 	}
 	// Claims of before would give the new nodes the old ones' nodes.conf, and data the
 	// load replaces; gone, whatever the new persistence (a cluster without persistence
 	// uses none).
 	if err = d.dropStaleClaims(ctx, id); err != nil {
-		return nil, err
+		return later(err)
 	}
-	return d.createCluster(ctx, in, img, 0)
+	if sts, err = d.createCluster(ctx, in, img, 0); err != nil {
+		return later(err)
+	}
+	return sts, nil
 }
 
 // rebuildWhy says what a cluster's new StatefulSet makes of it, for the log.
@@ -131,38 +138,54 @@ func (d *Driver) saveCluster(ctx context.Context, in clouddb.Instance, sts *apps
 			return err
 		}
 	}
-	// Long enough for the new cluster to form; the old pods go before then.
+	// Long enough for the new cluster to form; the old pods go before then. Every
+	// primary's writes wait, then are refused for good (fenceWrites) before the first
+	// snapshot: none is acknowledged that a file lacks, however long the snapshots take.
 	pause := strconv.FormatInt((d.cfg.StartTimeout + 2*time.Minute).Milliseconds(), 10)
-	paused := 0
-	unpause := func() {
-		for _, sh := range shards[:paused] {
-			c := endpointClient(sh.Endpoint)
-			_ = c.Do(context.WithoutCancel(ctx), "client", "unpause").Err()
-			c.Close()
+	clients := make([]*redis.Client, len(shards))
+	for s, sh := range shards {
+		clients[s] = endpointClient(sh.Endpoint)
+		defer clients[s].Close()
+	}
+	var undo []func()
+	giveUp := func() {
+		for _, u := range slices.Backward(undo) {
+			u()
+		}
+		for s := range shards {
+			_ = os.Remove(d.pendingShardFile(id, s))
 		}
 	}
-	for s, sh := range shards {
-		c := endpointClient(sh.Endpoint)
-		err := c.Do(ctx, "client", "pause", pause, "write").Err()
-		c.Close()
-		if err != nil {
-			unpause()
+	for s, c := range clients {
+		if err = c.Do(ctx, "client", "pause", pause, "write").Err(); err != nil {
+			giveUp()
 			return fmt.Errorf("database %d: shard %d: CLIENT PAUSE: %w", id, s, err)
 		}
-		paused++
+		undo = append(undo, func() { _ = c.Do(context.WithoutCancel(ctx), "client", "unpause").Err() })
+		unfence, ferr := fenceWrites(ctx, c)
+		if ferr != nil {
+			giveUp()
+			return fmt.Errorf("database %d: shard %d: %w", id, s, ferr)
+		}
+		undo = append(undo, unfence)
 	}
 	for s, sh := range shards {
-		if err := saveSnapshot(ctx, sh.Endpoint, d.pendingShardFile(id, s)); err != nil {
-			unpause()
+		file := d.pendingShardFile(id, s)
+		if err = saveSnapshot(ctx, sh.Endpoint, file); err != nil {
+			giveUp()
 			return fmt.Errorf("database %d: saving shard %d's data before its new pods: %w", id, s, err)
 		}
+		if err = d.checkSaved(ctx, file); err != nil {
+			giveUp()
+			return fmt.Errorf("database %d: shard %d: %w", id, s, err)
+		}
 	}
-	if err := d.markPending(ctx, id, d.pendingShardFile(id, 0)); err != nil {
-		unpause()
+	if err = d.markPending(ctx, id, d.pendingShardFile(id, 0)); err != nil {
+		giveUp()
 		return err
 	}
-	if _, err := d.applyNodeServices(ctx, in, sts, false); err != nil {
-		return err
+	if _, err = d.applyNodeServices(ctx, in, sts, false); err != nil {
+		return fmt.Errorf("%w: %w", err, clouddb.ErrServerStarting)
 	}
 	d.log.Info("saved a cluster's data for its new pods", "database_id", id, "shards", in.Shards)
 	return nil
@@ -228,34 +251,62 @@ func (d *Driver) tenantCertificates(bundle []byte) []string {
 }
 
 // loadPendingCluster loads the shards' pending files into the cluster (formed, its
-// Services routed to no pod), then forgets them. It reports whether there were any.
+// Services routed to no pod), one at a time (each through a throwaway server on
+// clouddb's machine), with their function libraries, then forgets them; a replicated
+// cluster's replicas have it all first. It reports whether there were any. Its errors
+// are ErrServerStarting: the files were checked before the old nodes went, and the next
+// Ensure tries again.
 func (d *Driver) loadPendingCluster(ctx context.Context, in clouddb.Instance, secret *corev1.Secret) (bool, error) {
-	if secret.Annotations[annotationPendingLoad] == "" {
+	mark := secret.Annotations[annotationPendingLoad]
+	if mark == "" {
 		return false, nil
 	}
 	id := in.DatabaseID
+	fail := func(err error) (bool, error) {
+		return false, fmt.Errorf("database %d: loading the data saved before its new pods: %w: %w", id, err, clouddb.ErrServerStarting)
+	}
+	// Named as the mark says (shard 0's), wherever the files were written.
 	files := make([]string, in.Shards)
 	for s := range files {
-		files[s] = d.pendingShardFile(id, s)
+		files[s] = strings.TrimSuffix(mark, "-shard-0.rdb") + "-shard-" + strconv.Itoa(s) + ".rdb"
 		if _, err := os.Stat(files[s]); err != nil {
-			return false, fmt.Errorf("database %d: the data saved before its new pods cannot be loaded: %w", id, err)
+			return fail(err)
 		}
 	}
-	// No limit: it is the database's own data, which it held a moment ago.
-	temps, err := redisdata.LoadChecked(ctx, redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir}, files, 0)
+	shards, err := d.shardPrimaries(ctx, in)
 	if err != nil {
-		return false, fmt.Errorf("database %d: reading the data saved before its new pods: %w", id, err)
+		return fail(err)
 	}
-	defer func() {
-		for _, t := range temps {
-			t.Close()
+	for s, f := range files {
+		// No limit: it is the database's own data, which it held a moment ago.
+		temps, lerr := redisdata.LoadChecked(ctx, redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir}, []string{f}, 0)
+		if lerr != nil {
+			return fail(lerr)
 		}
-	}()
-	if err = d.loadCluster(ctx, in, temps); err != nil {
-		return false, fmt.Errorf("database %d: loading the data saved before its new pods: %w", id, err)
+		_, err = redisdata.CopyKeysToCluster(ctx, temps[0].Endpoint(), shards, redisdata.CopyOptions{Replace: s == 0})
+		if err == nil {
+			err = copyFunctions(ctx, temps[0].Endpoint(), shards[s].Endpoint)
+		}
+		temps[0].Close()
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if in.Replication {
+		for s, sh := range shards {
+			c := endpointClient(sh.Endpoint)
+			n, werr := c.Wait(ctx, 1, clusterWait).Result()
+			c.Close()
+			if werr == nil && n < 1 {
+				werr = errors.New("its replica did not acknowledge the load")
+			}
+			if werr != nil {
+				return fail(fmt.Errorf("shard %d: WAIT: %w", s, werr))
+			}
+		}
 	}
 	if err = d.markPending(ctx, id, ""); err != nil {
-		return false, err
+		return fail(err)
 	}
 	delete(secret.Annotations, annotationPendingLoad)
 	for _, f := range files {

@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"clouddb"
@@ -111,20 +115,79 @@ func (d *Driver) saveForRestart(ctx context.Context, in clouddb.Instance, pod *c
 	if err = c.Do(ctx, "client", "pause", strconv.FormatInt(pause.Milliseconds(), 10), "write").Err(); err != nil {
 		return fmt.Errorf("database %d: CLIENT PAUSE: %w", id, err)
 	}
-	unpause := func() { _ = c.Do(context.WithoutCancel(ctx), "client", "unpause").Err() }
 	file := d.pendingFile(id)
+	unfence, err := fenceWrites(ctx, c)
+	if err != nil {
+		_ = c.Do(context.WithoutCancel(ctx), "client", "unpause").Err()
+		return fmt.Errorf("database %d: %w", id, err)
+	}
+	undo := func() {
+		unfence()
+		_ = c.Do(context.WithoutCancel(ctx), "client", "unpause").Err()
+		_ = os.Remove(file)
+	}
 	if err = saveSnapshot(ctx, ep, file); err != nil {
-		unpause()
+		undo()
 		return fmt.Errorf("database %d: saving its data before its new pod: %w", id, err)
 	}
+	if err = d.checkSaved(ctx, file); err != nil {
+		undo()
+		return fmt.Errorf("database %d: %w", id, err)
+	}
 	if err = d.markPending(ctx, id, file); err != nil {
-		unpause()
+		undo()
 		return err
 	}
 	if err = d.unroute(ctx, in); err != nil {
 		return err
 	}
 	d.log.Info("saved a database's data for its new pod", "database_id", id, "file", file)
+	return nil
+}
+
+// fenceWrites has the server of c refuse every write from now on (NOREPLICAS: a
+// min-replicas-to-write no server reaches), for a server whose data is being saved for a
+// new pod: a write whose client's pause ends before the pod goes (an Ensure that stopped
+// there; a connection opened before the Service was routed elsewhere) must not be
+// acknowledged, as the saved data would lack it. Writes already paused wait, then fail.
+// unfence restores the setting, for a save given up.
+func fenceWrites(ctx context.Context, c *redis.Client) (unfence func(), err error) {
+	was, err := c.ConfigGet(ctx, "min-replicas-to-write").Result()
+	if err != nil {
+		return nil, fmt.Errorf("CONFIG GET min-replicas-to-write: %w", err)
+	}
+	if err = c.ConfigSet(ctx, "min-replicas-to-write", strconv.Itoa(math.MaxInt32)).Err(); err != nil {
+		return nil, fmt.Errorf("CONFIG SET min-replicas-to-write: %w", err)
+	}
+	return func() {
+		_ = c.ConfigSet(context.WithoutCancel(ctx), "min-replicas-to-write", was["min-replicas-to-write"]).Err()
+	}, nil
+}
+
+// checkSaved loads a file just saved into a throwaway server, as the new pod's load will:
+// the old pod (or claims) go only once its data is known to load.
+func (d *Driver) checkSaved(ctx context.Context, file string) error {
+	temps, err := redisdata.LoadChecked(ctx, redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir}, []string{file}, 0)
+	if err != nil {
+		return fmt.Errorf("the data saved for the new pods does not load here (%s): %w", d.cfg.RedisServer, err)
+	}
+	temps[0].Close()
+	return nil
+}
+
+// copyFunctions gives dst the function libraries of src (FUNCTION DUMP and RESTORE), as
+// a load of the keys alone would drop them: a tenant's FUNCTION LOAD is in its data.
+func copyFunctions(ctx context.Context, src, dst redisdata.Endpoint) error {
+	sc, dc := endpointClient(src), endpointClient(dst)
+	defer sc.Close()
+	defer dc.Close()
+	dump, err := sc.FunctionDump(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("FUNCTION DUMP: %w", err)
+	}
+	if err = dc.Do(ctx, "function", "restore", dump, "replace").Err(); err != nil {
+		return fmt.Errorf("FUNCTION RESTORE: %w", err)
+	}
 	return nil
 }
 
@@ -202,6 +265,9 @@ func (d *Driver) loadPending(ctx context.Context, in clouddb.Instance, pod *core
 	defer temps[0].Close()
 	if _, err = redisdata.CopyKeys(ctx, temps[0].Endpoint(), dst, redisdata.CopyOptions{Replace: true}); err != nil {
 		return fmt.Errorf("database %d: loading the data saved before its new pod: %w", id, err)
+	}
+	if err = copyFunctions(ctx, temps[0].Endpoint(), dst); err != nil {
+		return fmt.Errorf("database %d: loading the functions saved before its new pod: %w", id, err)
 	}
 	if err = d.markPending(ctx, id, ""); err != nil {
 		return err
@@ -364,6 +430,45 @@ func (d *Driver) dropStaleClaims(ctx context.Context, id int) error {
 	})
 }
 
+// dropUnusedClaims deletes the database's claims that no pod of it mounts (a pod that
+// runs on one keeps it: a persistence change taken back while its pods were being
+// replaced), and waits until they are gone: a new pod would otherwise take over a claim
+// of before, with its old data (and a cluster node's old identity).
+func (d *Driver) dropUnusedClaims(ctx context.Context, id int) error {
+	api := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns)
+	claims, err := api.List(ctx, claimsOf(id))
+	if err != nil {
+		return fmt.Errorf("database %d: listing its claims: %w", id, err)
+	}
+	pods, err := d.podsOf(ctx, id)
+	if err != nil {
+		return err
+	}
+	used := map[string]bool{}
+	for _, p := range pods {
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				used[v.PersistentVolumeClaim.ClaimName] = true
+			}
+		}
+	}
+	var gone []types.UID
+	for _, c := range claims.Items {
+		if used[c.Name] || c.DeletionTimestamp != nil {
+			continue
+		}
+		err = api.Delete(ctx, c.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &c.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("database %d: deleting its claim %s: %w", id, c.Name, err)
+		}
+		gone = append(gone, c.UID)
+	}
+	return d.waitGone(ctx, id, "its stale claims are gone", func(ctx context.Context) (bool, error) {
+		left, err := api.List(ctx, claimsOf(id))
+		return err == nil && !slices.ContainsFunc(left.Items, func(c corev1.PersistentVolumeClaim) bool { return slices.Contains(gone, c.UID) }), err
+	})
+}
+
 // orphanStatefulSet deletes the database's StatefulSet sts, its dependents orphaned (its
 // pods, if any, run on; Ensure gives the Secret and the Service to the new one), and
 // waits until it is gone. why is the change the new one makes, for the log.
@@ -385,14 +490,14 @@ func (d *Driver) orphanStatefulSet(ctx context.Context, in clouddb.Instance, sts
 // adoptNodes is changePersistence of a running replicated database, which keeps it
 // available: the new StatefulSet adopts the running pods (create makes it with as many
 // nodes as run), and renewNodes replaces them one at a time, each new node syncing from
-// the primary. Stale claims go first (no running pod of a database without persistence
-// uses one); those of a database that no longer persists go with its last old pod.
+// the primary. Stale claims go first (those no running pod uses); those of a database
+// that no longer persists go with its last old pod.
 func (d *Driver) adoptNodes(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, img string) (*appsv1.StatefulSet, error) {
 	if err := d.orphanStatefulSet(ctx, in, sts, persistenceChange(in)); err != nil {
 		return nil, err
 	}
 	if persistent(in) {
-		if err := d.dropStaleClaims(ctx, in.DatabaseID); err != nil {
+		if err := d.dropUnusedClaims(ctx, in.DatabaseID); err != nil {
 			return nil, err
 		}
 	}

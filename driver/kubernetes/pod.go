@@ -213,7 +213,8 @@ func ping(ctx context.Context, c *redis.Client) error {
 // image was never pulled, and were made from another template than want's (OnDelete
 // keeps a pod as it was made): a pod too large for any node stays pending with its old
 // size after the database is made smaller; one of an image that cannot be pulled waits
-// for it after the operator corrected it. Its server never ran: it holds no data, and
+// for it after the operator corrected it; one whose claim never binds (no such storage
+// class, a quota) waits for it after its persistence was taken back. Its server never ran: it holds no data, and
 // the StatefulSet makes it again from want's template.
 func (d *Driver) replaceUnscheduled(ctx context.Context, databaseID int, want *appsv1.StatefulSet) error {
 	pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{
@@ -232,7 +233,7 @@ func (d *Driver) replaceUnscheduled(ctx context.Context, databaseID int, want *a
 		}
 		c := p.Spec.Containers[0]
 		if c.Image == w.Image && c.Resources.Requests.Memory().Cmp(*w.Resources.Requests.Memory()) == 0 &&
-			equality.Semantic.DeepEqual(p.Spec.Affinity, want.Spec.Template.Spec.Affinity) {
+			equality.Semantic.DeepEqual(p.Spec.Affinity, want.Spec.Template.Spec.Affinity) && hasVolumeClaim(&p) == hasClaim(want) {
 			continue
 		}
 		err = d.cfg.Client.CoreV1().Pods(d.ns).Delete(ctx, p.Name, metav1.DeleteOptions{

@@ -59,7 +59,8 @@ func (d *Driver) waitGone(ctx context.Context, databaseID int, what string, done
 }
 
 // Remove deletes the database's StatefulSet (its Service and Secret go with it, as its
-// dependents), its claims, and waits until none of its labelled objects is left.
+// dependents), its claims, its pods without an owner, and waits until none of its
+// labelled objects is left.
 func (d *Driver) Remove(ctx context.Context, databaseID int) error {
 	bg := metav1.DeletePropagationBackground
 	del := metav1.DeleteOptions{PropagationPolicy: &bg}
@@ -93,6 +94,22 @@ func (d *Driver) Remove(ctx context.Context, databaseID int) error {
 	}
 	if err := d.cfg.Client.CoreV1().Secrets(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
 		return fmt.Errorf("database %d: deleting its secret: %w", databaseID, err)
+	}
+	if err := d.cfg.Client.PolicyV1().PodDisruptionBudgets(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
+		return fmt.Errorf("database %d: deleting its disruption budget: %w", databaseID, err)
+	}
+	// Pods orphaned by a StatefulSet's replacement that did not end (persistence.go).
+	pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, one)
+	if err != nil {
+		return fmt.Errorf("database %d: listing its pods: %w", databaseID, err)
+	}
+	for _, p := range pods.Items {
+		if len(p.OwnerReferences) > 0 {
+			continue // its StatefulSet's: deleted with it
+		}
+		if err = d.cfg.Client.CoreV1().Pods(d.ns).Delete(ctx, p.Name, del); ignoreNotFound(err) != nil {
+			return fmt.Errorf("database %d: deleting its pod %s: %w", databaseID, p.Name, err)
+		}
 	}
 	if err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).DeleteCollection(ctx, del, one); ignoreNotFound(err) != nil {
 		return fmt.Errorf("database %d: deleting its volumes: %w", databaseID, err)
@@ -152,8 +169,8 @@ func (d *Driver) objects(ctx context.Context, opts metav1.ListOptions) ([]string
 	return out, nil
 }
 
-// Instances lists the databases that have a StatefulSet or a claim (data) in the
-// namespace, by their labels.
+// Instances lists the databases that have a StatefulSet, a claim (data) or a pod in
+// the namespace, by their labels.
 func (d *Driver) Instances(ctx context.Context) ([]int, error) {
 	opts := metav1.ListOptions{LabelSelector: managedSelector}
 	seen := map[int]bool{}
@@ -174,6 +191,14 @@ func (d *Driver) Instances(ctx context.Context) ([]int, error) {
 		return nil, fmt.Errorf("listing persistent volume claims: %w", err)
 	}
 	for _, o := range pvcs.Items {
+		add(o.Labels)
+	}
+	// Pods without their StatefulSet (a replacement of it that did not end) run data too.
+	pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	for _, o := range pods.Items {
 		add(o.Labels)
 	}
 	return slices.Sorted(maps.Keys(seen)), nil
