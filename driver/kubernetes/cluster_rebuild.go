@@ -83,7 +83,9 @@ func (d *Driver) rebuildCluster(ctx context.Context, in clouddb.Instance, sts *a
 	}
 	// From here the data waits in its files (the old nodes take no write): a failure is
 	// the next Ensure's to go on from, not the database's error.
-	later := func(err error) (*appsv1.StatefulSet, error) { return nil, fmt.Errorf("%w: %w", err, clouddb.ErrServerStarting) }
+	later := func(err error) (*appsv1.StatefulSet, error) {
+		return nil, fmt.Errorf("%w: %w", err, clouddb.ErrServerStarting)
+	}
 	if err = d.scale(ctx, id, 0); err != nil {
 		return later(err)
 	}

@@ -1,0 +1,431 @@
+package kubernetes_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"clouddb/driver/kubernetes"
+)
+
+// unrouteFailing is a Kubernetes client whose Service updates that route a cluster node's
+// Service to no pod (the selector with LabelRole, saveCluster's last step after the
+// mark) fail while fail is set: an API error, or clouddb dying, right after the Secret is
+// marked.
+type unrouteFailing struct {
+	k8s.Interface
+	fail *atomic.Bool
+}
+
+func (c unrouteFailing) CoreV1() corev1client.CoreV1Interface {
+	return unrouteFailingCore{c.Interface.CoreV1(), c.fail}
+}
+
+type unrouteFailingCore struct {
+	corev1client.CoreV1Interface
+	fail *atomic.Bool
+}
+
+func (c unrouteFailingCore) Services(ns string) corev1client.ServiceInterface {
+	return unrouteFailingServices{c.CoreV1Interface.Services(ns), c.fail}
+}
+
+type unrouteFailingServices struct {
+	corev1client.ServiceInterface
+	fail *atomic.Bool
+}
+
+func (s unrouteFailingServices) Update(ctx context.Context, svc *corev1.Service, opts metav1.UpdateOptions) (*corev1.Service, error) {
+	if _, unroute := svc.Spec.Selector[kubernetes.LabelRole]; unroute && s.fail.Load() {
+		return nil, errors.New("injected: the API server did not answer")
+	}
+	return s.ServiceInterface.Update(ctx, svc, opts)
+}
+
+// TestClusterRebuildCutAfterSave: a cluster rebuild (persistence none -> aof, no
+// replicas: its data saved) whose Ensure stops right after the Secret is marked leaves
+// the old node running, its writes paused for a while only: once they are no longer
+// paused (here: unpaused at once), the old node refuses every write (a client's open
+// connection included), so none is acknowledged that the saved data lacks; the next
+// Ensure loads the data, every key acknowledged before kept.
+func TestClusterRebuildCutAfterSave(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 6*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 410, "none")
+	in.OSSCluster, in.Shards = true, 1
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	cc := clusterClient(d, in)
+	defer cc.Close()
+	if err := cc.Set(ctx, "before", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	var fail atomic.Bool
+	fail.Store(true)
+	dFail := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) { c.Client = unrouteFailing{cluster.client, &fail} })
+	in.DataPersistence = "aof-every-1-second"
+	err := dFail.Ensure(ctx, in)
+	t.Logf("Ensure cut short after the mark: %v", err)
+	if err == nil {
+		t.Fatal("Ensure did not fail")
+	}
+	s := must(cluster.client.CoreV1().Secrets(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID), metav1.GetOptions{}))
+	if s.Annotations["clouddb.io/pending-load"] == "" {
+		t.Fatal("no pending mark: the cut was not after the mark")
+	}
+	// The pause's end, now.
+	old := podNamed(t, ctx, kubernetes.Name(in.DatabaseID)+"-0")
+	port := nodePort(t, ctx, kubernetes.Name(in.DatabaseID))
+	internal := redisClient(t, net.JoinHostPort(old.Status.PodIP, strconv.Itoa(port)), "clouddb-internal", internalPassword(t, ctx, in.DatabaseID))
+	if err = internal.Do(ctx, "client", "unpause").Err(); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = cc.Set(wctx, "after", "acknowledged", 0).Err()
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "NOREPLICAS") {
+		t.Fatalf("a write to the old node once its data was saved = %v, want it refused (NOREPLICAS)", err)
+	}
+
+	ensureRunning(t, ctx, d, in)
+	cc2 := clusterClient(d, in)
+	defer cc2.Close()
+	if v, err := cc2.Get(ctx, "before").Result(); err != nil || v != "1" {
+		t.Fatalf("before = %q, %v", v, err)
+	}
+}
+
+// createFailing is a Kubernetes client whose StatefulSet creations fail while fail is
+// set: an API error, or clouddb dying, between a rebuild's orphaning delete and its
+// createCluster.
+type createFailing struct {
+	k8s.Interface
+	fail *atomic.Bool
+}
+
+func (c createFailing) AppsV1() appsv1client.AppsV1Interface {
+	return createFailingApps{c.Interface.AppsV1(), c.fail}
+}
+
+type createFailingApps struct {
+	appsv1client.AppsV1Interface
+	fail *atomic.Bool
+}
+
+func (c createFailingApps) StatefulSets(ns string) appsv1client.StatefulSetInterface {
+	return createFailingSets{c.AppsV1Interface.StatefulSets(ns), c.fail}
+}
+
+type createFailingSets struct {
+	appsv1client.StatefulSetInterface
+	fail *atomic.Bool
+}
+
+func (s createFailingSets) Create(ctx context.Context, sts *appsv1.StatefulSet, opts metav1.CreateOptions) (*appsv1.StatefulSet, error) {
+	if s.fail.Load() {
+		return nil, errors.New("injected: the API server did not answer")
+	}
+	return s.StatefulSetInterface.Create(ctx, sts, opts)
+}
+
+// TestClusterRemoveAfterCutRebuild: a replicated cluster's persistence change whose
+// Ensure stops between the orphaning delete of the StatefulSet and the new one (the
+// adopting path) leaves the pods running without an owner; Instances still lists the
+// database, and its Remove deletes them.
+func TestClusterRemoveAfterCutRebuild(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 10*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 411, "none")
+	in.OSSCluster, in.Shards, in.Replication = true, 1, true
+	sel := metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=411"}
+	t.Cleanup(func() {
+		cctx := ctxFor(t, time.Minute)
+		_ = cluster.client.CoreV1().Pods(cluster.ns).DeleteCollection(cctx, metav1.DeleteOptions{}, sel)
+		_ = d.Remove(cctx, in.DatabaseID)
+	})
+	ensureRunning(t, ctx, d, in)
+
+	var fail atomic.Bool
+	fail.Store(true)
+	dFail := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.Client = createFailing{cluster.client, &fail}
+	})
+	in.DataPersistence = "aof-every-1-second"
+	err := dFail.Ensure(ctx, in)
+	t.Logf("Ensure cut short before the new statefulset: %v", err)
+	if err == nil {
+		t.Fatal("Ensure did not fail")
+	}
+	if !slices.Contains(must(d.Instances(ctx)), in.DatabaseID) {
+		t.Errorf("Instances after the cut does not list database %d, whose pods run", in.DatabaseID)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	rerr := d.Remove(rctx, in.DatabaseID)
+	t.Logf("Remove: %v", rerr)
+	pods := must(cluster.client.CoreV1().Pods(cluster.ns).List(ctx, sel))
+	var left []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			left = append(left, p.Name+" (owners "+strconv.Itoa(len(p.OwnerReferences))+")")
+		}
+	}
+	if rerr != nil || len(left) > 0 {
+		t.Errorf("Remove = %v; pods still running after it: %v", rerr, left)
+	}
+	if slices.Contains(must(d.Instances(ctx)), in.DatabaseID) {
+		t.Errorf("Instances after Remove lists database %d", in.DatabaseID)
+	}
+}
+
+// TestClusterRebuildKeepsFunctions: a tenant's Redis Functions (FUNCTION LOAD, allowed to
+// tenants: not @admin) are kept by a rebuild that saves and loads (persistence change
+// without replicas), as its keys are.
+func TestClusterRebuildKeepsFunctions(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 8*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 412, "none")
+	in.OSSCluster, in.Shards = true, 1
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	cc := clusterClient(d, in)
+	defer cc.Close()
+	lib := "#!lua name=tenantlib\nredis.register_function('tenantfn', function() return 'ok' end)"
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		return m.FunctionLoad(ctx, lib).Err()
+	}); err != nil {
+		t.Fatalf("FUNCTION LOAD as the tenant: %v", err)
+	}
+	if err := cc.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := cc.FCall(ctx, "tenantfn", []string{"k"}).Text(); err != nil || v != "ok" {
+		t.Fatalf("FCALL before: %q, %v", v, err)
+	}
+	in.DataPersistence = "aof-every-1-second"
+	ensureRunning(t, ctx, d, in)
+	cc2 := clusterClient(d, in)
+	defer cc2.Close()
+	if v, err := cc2.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("k after the rebuild = %q, %v", v, err)
+	}
+	if v, err := cc2.FCall(ctx, "tenantfn", []string{"k"}).Text(); err != nil || v != "ok" {
+		t.Errorf("the tenant's function library after the rebuild: FCALL = %q, %v", v, err)
+	}
+}
+
+// TestClusterPersistenceTakenBackUnscheduled: a replicated cluster's persistence change
+// none -> persistent whose new pod cannot be scheduled (its claim never binds: a storage
+// class that does not exist, a quota) is taken back by the user; the pending pod of the
+// claim template is replaced by one without a claim and Ensure converges.
+func TestClusterPersistenceTakenBackUnscheduled(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 10*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 413, "none")
+	in.OSSCluster, in.Shards, in.Replication = true, 1, true
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+
+	bad := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.StorageClass = "clouddb-no-such-class"
+		c.StartTimeout = 20 * time.Second
+	})
+	in.DataPersistence = "aof-every-1-second"
+	for i := range 3 {
+		err := bad.Ensure(ctx, in)
+		t.Logf("Ensure %d onto claims that cannot bind: %v", i, err)
+	}
+	in.DataPersistence = "none" // the user takes the change back
+	var last error
+	for i := range 6 {
+		last = d.Ensure(ctx, in)
+		t.Logf("Ensure %d after the change is taken back: %v", i, last)
+		if last == nil {
+			break
+		}
+		time.Sleep(5 * time.Second)
+	}
+	pods := must(cluster.client.CoreV1().Pods(cluster.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=413"}))
+	for _, p := range pods.Items {
+		t.Logf("pod %s phase %s node %q claim volume %v", p.Name, p.Status.Phase, p.Spec.NodeName, hasClaimVolume(&p))
+	}
+	if last != nil {
+		t.Errorf("Ensure never converges after the persistence change is taken back: %v", last)
+	}
+}
+
+// deleteFailing is a Kubernetes client whose pod deletions fail once after pass have
+// been let through.
+type deleteFailing struct {
+	k8s.Interface
+	pass *atomic.Int32
+}
+
+func (c deleteFailing) CoreV1() corev1client.CoreV1Interface {
+	return deleteFailingCore{c.Interface.CoreV1(), c.pass}
+}
+
+type deleteFailingCore struct {
+	corev1client.CoreV1Interface
+	pass *atomic.Int32
+}
+
+func (c deleteFailingCore) Pods(ns string) corev1client.PodInterface {
+	return deleteFailingPods{c.CoreV1Interface.Pods(ns), c.pass}
+}
+
+type deleteFailingPods struct {
+	corev1client.PodInterface
+	pass *atomic.Int32
+}
+
+func (p deleteFailingPods) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if p.pass.Add(-1) < 0 {
+		return errors.New("injected: the API server did not answer")
+	}
+	return p.PodInterface.Delete(ctx, name, opts)
+}
+
+// TestClusterPersistenceTakenBackKeepsClaims: a replicated cluster going from a
+// persistent persistence to none is cut after its first node was replaced (the others
+// still run on their claims, their data persisted there); the user takes the change
+// back: no claim a running node uses is deleted.
+func TestClusterPersistenceTakenBackKeepsClaims(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 10*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 414, "aof-every-1-second")
+	in.OSSCluster, in.Shards, in.Replication = true, 2, true
+	in.MaxMemoryBytes *= 2
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+
+	var pass atomic.Int32
+	pass.Store(1)
+	cut := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.Client = deleteFailing{cluster.client, &pass}
+	})
+	in.DataPersistence = "none"
+	err := cut.Ensure(ctx, in)
+	t.Logf("Ensure to none, cut after one node: %v", err)
+	in.DataPersistence = "aof-every-1-second"
+	err = d.Ensure(ctx, in)
+	t.Logf("Ensure back to aof: %v", err)
+	pods := must(cluster.client.CoreV1().Pods(cluster.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=414"}))
+	claims := must(cluster.client.CoreV1().PersistentVolumeClaims(cluster.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=414"}))
+	for _, p := range pods.Items {
+		t.Logf("pod %s uid %s claim volume %v", p.Name, p.UID, hasClaimVolume(&p))
+	}
+	for _, c := range claims.Items {
+		t.Logf("claim %s deleting %v", c.Name, c.DeletionTimestamp != nil)
+		if c.DeletionTimestamp != nil {
+			for _, p := range pods.Items {
+				for _, v := range p.Spec.Volumes {
+					if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == c.Name && p.DeletionTimestamp == nil {
+						t.Errorf("claim %s is being deleted while pod %s runs on it (Ensure: %v)", c.Name, p.Name, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+// scaleFailing is a Kubernetes client whose StatefulSet updates to 0 replicas fail while
+// fail is set: a rebuild cut after the mark and the unrouting, before its scale to 0.
+type scaleFailing struct {
+	k8s.Interface
+	fail *atomic.Bool
+}
+
+func (c scaleFailing) AppsV1() appsv1client.AppsV1Interface {
+	return scaleFailingApps{c.Interface.AppsV1(), c.fail}
+}
+
+type scaleFailingApps struct {
+	appsv1client.AppsV1Interface
+	fail *atomic.Bool
+}
+
+func (c scaleFailingApps) StatefulSets(ns string) appsv1client.StatefulSetInterface {
+	return scaleFailingSets{c.AppsV1Interface.StatefulSets(ns), c.fail}
+}
+
+type scaleFailingSets struct {
+	appsv1client.StatefulSetInterface
+	fail *atomic.Bool
+}
+
+func (s scaleFailingSets) Update(ctx context.Context, sts *appsv1.StatefulSet, opts metav1.UpdateOptions) (*appsv1.StatefulSet, error) {
+	if s.fail.Load() && sts.Spec.Replicas != nil && *sts.Spec.Replicas == 0 {
+		return nil, errors.New("injected: the API server did not answer")
+	}
+	return s.StatefulSetInterface.Update(ctx, sts, opts)
+}
+
+// TestClusterRebuildUnreadableSave: a rebuild whose saved files clouddb's local
+// redis-server cannot read (simulated: one older than the pods' image refuses their RDB
+// version) gives up before anything goes: the old pods and claims stay, no mark.
+func TestClusterRebuildUnreadableSave(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 8*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 417, "aof-every-1-second")
+	in.OSSCluster, in.Shards = true, 1
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	cc := clusterClient(d, in)
+	defer cc.Close()
+	if err := cc.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(t.TempDir(), "redis-server")
+	if err := os.WriteFile(old, []byte("#!/bin/sh\necho \"# Can't handle RDB format version 12\" >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dOld := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) { c.RedisServer = old })
+	in.DataPersistence = "none"
+	for i := range 2 {
+		err := dOld.Ensure(ctx, in)
+		t.Logf("Ensure %d with a redis-server that cannot read the files: %v", i, err)
+	}
+	claims := liveClaims(t, ctx, in.DatabaseID)
+	pods := must(cluster.client.CoreV1().Pods(cluster.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=417"}))
+	var withClaim int
+	for _, p := range pods.Items {
+		if hasClaimVolume(&p) {
+			withClaim++
+		}
+	}
+	s := must(cluster.client.CoreV1().Secrets(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID), metav1.GetOptions{}))
+	t.Logf("live claims %d, pods on a claim %d, pending mark %q", claims, withClaim, s.Annotations["clouddb.io/pending-load"])
+	if claims == 0 && withClaim == 0 && s.Annotations["clouddb.io/pending-load"] != "" {
+		t.Errorf("the old claims and pods are gone while the saved files were never read successfully; they are the only copy")
+	}
+}
