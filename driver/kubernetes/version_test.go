@@ -106,6 +106,12 @@ func TestUpgrade(t *testing.T) {
 				}
 			}
 
+			// A tenant's function library is its data too (a pod's data saved and loaded).
+			lib := "#!lua name=tenantlib\nredis.register_function('tenantfn', function() return 'ok' end)"
+			if err := c.FunctionLoad(ctx, lib).Err(); err != nil {
+				t.Fatal(err)
+			}
+
 			in.RedisVersion = "7.2"
 			if up, err := d.Running(ctx, in); err != nil || up {
 				t.Fatalf("Running on pods of the older version = %v, %v; want false (Ensure replaces them)", up, err)
@@ -124,6 +130,9 @@ func TestUpgrade(t *testing.T) {
 			c = connect(t, d, in, "", in.Password)
 			reachable(t, ctx, c)
 			requireKeys(t, ctx, c, "k", 100)
+			if v, err := c.FCall(ctx, "tenantfn", nil).Text(); err != nil || v != "ok" {
+				t.Fatalf("the tenant's function after the upgrade: FCALL = %q, %v", v, err)
+			}
 			if w != nil {
 				requireServedThroughout(t, ctx, w, c, "the upgrade")
 			}
