@@ -356,38 +356,6 @@ func TestClusterPersistenceTakenBackKeepsClaims(t *testing.T) {
 	}
 }
 
-// scaleFailing is a Kubernetes client whose StatefulSet updates to 0 replicas fail while
-// fail is set: a rebuild cut after the mark and the unrouting, before its scale to 0.
-type scaleFailing struct {
-	k8s.Interface
-	fail *atomic.Bool
-}
-
-func (c scaleFailing) AppsV1() appsv1client.AppsV1Interface {
-	return scaleFailingApps{c.Interface.AppsV1(), c.fail}
-}
-
-type scaleFailingApps struct {
-	appsv1client.AppsV1Interface
-	fail *atomic.Bool
-}
-
-func (c scaleFailingApps) StatefulSets(ns string) appsv1client.StatefulSetInterface {
-	return scaleFailingSets{c.AppsV1Interface.StatefulSets(ns), c.fail}
-}
-
-type scaleFailingSets struct {
-	appsv1client.StatefulSetInterface
-	fail *atomic.Bool
-}
-
-func (s scaleFailingSets) Update(ctx context.Context, sts *appsv1.StatefulSet, opts metav1.UpdateOptions) (*appsv1.StatefulSet, error) {
-	if s.fail.Load() && sts.Spec.Replicas != nil && *sts.Spec.Replicas == 0 {
-		return nil, errors.New("injected: the API server did not answer")
-	}
-	return s.StatefulSetInterface.Update(ctx, sts, opts)
-}
-
 // TestClusterRebuildUnreadableSave: a rebuild whose saved files clouddb's local
 // redis-server cannot read (simulated: one older than the pods' image refuses their RDB
 // version) gives up before anything goes: the old pods and claims stay, no mark.

@@ -92,10 +92,10 @@ func (d *Driver) Remove(ctx context.Context, databaseID int) error {
 			return fmt.Errorf("database %d: deleting its service %s: %w", databaseID, svc.Name, err)
 		}
 	}
-	if err := d.cfg.Client.CoreV1().Secrets(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
+	if err = d.cfg.Client.CoreV1().Secrets(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
 		return fmt.Errorf("database %d: deleting its secret: %w", databaseID, err)
 	}
-	if err := d.cfg.Client.PolicyV1().PodDisruptionBudgets(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
+	if err = d.cfg.Client.PolicyV1().PodDisruptionBudgets(d.ns).Delete(ctx, name, del); ignoreNotFound(err) != nil {
 		return fmt.Errorf("database %d: deleting its disruption budget: %w", databaseID, err)
 	}
 	// Pods orphaned by a StatefulSet's replacement that did not end (persistence.go).
