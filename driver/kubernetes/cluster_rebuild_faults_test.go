@@ -24,38 +24,81 @@ import (
 	"clouddb/driver/kubernetes"
 )
 
-// unrouteFailing is a Kubernetes client whose Service updates that route a cluster node's
-// Service to no pod (the selector with LabelRole, saveCluster's last step after the
-// mark) fail while fail is set: an API error, or clouddb dying, right after the Secret is
-// marked.
-type unrouteFailing struct {
+// faulty is a Kubernetes client whose calls fail where its hooks say: an API error, or
+// clouddb dying, at that step.
+type faulty struct {
 	k8s.Interface
-	fail *atomic.Bool
+	serviceUpdate     func(*corev1.Service) error
+	statefulSetCreate func() error
+	podDelete         func() error
 }
 
-func (c unrouteFailing) CoreV1() corev1client.CoreV1Interface {
-	return unrouteFailingCore{c.Interface.CoreV1(), c.fail}
-}
+var errInjected = errors.New("injected: the API server did not answer")
 
-type unrouteFailingCore struct {
+func (c faulty) CoreV1() corev1client.CoreV1Interface { return faultyCore{c.Interface.CoreV1(), c} }
+func (c faulty) AppsV1() appsv1client.AppsV1Interface { return faultyApps{c.Interface.AppsV1(), c} }
+
+type faultyCore struct {
 	corev1client.CoreV1Interface
-	fail *atomic.Bool
+	f faulty
 }
 
-func (c unrouteFailingCore) Services(ns string) corev1client.ServiceInterface {
-	return unrouteFailingServices{c.CoreV1Interface.Services(ns), c.fail}
+func (c faultyCore) Services(ns string) corev1client.ServiceInterface {
+	return faultyServices{c.CoreV1Interface.Services(ns), c.f}
+}
+func (c faultyCore) Pods(ns string) corev1client.PodInterface {
+	return faultyPods{c.CoreV1Interface.Pods(ns), c.f}
 }
 
-type unrouteFailingServices struct {
+type faultyApps struct {
+	appsv1client.AppsV1Interface
+	f faulty
+}
+
+func (c faultyApps) StatefulSets(ns string) appsv1client.StatefulSetInterface {
+	return faultySets{c.AppsV1Interface.StatefulSets(ns), c.f}
+}
+
+type faultyServices struct {
 	corev1client.ServiceInterface
-	fail *atomic.Bool
+	f faulty
 }
 
-func (s unrouteFailingServices) Update(ctx context.Context, svc *corev1.Service, opts metav1.UpdateOptions) (*corev1.Service, error) {
-	if _, unroute := svc.Spec.Selector[kubernetes.LabelRole]; unroute && s.fail.Load() {
-		return nil, errors.New("injected: the API server did not answer")
+func (s faultyServices) Update(ctx context.Context, svc *corev1.Service, opts metav1.UpdateOptions) (*corev1.Service, error) {
+	if s.f.serviceUpdate != nil {
+		if err := s.f.serviceUpdate(svc); err != nil {
+			return nil, err
+		}
 	}
 	return s.ServiceInterface.Update(ctx, svc, opts)
+}
+
+type faultyPods struct {
+	corev1client.PodInterface
+	f faulty
+}
+
+func (p faultyPods) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if p.f.podDelete != nil {
+		if err := p.f.podDelete(); err != nil {
+			return err
+		}
+	}
+	return p.PodInterface.Delete(ctx, name, opts)
+}
+
+type faultySets struct {
+	appsv1client.StatefulSetInterface
+	f faulty
+}
+
+func (s faultySets) Create(ctx context.Context, sts *appsv1.StatefulSet, opts metav1.CreateOptions) (*appsv1.StatefulSet, error) {
+	if s.f.statefulSetCreate != nil {
+		if err := s.f.statefulSetCreate(); err != nil {
+			return nil, err
+		}
+	}
+	return s.StatefulSetInterface.Create(ctx, sts, opts)
 }
 
 // TestClusterRebuildCutAfterSave: a cluster rebuild (persistence none -> aof, no
@@ -79,9 +122,14 @@ func TestClusterRebuildCutAfterSave(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var fail atomic.Bool
-	fail.Store(true)
-	dFail := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) { c.Client = unrouteFailing{cluster.client, &fail} })
+	// The Service updates that route the nodes to no pod, saveCluster's last step after the mark.
+	unroute := func(svc *corev1.Service) error {
+		if _, ok := svc.Spec.Selector[kubernetes.LabelRole]; ok {
+			return errInjected
+		}
+		return nil
+	}
+	dFail := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) { c.Client = faulty{Interface: cluster.client, serviceUpdate: unroute} })
 	in.DataPersistence = "aof-every-1-second"
 	err := dFail.Ensure(ctx, in)
 	t.Logf("Ensure cut short after the mark: %v", err)
@@ -114,39 +162,6 @@ func TestClusterRebuildCutAfterSave(t *testing.T) {
 	}
 }
 
-// createFailing is a Kubernetes client whose StatefulSet creations fail while fail is
-// set: an API error, or clouddb dying, between a rebuild's orphaning delete and its
-// createCluster.
-type createFailing struct {
-	k8s.Interface
-	fail *atomic.Bool
-}
-
-func (c createFailing) AppsV1() appsv1client.AppsV1Interface {
-	return createFailingApps{c.Interface.AppsV1(), c.fail}
-}
-
-type createFailingApps struct {
-	appsv1client.AppsV1Interface
-	fail *atomic.Bool
-}
-
-func (c createFailingApps) StatefulSets(ns string) appsv1client.StatefulSetInterface {
-	return createFailingSets{c.AppsV1Interface.StatefulSets(ns), c.fail}
-}
-
-type createFailingSets struct {
-	appsv1client.StatefulSetInterface
-	fail *atomic.Bool
-}
-
-func (s createFailingSets) Create(ctx context.Context, sts *appsv1.StatefulSet, opts metav1.CreateOptions) (*appsv1.StatefulSet, error) {
-	if s.fail.Load() {
-		return nil, errors.New("injected: the API server did not answer")
-	}
-	return s.StatefulSetInterface.Create(ctx, sts, opts)
-}
-
 // TestClusterRemoveAfterCutRebuild: a replicated cluster's persistence change whose
 // Ensure stops between the orphaning delete of the StatefulSet and the new one (the
 // adopting path) leaves the pods running without an owner; Instances still lists the
@@ -166,10 +181,8 @@ func TestClusterRemoveAfterCutRebuild(t *testing.T) {
 	})
 	ensureRunning(t, ctx, d, in)
 
-	var fail atomic.Bool
-	fail.Store(true)
 	dFail := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
-		c.Client = createFailing{cluster.client, &fail}
+		c.Client = faulty{Interface: cluster.client, statefulSetCreate: func() error { return errInjected }}
 	})
 	in.DataPersistence = "aof-every-1-second"
 	err := dFail.Ensure(ctx, in)
@@ -279,38 +292,6 @@ func TestClusterPersistenceTakenBackUnscheduled(t *testing.T) {
 	}
 }
 
-// deleteFailing is a Kubernetes client whose pod deletions fail once after pass have
-// been let through.
-type deleteFailing struct {
-	k8s.Interface
-	pass *atomic.Int32
-}
-
-func (c deleteFailing) CoreV1() corev1client.CoreV1Interface {
-	return deleteFailingCore{c.Interface.CoreV1(), c.pass}
-}
-
-type deleteFailingCore struct {
-	corev1client.CoreV1Interface
-	pass *atomic.Int32
-}
-
-func (c deleteFailingCore) Pods(ns string) corev1client.PodInterface {
-	return deleteFailingPods{c.CoreV1Interface.Pods(ns), c.pass}
-}
-
-type deleteFailingPods struct {
-	corev1client.PodInterface
-	pass *atomic.Int32
-}
-
-func (p deleteFailingPods) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	if p.pass.Add(-1) < 0 {
-		return errors.New("injected: the API server did not answer")
-	}
-	return p.PodInterface.Delete(ctx, name, opts)
-}
-
 // TestClusterPersistenceTakenBackKeepsClaims: a replicated cluster going from a
 // persistent persistence to none is cut after its first node was replaced (the others
 // still run on their claims, their data persisted there); the user takes the change
@@ -329,7 +310,12 @@ func TestClusterPersistenceTakenBackKeepsClaims(t *testing.T) {
 	var pass atomic.Int32
 	pass.Store(1)
 	cut := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
-		c.Client = deleteFailing{cluster.client, &pass}
+		c.Client = faulty{Interface: cluster.client, podDelete: func() error {
+			if pass.Add(-1) < 0 {
+				return errInjected
+			}
+			return nil
+		}}
 	})
 	in.DataPersistence = "none"
 	err := cut.Ensure(ctx, in)

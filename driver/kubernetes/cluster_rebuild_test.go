@@ -14,7 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -183,16 +182,7 @@ func TestClusterProbeOfBefore(t *testing.T) {
 	name := kubernetes.Name(in.DatabaseID)
 	api := cluster.client.AppsV1().StatefulSets(cluster.ns)
 	sts := must(api.Get(ctx, name, metav1.GetOptions{}))
-	orphan := metav1.DeletePropagationOrphan
-	if err := api.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
-		t.Fatal(err)
-	}
-	if err := poll(ctx, time.Minute, func() (bool, error) {
-		_, err := api.Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	}); err != nil {
-		t.Fatalf("the statefulset is not gone: %v", err)
-	}
+	orphanStatefulSet(t, ctx, name)
 	old := sts.DeepCopy()
 	old.ObjectMeta = metav1.ObjectMeta{Name: name, Namespace: cluster.ns, Labels: sts.Labels, Annotations: sts.Annotations}
 	old.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{

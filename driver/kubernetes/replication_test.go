@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -413,17 +412,7 @@ func TestReplicatedPersistenceChangeResumes(t *testing.T) {
 	writeAcked(t, ctx, c, "k", 100)
 
 	name := kubernetes.Name(in.DatabaseID)
-	api := cluster.client.AppsV1().StatefulSets(cluster.ns)
-	orphan := metav1.DeletePropagationOrphan
-	if err := api.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
-		t.Fatal(err)
-	}
-	if err := poll(ctx, time.Minute, func() (bool, error) {
-		_, err := api.Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	}); err != nil {
-		t.Fatalf("the statefulset is not gone: %v", err)
-	}
+	orphanStatefulSet(t, ctx, name)
 	in.DataPersistence = "aof-every-1-second"
 	ensureRunning(t, ctx, d, in)
 	c = connect(t, d, in, "", in.Password)

@@ -1,6 +1,7 @@
 package kubernetes_test
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,16 +42,7 @@ func TestOrderedStatefulSetReplaced(t *testing.T) {
 	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
 		t.Fatalf("a new database's statefulset starts its nodes %s, want in parallel", sts.Spec.PodManagementPolicy)
 	}
-	orphan := metav1.DeletePropagationOrphan
-	if err := api.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
-		t.Fatal(err)
-	}
-	if err := poll(ctx, time.Minute, func() (bool, error) {
-		_, err := api.Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	}); err != nil {
-		t.Fatalf("the statefulset is not gone: %v", err)
-	}
+	orphanStatefulSet(t, ctx, name)
 	old := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.ns, Labels: sts.Labels}, Spec: sts.Spec}
 	old.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
 	spec := &old.Spec.Template.Spec
@@ -126,4 +118,21 @@ func TestOrderedStatefulSetReplaced(t *testing.T) {
 		t.Fatalf("Running after the pods were replaced = %v, %v", up, err)
 	}
 	requireKeys(t, ctx, connect(t, d, in, "", in.Password), "k", 100)
+}
+
+// orphanStatefulSet deletes the StatefulSet name, its pods left running without it (as
+// a replacement of it cut short leaves them), and waits until it is gone.
+func orphanStatefulSet(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	api := cluster.client.AppsV1().StatefulSets(cluster.ns)
+	orphan := metav1.DeletePropagationOrphan
+	if err := api.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, time.Minute, func() (bool, error) {
+		_, err := api.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatalf("the statefulset is not gone: %v", err)
+	}
 }
