@@ -413,7 +413,7 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	case apierrors.IsNotFound(err):
 		// Made with no pod, the pods start once the Services and the Secret they read
 		// are; or with the pods that run, orphaned by a replacement that did not end
-		// (cluster_persistence.go), so that it does not delete them.
+		// (cluster_rebuild.go), so that it does not delete them.
 		pods, oerr := d.orphanedNodes(ctx, id, n)
 		if oerr != nil {
 			return oerr
@@ -1121,7 +1121,7 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 			return false, nil
 		}
 		// On the image of its version, when the cluster can restart on one (version.go);
-		// replicated, on the volume and probe of the template (cluster_persistence.go).
+		// replicated, on the volume and probe of the template (cluster_rebuild.go).
 		if podImage(&pod.Spec) != img && clusterRollable(in) ||
 			in.Replication && (hasVolumeClaim(pod) != persistent(in) || probeOfBefore(pod)) {
 			return false, nil

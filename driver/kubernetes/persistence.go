@@ -83,7 +83,7 @@ func (d *Driver) dataPending(ctx context.Context, id int) (bool, error) {
 }
 
 // refusePending refuses to read or write a cluster's data while it waits for its new
-// pods (cluster_persistence.go): its load replaces whatever the nodes hold.
+// pods (cluster_rebuild.go): its load replaces whatever the nodes hold.
 func (d *Driver) refusePending(ctx context.Context, id int) error {
 	pending, err := d.dataPending(ctx, id)
 	if err != nil {

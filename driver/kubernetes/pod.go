@@ -214,8 +214,8 @@ func ping(ctx context.Context, c *redis.Client) error {
 // keeps a pod as it was made): a pod too large for any node stays pending with its old
 // size after the database is made smaller; one of an image that cannot be pulled waits
 // for it after the operator corrected it; one whose claim never binds (no such storage
-// class, a quota) waits for it after its persistence was taken back. Its server never ran: it holds no data, and
-// the StatefulSet makes it again from want's template.
+// class, a quota) waits for it after its persistence was taken back. Its server never
+// ran: it holds no data, and the StatefulSet makes it again from want's template.
 func (d *Driver) replaceUnscheduled(ctx context.Context, databaseID int, want *appsv1.StatefulSet) error {
 	pods, err := d.cfg.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{
 		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(databaseID)}),
