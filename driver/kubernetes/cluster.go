@@ -973,9 +973,9 @@ func (d *Driver) replicationOn(ctx context.Context, in clouddb.Instance, nodes [
 		_, err := m.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			info = p.Info(ctx, "server")
 			p.Do(ctx, "acl", "setuser", clusterReplUser, "on")
-			if in.Replication {
-				p.ConfigSet(ctx, "min-replicas-to-write", "0")
-			}
+			// Writes open (also on a node whose writes a save given up left refused,
+			// see fenceWrites).
+			p.ConfigSet(ctx, "min-replicas-to-write", "0")
 			return nil
 		})
 		if err != nil {

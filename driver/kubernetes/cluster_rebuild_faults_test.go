@@ -3,6 +3,7 @@ package kubernetes_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"clouddb"
 	"clouddb/driver/kubernetes"
 )
 
@@ -381,5 +383,62 @@ func TestClusterRebuildUnreadableSave(t *testing.T) {
 	t.Logf("live claims %d, pods on a claim %d, pending mark %q", claims, withClaim, s.Annotations["clouddb.io/pending-load"])
 	if claims == 0 && withClaim == 0 && s.Annotations["clouddb.io/pending-load"] != "" {
 		t.Errorf("the old claims and pods are gone while the saved files were never read successfully; they are the only copy")
+	}
+}
+
+// TestSaveCutShortRefusesWrites: a one-node database whose pod is replaced for TLS turned
+// on, the Ensure cut short once its data was saved: the old pod, whose writes are no
+// longer paused (here: unpaused at once), refuses a write on a connection opened before
+// (it would be acknowledged, then lost by the load); the next Ensure loads the saved data
+// (into the old pod itself, which then takes writes again, before it is replaced) and
+// every key acknowledged before is kept.
+func TestSaveCutShortRefusesWrites(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 5*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 418, "none")
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	open := redis.NewClient(&redis.Options{Addr: d.PublicEndpoint(in.Port), Password: in.Password, PoolSize: 1, MaxRetries: -1, Protocol: 2, DisableIdentity: true})
+	defer open.Close()
+	reachable(t, ctx, open)
+	for i := range 50 {
+		if err := open.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	in.TLS = &clouddb.InstanceTLS{}
+	cut, cancel := context.WithCancel(ctx)
+	defer cancel()
+	interrupted := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.Logger = slog.New(cancelOn{prefix: "saved a database's data", cancel: cancel})
+	})
+	if err := interrupted.Ensure(cut, in); err == nil {
+		t.Fatal("the Ensure meant to be cut short once the data was saved succeeded")
+	}
+	old := podNamed(t, ctx, kubernetes.Name(in.DatabaseID)+"-0")
+	internal := redisClient(t, net.JoinHostPort(old.Status.PodIP, "6379"), "clouddb-internal", internalPassword(t, ctx, in.DatabaseID))
+	if err := internal.Do(ctx, "client", "unpause").Err(); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	err := open.Set(wctx, "late", "1", 0).Err()
+	wcancel()
+	if err == nil || !strings.Contains(err.Error(), "NOREPLICAS") {
+		t.Fatalf("a write to the old pod once its data was saved = %v, want it refused (NOREPLICAS)", err)
+	}
+
+	ensureRunning(t, ctx, d, in)
+	addr := d.PublicEndpoint(in.Port)
+	waitRoutedTLS(t, addr)
+	c := tlsClient(t, addr, in.Password)
+	requireKeys(t, ctx, c, "k", 50)
+	if err = c.Set(ctx, "after", "1", 0).Err(); err != nil {
+		t.Fatalf("a write once the pod is replaced: %v", err)
+	}
+	if p := podNamed(t, ctx, old.Name); p.UID == old.UID {
+		t.Fatalf("pod %s was not replaced for TLS", old.Name)
 	}
 }

@@ -115,6 +115,11 @@ func liveSettings(in clouddb.Instance) [][2]string {
 	for _, l := range redisconf.LimitSettings(in.MaxMemoryBytes) {
 		s = append(s, [2]string{l.Name, l.Value})
 	}
+	if !in.OSSCluster {
+		// Writes open, on a server whose writes a save given up left refused (see
+		// fenceWrites). A cluster's open once its shard is decided (replicationOn).
+		s = append(s, [2]string{"min-replicas-to-write", "0"})
+	}
 	return s
 }
 

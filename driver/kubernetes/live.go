@@ -223,7 +223,7 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 }
 
 // liveAsAsked reports whether the live server has the instance's memory limit, policy and
-// persistence, its default user's password (on or off as asked) and exactly its named
+// persistence, takes writes, its default user's password (on or off as asked) and exactly its named
 // users, each with its password.
 func liveAsAsked(ctx context.Context, c *redis.Client, in clouddb.Instance) (bool, error) {
 	p := redisconf.Persistences[in.DataPersistence]
@@ -232,6 +232,8 @@ func liveAsAsked(ctx context.Context, c *redis.Client, in clouddb.Instance) (boo
 		"maxmemory-policy": in.EvictionPolicy,
 		"appendonly":       p.Appendonly,
 		"appendfsync":      p.Appendfsync,
+		// Writes open (see fenceWrites; a cluster's once its shard is decided).
+		"min-replicas-to-write": "0",
 	}
 	for name, v := range want {
 		got, err := c.ConfigGet(ctx, name).Result()

@@ -263,6 +263,14 @@ func (d *Driver) loadPending(ctx context.Context, in clouddb.Instance, pod *core
 		return fmt.Errorf("database %d: reading the data saved before its new pod: %w", id, err)
 	}
 	defer temps[0].Close()
+	// The pod may be the one the data was saved from (an Ensure cut short before it went),
+	// which refuses writes since (fenceWrites): its data is now the file's.
+	dc := endpointClient(dst)
+	err = dc.ConfigSet(ctx, "min-replicas-to-write", "0").Err()
+	dc.Close()
+	if err != nil {
+		return fmt.Errorf("database %d: CONFIG SET min-replicas-to-write: %w", id, err)
+	}
 	if _, err = redisdata.CopyKeys(ctx, temps[0].Endpoint(), dst, redisdata.CopyOptions{Replace: true}); err != nil {
 		return fmt.Errorf("database %d: loading the data saved before its new pod: %w", id, err)
 	}
