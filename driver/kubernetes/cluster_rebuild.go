@@ -26,9 +26,10 @@ import (
 // a StatefulSet's volume claim templates cannot change), TLS turned on or off (each
 // node's port and the cluster bus change protocol, and a cluster cannot mix plain and
 // TLS nodes), or, for a cluster with neither replicas nor persistence, a new Redis
-// version (its nodes would restart empty, see version.go). So a new StatefulSet, and every node gets a new pod; a new pod without its
-// volume is a new node (nodes.conf is in the data directory), which Ensure has join the
-// cluster as it does for a pod lost without persistence (formCluster).
+// version (its nodes would restart empty, see version.go). So a new StatefulSet, and
+// every node gets a new pod; a new pod without its volume is a new node (nodes.conf is in
+// the data directory), which Ensure has join the cluster as it does for a pod lost
+// without persistence (formCluster).
 //
 //   - A running replicated cluster whose persistence changes keeps serving: the new
 //     StatefulSet adopts the running pods and renewClusterNodes replaces them one at a
@@ -38,8 +39,9 @@ import (
 //   - Otherwise (TLS turned on or off, a version, no replicas, not every node running), as
 //     persistence.go does for one node: each shard's data is saved, from the node that
 //     holds it (a cluster whose shards are not all decided is first ensured as it was, a
-//     stopped one started on its claims), its writes paused, to a file of its own on
-//     clouddb's machine; the Secret is marked (annotationPendingLoad, naming shard 0's
+//     stopped one started on its claims), its writes paused and then refused for good
+//     (fenceWrites), to a file of its own on clouddb's machine, checked to load; the
+//     Secret is marked (annotationPendingLoad, naming shard 0's
 //     file) and the nodes' Services routed to no pod; then the old StatefulSet goes with
 //     its claims, a new one forms a new cluster, the files are loaded into it and the
 //     Services route again. An Ensure that fails in between finds the mark and goes on
