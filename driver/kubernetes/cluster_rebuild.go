@@ -9,9 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,51 +140,13 @@ func (d *Driver) saveCluster(ctx context.Context, in clouddb.Instance, sts *apps
 			return err
 		}
 	}
-	// Long enough for the new cluster to form; the old pods go before then. Every
-	// primary's writes wait, then are refused for good (fenceWrites) before the first
-	// snapshot: none is acknowledged that a file lacks, however long the snapshots take.
-	pause := strconv.FormatInt((d.cfg.StartTimeout + 2*time.Minute).Milliseconds(), 10)
-	clients := make([]*redis.Client, len(shards))
+	eps := make([]redisdata.Endpoint, len(shards))
+	files := make([]string, len(shards))
 	for s, sh := range shards {
-		clients[s] = endpointClient(sh.Endpoint)
-		defer clients[s].Close()
+		eps[s], files[s] = sh.Endpoint, d.pendingShardFile(id, s)
 	}
-	var undo []func()
-	giveUp := func() {
-		for _, u := range slices.Backward(undo) {
-			u()
-		}
-		for s := range shards {
-			_ = os.Remove(d.pendingShardFile(id, s))
-		}
-	}
-	for s, c := range clients {
-		if err = c.Do(ctx, "client", "pause", pause, "write").Err(); err != nil {
-			giveUp()
-			return fmt.Errorf("database %d: shard %d: CLIENT PAUSE: %w", id, s, err)
-		}
-		undo = append(undo, func() { _ = c.Do(context.WithoutCancel(ctx), "client", "unpause").Err() })
-		unfence, ferr := fenceWrites(ctx, c)
-		if ferr != nil {
-			giveUp()
-			return fmt.Errorf("database %d: shard %d: %w", id, s, ferr)
-		}
-		undo = append(undo, unfence)
-	}
-	for s, sh := range shards {
-		file := d.pendingShardFile(id, s)
-		if err = saveSnapshot(ctx, sh.Endpoint, file); err != nil {
-			giveUp()
-			return fmt.Errorf("database %d: saving shard %d's data before its new pods: %w", id, s, err)
-		}
-		if err = d.checkSaved(ctx, file); err != nil {
-			giveUp()
-			return fmt.Errorf("database %d: shard %d: %w", id, s, err)
-		}
-	}
-	if err = d.markPending(ctx, id, d.pendingShardFile(id, 0)); err != nil {
-		giveUp()
-		return err
+	if err = d.saveServers(ctx, eps, files, func() error { return d.markPending(ctx, id, files[0]) }); err != nil {
+		return fmt.Errorf("database %d: saving its data before its new pods: %w", id, err)
 	}
 	if _, err = d.applyNodeServices(ctx, in, sts, false); err != nil {
 		return fmt.Errorf("%w: %w", err, clouddb.ErrServerStarting)
@@ -282,16 +242,12 @@ func (d *Driver) loadPendingCluster(ctx context.Context, in clouddb.Instance, se
 		return fail(err)
 	}
 	for s, f := range files {
-		// No limit: it is the database's own data, which it held a moment ago.
-		temps, lerr := redisdata.LoadChecked(ctx, redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir}, []string{f}, 0)
-		if lerr != nil {
-			return fail(lerr)
-		}
-		_, err = redisdata.CopyKeysToCluster(ctx, temps[0].Endpoint(), shards, redisdata.CopyOptions{Replace: s == 0})
-		if err == nil {
-			err = copyFunctions(ctx, temps[0].Endpoint(), shards[s].Endpoint)
-		}
-		temps[0].Close()
+		err = d.withSaved(ctx, f, func(src redisdata.Endpoint) error {
+			if _, cerr := redisdata.CopyKeysToCluster(ctx, src, shards, redisdata.CopyOptions{Replace: s == 0}); cerr != nil {
+				return cerr
+			}
+			return copyFunctions(ctx, src, shards[s].Endpoint)
+		})
 		if err != nil {
 			return fail(err)
 		}
@@ -376,11 +332,7 @@ func (d *Driver) renewClusterNodes(ctx context.Context, in clouddb.Instance, sts
 		return nil
 	}
 	if next.master {
-		i := slices.IndexFunc(nodes, func(x *clusterMember) bool { return !x.master && x.masterID == next.id })
-		if i < 0 {
-			return fmt.Errorf("database %d: pod %s: its shard has no replica to hand over to: %w", in.DatabaseID, next.pod.Name, clouddb.ErrServerStarting)
-		}
-		if err := d.handShardOver(ctx, in, nodes[i], next); err != nil {
+		if err := d.handOverFrom(ctx, in, nodes, next); err != nil {
 			return err
 		}
 	}

@@ -107,42 +107,105 @@ func (d *Driver) saveForRestart(ctx context.Context, in clouddb.Instance, pod *c
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
-	tc, _ := d.podTLS(pod, secret)
-	c := client(pod, ep.Password, tc)
-	defer c.Close()
-	// Long enough for the new pod to start; the old one goes before then.
-	pause := d.cfg.StartTimeout + 2*time.Minute
-	if err = c.Do(ctx, "client", "pause", strconv.FormatInt(pause.Milliseconds(), 10), "write").Err(); err != nil {
-		return fmt.Errorf("database %d: CLIENT PAUSE: %w", id, err)
-	}
 	file := d.pendingFile(id)
-	unfence, err := fenceWrites(ctx, c)
-	if err != nil {
-		_ = c.Do(context.WithoutCancel(ctx), "client", "unpause").Err()
-		return fmt.Errorf("database %d: %w", id, err)
-	}
-	undo := func() {
-		unfence()
-		_ = c.Do(context.WithoutCancel(ctx), "client", "unpause").Err()
-		_ = os.Remove(file)
-	}
-	if err = saveSnapshot(ctx, ep, file); err != nil {
-		undo()
+	if err = d.saveServers(ctx, []redisdata.Endpoint{ep}, []string{file}, func() error { return d.markPending(ctx, id, file) }); err != nil {
 		return fmt.Errorf("database %d: saving its data before its new pod: %w", id, err)
-	}
-	if err = d.checkSaved(ctx, file); err != nil {
-		undo()
-		return fmt.Errorf("database %d: %w", id, err)
-	}
-	if err = d.markPending(ctx, id, file); err != nil {
-		undo()
-		return err
 	}
 	if err = d.unroute(ctx, in); err != nil {
 		return err
 	}
 	d.log.Info("saved a database's data for its new pod", "database_id", id, "file", file)
 	return nil
+}
+
+// saveServers saves the data of each server of eps to its file of files, whole, each
+// checked to load (checkSaved), then runs mark (which records the files for the new
+// pods): every server's writes are first paused (long enough for the new pods to start;
+// the old ones go before then), then refused for good (fenceWrites), so none is
+// acknowledged that a file lacks however long the snapshots take. On error, mark's
+// included, the servers take writes again and the files go.
+func (d *Driver) saveServers(ctx context.Context, eps []redisdata.Endpoint, files []string, mark func() error) (err error) {
+	pause := strconv.FormatInt((d.cfg.StartTimeout + 2*time.Minute).Milliseconds(), 10)
+	var undo []func()
+	var clients []*redis.Client
+	defer func() {
+		if err != nil {
+			for _, u := range slices.Backward(undo) {
+				u()
+			}
+			for _, f := range files {
+				_ = os.Remove(f)
+			}
+		}
+		// After the undoing, which uses them.
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for i, ep := range eps {
+		c := endpointClient(ep)
+		clients = append(clients, c)
+		if err = c.Do(ctx, "client", "pause", pause, "write").Err(); err != nil {
+			return fmt.Errorf("%s: CLIENT PAUSE: %w", podOf(eps, i), err)
+		}
+		undo = append(undo, func() { _ = c.Do(context.WithoutCancel(ctx), "client", "unpause").Err() })
+		unfence, ferr := fenceWrites(ctx, c)
+		if ferr != nil {
+			return fmt.Errorf("%s: %w", podOf(eps, i), ferr)
+		}
+		undo = append(undo, unfence)
+	}
+	for i, ep := range eps {
+		if err = saveSnapshot(ctx, ep, files[i]); err == nil {
+			err = d.checkSaved(ctx, files[i])
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", podOf(eps, i), err)
+		}
+	}
+	return mark()
+}
+
+// podOf names the server i of eps in an error: its address, and which of how many.
+func podOf(eps []redisdata.Endpoint, i int) string {
+	if len(eps) == 1 {
+		return eps[i].Addr
+	}
+	return fmt.Sprintf("shard %d (%s)", i, eps[i].Addr)
+}
+
+// withSaved loads a saved file into a throwaway server on clouddb's machine
+// (Config.RedisServer), which checks it, and runs use (when not nil) with that server as
+// its source. No limit: it is the database's own data, which it held a moment ago.
+func (d *Driver) withSaved(ctx context.Context, file string, use func(src redisdata.Endpoint) error) error {
+	temps, err := redisdata.LoadChecked(ctx, redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir}, []string{file}, 0)
+	if err != nil {
+		return fmt.Errorf("the data saved for the new pods does not load here (%s): %w", d.cfg.RedisServer, err)
+	}
+	defer temps[0].Close()
+	if use == nil {
+		return nil
+	}
+	return use(temps[0].Endpoint())
+}
+
+// loadSaved replaces dst's data with the saved file's, its function libraries included
+// (a tenant's FUNCTION LOAD is in its data). dst may be the server the data was saved
+// from (an Ensure cut short before it went), which refuses writes since (fenceWrites):
+// its writes are open again, its data now the file's.
+func (d *Driver) loadSaved(ctx context.Context, file string, dst redisdata.Endpoint) error {
+	return d.withSaved(ctx, file, func(src redisdata.Endpoint) error {
+		dc := endpointClient(dst)
+		err := dc.ConfigSet(ctx, "min-replicas-to-write", "0").Err()
+		dc.Close()
+		if err != nil {
+			return fmt.Errorf("CONFIG SET min-replicas-to-write: %w", err)
+		}
+		if _, err = redisdata.CopyKeys(ctx, src, dst, redisdata.CopyOptions{Replace: true}); err != nil {
+			return err
+		}
+		return copyFunctions(ctx, src, dst)
+	})
 }
 
 // fenceWrites has the server of c refuse every write from now on (NOREPLICAS: a
@@ -167,12 +230,7 @@ func fenceWrites(ctx context.Context, c *redis.Client) (unfence func(), err erro
 // checkSaved loads a file just saved into a throwaway server, as the new pod's load will:
 // the old pod (or claims) go only once its data is known to load.
 func (d *Driver) checkSaved(ctx context.Context, file string) error {
-	temps, err := redisdata.LoadChecked(ctx, redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir}, []string{file}, 0)
-	if err != nil {
-		return fmt.Errorf("the data saved for the new pods does not load here (%s): %w", d.cfg.RedisServer, err)
-	}
-	temps[0].Close()
-	return nil
+	return d.withSaved(ctx, file, nil)
 }
 
 // copyFunctions gives dst the function libraries of src (FUNCTION DUMP and RESTORE), as
@@ -257,25 +315,8 @@ func (d *Driver) loadPending(ctx context.Context, in clouddb.Instance, pod *core
 	if err != nil {
 		return fmt.Errorf("database %d: %w", id, err)
 	}
-	// No limit: it is the database's own data, which it held a moment ago.
-	temps, err := redisdata.LoadChecked(ctx, redisdata.LoadConfig{Binary: d.cfg.RedisServer, TempDir: d.cfg.TempDir}, []string{file}, 0)
-	if err != nil {
-		return fmt.Errorf("database %d: reading the data saved before its new pod: %w", id, err)
-	}
-	defer temps[0].Close()
-	// The pod may be the one the data was saved from (an Ensure cut short before it went),
-	// which refuses writes since (fenceWrites): its data is now the file's.
-	dc := endpointClient(dst)
-	err = dc.ConfigSet(ctx, "min-replicas-to-write", "0").Err()
-	dc.Close()
-	if err != nil {
-		return fmt.Errorf("database %d: CONFIG SET min-replicas-to-write: %w", id, err)
-	}
-	if _, err = redisdata.CopyKeys(ctx, temps[0].Endpoint(), dst, redisdata.CopyOptions{Replace: true}); err != nil {
+	if err = d.loadSaved(ctx, file, dst); err != nil {
 		return fmt.Errorf("database %d: loading the data saved before its new pod: %w", id, err)
-	}
-	if err = copyFunctions(ctx, temps[0].Endpoint(), dst); err != nil {
-		return fmt.Errorf("database %d: loading the functions saved before its new pod: %w", id, err)
 	}
 	if err = d.markPending(ctx, id, ""); err != nil {
 		return err

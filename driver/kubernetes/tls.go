@@ -215,11 +215,7 @@ func (d *Driver) leavesUsableUntil(in clouddb.Instance, data map[string][]byte) 
 		{keyTLSCert, keyTLSKey, x509.ExtKeyUsageServerAuth, d.tlsHosts(in.DatabaseID)},
 		{keyTLSClientCert, keyTLSClientKey, x509.ExtKeyUsageClientAuth, nil},
 	} {
-		pair, err := tls.X509KeyPair(data[leaf.cert], data[leaf.key])
-		if err != nil {
-			return time.Time{}, false
-		}
-		u, ok := pki.LeafUsableUntil(pair, d.cfg.CA.CertificatePEM(), leaf.usage, leaf.hosts)
+		u, ok := d.leafUsableUntil(data[leaf.cert], data[leaf.key], leaf.usage, leaf.hosts)
 		if !ok {
 			return time.Time{}, false
 		}
@@ -233,8 +229,17 @@ func (d *Driver) leavesUsableUntil(in clouddb.Instance, data map[string][]byte) 
 // leafUsable reports whether a certificate and its key can serve on (see
 // pki.LeafUsable).
 func (d *Driver) leafUsable(certPEM, keyPEM []byte, usage x509.ExtKeyUsage, hosts []string) bool {
+	_, ok := d.leafUsableUntil(certPEM, keyPEM, usage, hosts)
+	return ok
+}
+
+// leafUsableUntil is leafUsable, and until when it stays so (pki.LeafUsableUntil).
+func (d *Driver) leafUsableUntil(certPEM, keyPEM []byte, usage x509.ExtKeyUsage, hosts []string) (time.Time, bool) {
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	return err == nil && pki.LeafUsable(pair, d.cfg.CA.CertificatePEM(), usage, hosts)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return pki.LeafUsableUntil(pair, d.cfg.CA.CertificatePEM(), usage, hosts)
 }
 
 // tlsLines are the redis.conf lines of a pod that mounts the TLS files at paths (by

@@ -109,11 +109,7 @@ func (d *Driver) rollClusterNodes(ctx context.Context, in clouddb.Instance, node
 	}
 	if next.master && in.Replication {
 		// Its shard's replica takes over first: the node restarts as a replica.
-		i := slices.IndexFunc(nodes, func(x *clusterMember) bool { return !x.master && x.masterID == next.id })
-		if i < 0 {
-			return fmt.Errorf("database %d: pod %s: its shard has no replica to hand over to: %w", in.DatabaseID, next.pod.Name, clouddb.ErrServerStarting)
-		}
-		if err := d.handShardOver(ctx, in, nodes[i], next); err != nil {
+		if err := d.handOverFrom(ctx, in, nodes, next); err != nil {
 			return err
 		}
 	}
@@ -161,6 +157,15 @@ func snapshotNow(ctx context.Context, c *redis.Client) error {
 // manualFailoverTimeout is how long redis gives a CLUSTER FAILOVER before it gives it
 // up (CLUSTER_MF_TIMEOUT), and a second more.
 const manualFailoverTimeout = 6 * time.Second
+
+// handOverFrom hands primary's shard over to its replica among nodes (handShardOver).
+func (d *Driver) handOverFrom(ctx context.Context, in clouddb.Instance, nodes []*clusterMember, primary *clusterMember) error {
+	i := slices.IndexFunc(nodes, func(x *clusterMember) bool { return !x.master && x.masterID == primary.id })
+	if i < 0 {
+		return fmt.Errorf("database %d: pod %s: its shard has no replica to hand over to: %w", in.DatabaseID, primary.pod.Name, clouddb.ErrServerStarting)
+	}
+	return d.handShardOver(ctx, in, nodes[i], primary)
+}
 
 // handShardOver makes replica the primary of its shard in place of primary, with every
 // write of it: CLUSTER FAILOVER has the primary stop taking writes until the replica
