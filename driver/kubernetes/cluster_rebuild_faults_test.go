@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	k8s "k8s.io/client-go/kubernetes"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -192,6 +193,15 @@ func TestClusterRemoveAfterCutRebuild(t *testing.T) {
 	if err == nil {
 		t.Fatal("Ensure did not fail")
 	}
+	ownerless := 0
+	for _, p := range must(cluster.client.CoreV1().Pods(cluster.ns).List(ctx, sel)).Items {
+		if len(p.OwnerReferences) == 0 {
+			ownerless++
+		}
+	}
+	if ownerless != 2 {
+		t.Fatalf("pods left without their statefulset by the cut: %d, want both", ownerless)
+	}
 	if !slices.Contains(must(d.Instances(ctx)), in.DatabaseID) {
 		t.Errorf("Instances after the cut does not list database %d, whose pods run", in.DatabaseID)
 	}
@@ -292,12 +302,17 @@ func TestClusterPersistenceTakenBackUnscheduled(t *testing.T) {
 	if last != nil {
 		t.Errorf("Ensure never converges after the persistence change is taken back: %v", last)
 	}
+	for _, p := range pods.Items {
+		if hasClaimVolume(&p) || !ready(&p) {
+			t.Errorf("pod %s once the change is taken back: on a claim %v, ready %v; want a ready pod without one", p.Name, hasClaimVolume(&p), ready(&p))
+		}
+	}
 }
 
 // TestClusterPersistenceTakenBackKeepsClaims: a replicated cluster going from a
 // persistent persistence to none is cut after its first node was replaced (the others
 // still run on their claims, their data persisted there); the user takes the change
-// back: no claim a running node uses is deleted.
+// back: the nodes that run on their claims keep them and their pods, every key is kept.
 func TestClusterPersistenceTakenBackKeepsClaims(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
@@ -308,6 +323,9 @@ func TestClusterPersistenceTakenBackKeepsClaims(t *testing.T) {
 	in.MaxMemoryBytes *= 2
 	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
 	ensureRunning(t, ctx, d, in)
+	cc := clusterClient(d, in)
+	defer cc.Close()
+	writeReplicated(t, ctx, cc, "k", 100)
 
 	var pass atomic.Int32
 	pass.Store(1)
@@ -320,28 +338,48 @@ func TestClusterPersistenceTakenBackKeepsClaims(t *testing.T) {
 		}}
 	})
 	in.DataPersistence = "none"
-	err := cut.Ensure(ctx, in)
-	t.Logf("Ensure to none, cut after one node: %v", err)
-	in.DataPersistence = "aof-every-1-second"
-	err = d.Ensure(ctx, in)
-	t.Logf("Ensure back to aof: %v", err)
-	pods := must(cluster.client.CoreV1().Pods(cluster.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=414"}))
-	claims := must(cluster.client.CoreV1().PersistentVolumeClaims(cluster.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=414"}))
-	for _, p := range pods.Items {
-		t.Logf("pod %s uid %s claim volume %v", p.Name, p.UID, hasClaimVolume(&p))
+	if err := cut.Ensure(ctx, in); err == nil {
+		t.Fatal("the Ensure meant to be cut after one node succeeded")
 	}
-	for _, c := range claims.Items {
-		t.Logf("claim %s deleting %v", c.Name, c.DeletionTimestamp != nil)
-		if c.DeletionTimestamp != nil {
-			for _, p := range pods.Items {
-				for _, v := range p.Spec.Volumes {
-					if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == c.Name && p.DeletionTimestamp == nil {
-						t.Errorf("claim %s is being deleted while pod %s runs on it (Ensure: %v)", c.Name, p.Name, err)
-					}
+	// The roll under way: node 0 replaced without a claim, the others on theirs.
+	sel := metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=414"}
+	onClaims := map[string]types.UID{}
+	for _, p := range must(cluster.client.CoreV1().Pods(cluster.ns).List(ctx, sel)).Items {
+		if hasClaimVolume(&p) {
+			onClaims[p.Name] = p.UID
+		}
+	}
+	if len(onClaims) != 3 {
+		t.Fatalf("pods on a claim once the roll was cut: %v, want 3 of 4", onClaims)
+	}
+	claimsBefore := map[string]types.UID{}
+	for _, c := range must(cluster.client.CoreV1().PersistentVolumeClaims(cluster.ns).List(ctx, sel)).Items {
+		claimsBefore[c.Name] = c.UID
+	}
+
+	in.DataPersistence = "aof-every-1-second"
+	ensureRunning(t, ctx, d, in)
+	// The nodes that ran on their claims kept them (and their pods): only the other is new.
+	for name, uid := range onClaims {
+		p := podNamed(t, ctx, name)
+		if p.UID != uid {
+			t.Errorf("pod %s, on its claim before the change was taken back, was replaced", name)
+		}
+		for _, v := range p.Spec.Volumes {
+			if c := v.PersistentVolumeClaim; c != nil {
+				now := must(cluster.client.CoreV1().PersistentVolumeClaims(cluster.ns).Get(ctx, c.ClaimName, metav1.GetOptions{}))
+				if now.UID != claimsBefore[c.ClaimName] || now.DeletionTimestamp != nil {
+					t.Errorf("claim %s of running pod %s was deleted or made again", c.ClaimName, name)
 				}
 			}
 		}
 	}
+	if n := liveClaims(t, ctx, in.DatabaseID); n != 4 {
+		t.Errorf("%d claims once the change is taken back, want 4", n)
+	}
+	cc2 := clusterClient(d, in)
+	defer cc2.Close()
+	requireKeys(t, ctx, cc2, "k", 100)
 }
 
 // TestClusterRebuildUnreadableSave: a rebuild whose saved files clouddb's local
@@ -370,6 +408,9 @@ func TestClusterRebuildUnreadableSave(t *testing.T) {
 	for i := range 2 {
 		err := dOld.Ensure(ctx, in)
 		t.Logf("Ensure %d with a redis-server that cannot read the files: %v", i, err)
+		if err == nil || !strings.Contains(err.Error(), "does not load here") {
+			t.Fatalf("Ensure %d with a redis-server that cannot read the files = %v, want the check of the saved data to fail", i, err)
+		}
 	}
 	claims := liveClaims(t, ctx, in.DatabaseID)
 	pods := must(cluster.client.CoreV1().Pods(cluster.ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=417"}))
@@ -381,8 +422,24 @@ func TestClusterRebuildUnreadableSave(t *testing.T) {
 	}
 	s := must(cluster.client.CoreV1().Secrets(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID), metav1.GetOptions{}))
 	t.Logf("live claims %d, pods on a claim %d, pending mark %q", claims, withClaim, s.Annotations["clouddb.io/pending-load"])
-	if claims == 0 && withClaim == 0 && s.Annotations["clouddb.io/pending-load"] != "" {
-		t.Errorf("the old claims and pods are gone while the saved files were never read successfully; they are the only copy")
+	if claims != 1 || withClaim != 1 || s.Annotations["clouddb.io/pending-load"] != "" {
+		t.Fatalf("after a save that does not load: %d claims, %d pods on one, mark %q; want the old pod and claim kept, no mark",
+			claims, withClaim, s.Annotations["clouddb.io/pending-load"])
+	}
+	if left := must(filepath.Glob(filepath.Join(os.TempDir(), "clouddb-k8s-"+cluster.ns+"-417-*"))); len(left) != 0 {
+		t.Errorf("files left by the save given up: %v", left)
+	}
+	// The old node takes writes again, and a driver that reads the files completes it.
+	if err := cc.Set(ctx, "k2", "v2", 0).Err(); err != nil {
+		t.Fatalf("a write once the save was given up: %v", err)
+	}
+	ensureRunning(t, ctx, d, in)
+	cc2 := clusterClient(d, in)
+	defer cc2.Close()
+	for k, v := range map[string]string{"k": "v", "k2": "v2"} {
+		if got, err := cc2.Get(ctx, k).Result(); err != nil || got != v {
+			t.Fatalf("%s after the change = %q, %v", k, got, err)
+		}
 	}
 }
 
