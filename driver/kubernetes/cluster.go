@@ -107,8 +107,8 @@ func clusterSettings(in clouddb.Instance, internal string) [][]string {
 func nodeConfigKey(pod string) string { return pod + ".conf" }
 
 // nodeConfig is node i's own config file: its port (TLS only, with TLS), and the host
-// clients reach it at.
-func (d *Driver) nodeConfig(port int, withTLS bool) []byte {
+// clients reach it at (see clusterHosts).
+func nodeConfig(port int, withTLS bool, host string) []byte {
 	var b []byte
 	if withTLS {
 		b = appendLine(b, "port", "0")
@@ -116,7 +116,33 @@ func (d *Driver) nodeConfig(port int, withTLS bool) []byte {
 	} else {
 		b = appendLine(b, "port", strconv.Itoa(port))
 	}
-	return appendLine(b, "cluster-announce-hostname", d.cfg.NodeAddress)
+	return appendLine(b, "cluster-announce-hostname", host)
+}
+
+// clusterHosts are the hosts the cluster's nodes announce to clients, by node: with
+// NodePort Services the node address (Config.NodeAddress); with LoadBalancer ones each
+// node's own load balancer's address, once every node's Service has one (waitIngress).
+// An IPv6 address cannot be one: redis refuses ':' in an announced hostname.
+func (d *Driver) clusterHosts(ctx context.Context, in clouddb.Instance) ([]string, error) {
+	hosts := make([]string, clusterNodeCount(in))
+	if d.serviceType() != corev1.ServiceTypeLoadBalancer {
+		for i := range hosts {
+			hosts[i] = d.cfg.NodeAddress
+		}
+		return hosts, nil
+	}
+	lbs, err := d.waitIngress(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	for i := range hosts {
+		name := nodeServiceName(in.DatabaseID, i)
+		if hosts[i] = lbs[name]; strings.Contains(hosts[i], ":") {
+			return nil, fmt.Errorf("database %d: service %s: its load balancer's address %s is IPv6, which a cluster node cannot announce (a hostname can be): %w",
+				in.DatabaseID, name, hosts[i], ErrNotSupported)
+		}
+	}
+	return hosts, nil
 }
 
 // clusterNodeCount is the number of nodes (pods) of a cluster instance.
@@ -228,8 +254,8 @@ func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts
 		port := 0
 		if i == 0 {
 			port = in.Port
-		} else if old != nil && len(old.Spec.Ports) == 1 {
-			port = int(old.Spec.Ports[0].NodePort)
+		} else if old != nil {
+			port = nodeServicePort(old)
 		}
 		for tries := 0; ; tries++ {
 			if port == 0 {
@@ -311,11 +337,25 @@ func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts 
 	if !routed {
 		sel[LabelRole] = rolePrimary // no cluster node carries it: no pod
 	}
+	typ := d.serviceType()
 	want := corev1.ServicePort{Name: "redis", Protocol: corev1.ProtocolTCP, Port: redisPort, TargetPort: intstr.FromInt(port), NodePort: int32(port)}
 	found := svc != nil
+	if typ == corev1.ServiceTypeLoadBalancer {
+		// On the node's port at its own load balancer's address, as the node announces
+		// it. The other nodes' ports also stay NodePorts, which keeps them the
+		// namespace's own (see applyNodeServices); node 0's, the database's port, need
+		// not be in the NodePort range: Kubernetes chooses its NodePort, and keeps it.
+		want.Port = int32(port)
+		if i == 0 {
+			want.NodePort = 0
+			if found && len(svc.Spec.Ports) == 1 {
+				want.NodePort = svc.Spec.Ports[0].NodePort
+			}
+		}
+	}
 	if found {
 		svc = svc.DeepCopy()
-		if svc.Spec.Type == corev1.ServiceTypeNodePort && len(svc.Spec.Ports) == 1 && svc.Spec.Ports[0].Port == want.Port &&
+		if svc.Spec.Type == typ && len(svc.Spec.Ports) == 1 && svc.Spec.Ports[0].Port == want.Port &&
 			svc.Spec.Ports[0].NodePort == want.NodePort && svc.Spec.Ports[0].TargetPort == want.TargetPort &&
 			maps.Equal(svc.Spec.Selector, sel) && len(svc.OwnerReferences) == 1 && svc.OwnerReferences[0].UID == sts.UID {
 			return nil
@@ -324,7 +364,7 @@ func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts 
 		svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.ns}}
 	}
 	svc.Labels, svc.OwnerReferences = labels(id), ownedBy(sts)
-	svc.Spec.Type, svc.Spec.Selector, svc.Spec.Ports = corev1.ServiceTypeNodePort, sel, []corev1.ServicePort{want}
+	svc.Spec.Type, svc.Spec.Selector, svc.Spec.Ports = typ, sel, []corev1.ServicePort{want}
 	var err error
 	if found {
 		_, err = api.Update(ctx, svc, metav1.UpdateOptions{})
@@ -343,22 +383,40 @@ func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts 
 // nodePorts are the ports of the cluster's nodes, as their Services hold them; 0 for a
 // node that has none.
 func (d *Driver) nodePorts(ctx context.Context, in clouddb.Instance) ([]int, error) {
-	svcs, err := d.cfg.Client.CoreV1().Services(d.ns).List(ctx, metav1.ListOptions{
-		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(in.DatabaseID)}),
-	})
+	svcs, err := d.databaseServices(ctx, in.DatabaseID)
 	if err != nil {
-		return nil, fmt.Errorf("database %d: listing its services: %w", in.DatabaseID, err)
+		return nil, err
 	}
+	return nodePortsOf(in, svcs), nil
+}
+
+// nodePortsOf are nodePorts of the database's Services svcs.
+func nodePortsOf(in clouddb.Instance, svcs []corev1.Service) []int {
 	ports := make([]int, clusterNodeCount(in))
 	for i := range ports {
-		for _, s := range svcs.Items {
-			if s.Name == nodeServiceName(in.DatabaseID, i) && len(s.Spec.Ports) == 1 &&
-				s.Spec.Ports[0].TargetPort.IntValue() == int(s.Spec.Ports[0].NodePort) {
-				ports[i] = int(s.Spec.Ports[0].NodePort)
+		for _, s := range svcs {
+			if s.Name == nodeServiceName(in.DatabaseID, i) {
+				ports[i] = nodeServicePort(&s)
 			}
 		}
 	}
-	return ports, nil
+	return ports
+}
+
+// nodeServicePort is the port of the node a Service of applyNodeService routes to, 0
+// for a Service of another shape: a NodePort Service's NodePort, a LoadBalancer one's
+// port, the node's port either way.
+func nodeServicePort(svc *corev1.Service) int {
+	if len(svc.Spec.Ports) != 1 {
+		return 0
+	}
+	p := svc.Spec.Ports[0]
+	switch t := p.TargetPort.IntValue(); {
+	case svc.Spec.Type == corev1.ServiceTypeNodePort && int(p.NodePort) == t,
+		svc.Spec.Type == corev1.ServiceTypeLoadBalancer && int(p.Port) == t:
+		return t
+	}
+	return 0
 }
 
 // nodeClient opens a connection to a cluster node's server as clouddb's own user, of
@@ -467,12 +525,18 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	if err != nil {
 		return err
 	}
+	// Before the Secret: the nodes' config files, and a TLS cluster's certificate, name
+	// these hosts.
+	hosts, err := d.clusterHosts(ctx, in)
+	if err != nil {
+		return err
+	}
 	if err = d.applyDisruptionBudget(ctx, in, sts); err != nil {
 		return err
 	}
 	nodeConfs := map[string][]byte{}
 	for i, port := range ports {
-		nodeConfs[nodeConfigKey(nodePodName(id, i))] = d.nodeConfig(port, in.TLS != nil)
+		nodeConfs[nodeConfigKey(nodePodName(id, i))] = nodeConfig(port, in.TLS != nil, hosts[i])
 	}
 	secret, err := d.applySecretWith(ctx, shardIn, sts, nodeConfs)
 	if err != nil {
@@ -521,8 +585,8 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 			return fmt.Errorf("database %d: pod %s: CONFIG SET cluster-announce-ip: %w", id, m.pod.Name, err)
 		}
 		// The host clients reach it at, as now configured: its file is read only at the
-		// server's start, and a changed NodeAddress restarts no pod.
-		if err = m.c.ConfigSet(ctx, "cluster-announce-hostname", d.cfg.NodeAddress).Err(); err != nil {
+		// server's start, and a changed NodeAddress or load balancer restarts no pod.
+		if err = m.c.ConfigSet(ctx, "cluster-announce-hostname", hosts[m.idx]).Err(); err != nil {
 			return fmt.Errorf("database %d: pod %s: CONFIG SET cluster-announce-hostname: %w", id, m.pod.Name, err)
 		}
 	}
@@ -569,8 +633,12 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 		return err
 	}
 	// Every node's own NodePort (node 0's is the database's): clients follow CLUSTER
-	// SLOTS there, and kube-proxy routes a node a moment after its pod is Ready again.
+	// SLOTS there, and kube-proxy routes a node a moment after its pod is Ready again. A
+	// load balancer's address is its own (clouddb may not reach it): waited for above.
 	for _, m := range nodes {
+		if d.serviceType() == corev1.ServiceTypeLoadBalancer {
+			break
+		}
 		if err = d.waitEndpointAt(ctx, in, m.port, m.c, ""); err != nil {
 			return err
 		}
@@ -1099,18 +1167,31 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 		string(secret.Data[keyPrimaryHost]) != "no" || secret.Annotations[annotationPendingLoad] != "" {
 		return false, nil
 	}
-	if in.TLS != nil && !d.secretTLSUsable(in, secret) {
-		return false, nil
-	}
-	ports, err := d.nodePorts(ctx, in)
+	svcs, err := d.databaseServices(ctx, id)
 	if err != nil {
 		return false, err
+	}
+	ports, hosts := nodePortsOf(in, svcs), make([]string, n)
+	if d.serviceType() == corev1.ServiceTypeLoadBalancer {
+		// As they are now (secretTLSUsable's certificate names them too).
+		lbs := ingressByName(svcs)
+		d.ingress.Store(id, ingressEntry{hosts: lbs, looked: time.Now()})
+		for i := range hosts {
+			hosts[i] = lbs[nodeServiceName(id, i)]
+		}
+	} else {
+		for i := range hosts {
+			hosts[i] = d.cfg.NodeAddress
+		}
+	}
+	if in.TLS != nil && !d.secretTLSUsable(ctx, in, secret) {
+		return false, nil
 	}
 	if ports[0] != in.Port {
 		return false, nil
 	}
 	for i := range n {
-		if ports[i] == 0 || string(secret.Data[nodeConfigKey(nodePodName(id, i))]) != string(d.nodeConfig(ports[i], in.TLS != nil)) {
+		if ports[i] == 0 || hosts[i] == "" || string(secret.Data[nodeConfigKey(nodePodName(id, i))]) != string(nodeConfig(ports[i], in.TLS != nil, hosts[i])) {
 			return false, nil
 		}
 		pod, err := d.servingPod(ctx, id, i, shardIn.MaxMemoryBytes)
@@ -1126,7 +1207,7 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 			in.Replication && (hasVolumeClaim(pod) != persistent(in) || probeOfBefore(pod)) {
 			return false, nil
 		}
-		why, err := d.nodeRunningCluster(ctx, shardIn, pod, ports[i], secret)
+		why, err := d.nodeRunningCluster(ctx, shardIn, pod, ports[i], hosts[i], secret)
 		if err != nil {
 			d.log.Warn("a database's pod is ready but its state cannot be read", "database_id", id, "pod", pod.Name, "error", err)
 			return false, nil
@@ -1148,9 +1229,9 @@ func userOn(reply any) bool {
 
 // nodeRunningCluster reports whether the node of pod plays its part: it serves
 // replication (Ensure turned clusterReplUser on since its start), announces its pod's
-// address and NodeAddress, follows its primary if a replica, sees every slot served by the cluster of
+// address and host, follows its primary if a replica, sees every slot served by the cluster of
 // its nodes, and runs with the instance's settings and users, and TLS files of the Secret.
-func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, port int, secret *corev1.Secret) (string, error) {
+func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, pod *corev1.Pod, port int, host string, secret *corev1.Secret) (string, error) {
 	c, err := d.nodeClient(pod, port, secret)
 	if err != nil {
 		return "", err
@@ -1179,8 +1260,8 @@ func (d *Driver) nodeRunningCluster(ctx context.Context, in clouddb.Instance, po
 	if got, err = c.ConfigGet(ctx, "cluster-announce-hostname").Result(); err != nil {
 		return "", fmt.Errorf("CONFIG GET cluster-announce-hostname: %w", err)
 	}
-	if got["cluster-announce-hostname"] != d.cfg.NodeAddress {
-		return "it does not announce the node address clients reach", nil
+	if got["cluster-announce-hostname"] != host {
+		return "it does not announce the host clients reach it at", nil
 	}
 	info, err := c.ClusterInfo(ctx).Result()
 	if err != nil {

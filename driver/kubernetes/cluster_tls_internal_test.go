@@ -76,7 +76,7 @@ func TestClusterTLSLiveReload(t *testing.T) {
 		DataPersistence: "none", Shards: 1, OSSCluster: true, TLS: &clouddb.InstanceTLS{ClientCertificates: []string{certA}},
 	}
 	data := map[string][]byte{keyInternal: []byte(internal)}
-	if err = d.addTLSData(in, nil, data); err != nil {
+	if err = d.addTLSData(context.Background(), in, nil, data); err != nil {
 		t.Fatal(err)
 	}
 	if err = addClusterTLSConfig(in, internal, data); err != nil {
@@ -97,7 +97,7 @@ func TestClusterTLSLiveReload(t *testing.T) {
 	}
 	mount(data)
 	node := filepath.Join(dir, "node.conf")
-	if err = os.WriteFile(node, d.nodeConfig(port, true), 0o600); err != nil {
+	if err = os.WriteFile(node, nodeConfig(port, true, d.cfg.NodeAddress), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, filepath.Join(dir, keyConfig), "--include", node, "--bind", "127.0.0.1", "--dir", dir, "--cluster-port", strconv.Itoa(bus))
@@ -163,7 +163,7 @@ func TestClusterTLSLiveReload(t *testing.T) {
 	maps.Copy(renewed, data)
 	delete(renewed, keyTLSCert)
 	next := map[string][]byte{keyInternal: []byte(internal)}
-	if err = d.addTLSData(in, renewed, next); err != nil {
+	if err = d.addTLSData(context.Background(), in, renewed, next); err != nil {
 		t.Fatal(err)
 	}
 	if err = addClusterTLSConfig(in, internal, next); err != nil {

@@ -62,7 +62,7 @@ func tlsClusterClient(t *testing.T, d *kubernetes.Driver, in clouddb.Instance, c
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(testCA.CertificatePEM())
 	c := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: []string{d.PublicEndpoint(in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true, MaxRetries: -1,
+		Addrs: []string{d.PublicEndpointOf(in.DatabaseID, in.Port)}, Password: in.Password, Protocol: 2, DisableIdentity: true, MaxRetries: -1,
 		DialTimeout: 5 * time.Second, TLSConfig: &tls.Config{RootCAs: roots, Certificates: certs, MinVersion: tls.VersionTLS12},
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"clouddb"
@@ -165,6 +166,9 @@ func (d *Driver) ownEndpoint(ctx context.Context, e clouddb.RedisEndpoint) (redi
 			continue
 		}
 		public := host == d.cfg.NodeAddress && int(svc.Spec.Ports[0].NodePort) == port
+		if lb, ok := ingressOf(&svc); ok && d.serviceType() == corev1.ServiceTypeLoadBalancer {
+			public = host == lb && int(svc.Spec.Ports[0].Port) == port
+		}
 		private := port == redisPort && (host == svc.Name+"."+d.ns+".svc" || host == svc.Name+"."+d.ns+".svc.cluster.local" || host == svc.Spec.ClusterIP)
 		if public || private {
 			id = n

@@ -50,36 +50,69 @@ func (d *Driver) PublicEndpointOf(databaseID, port int) string {
 	if d.serviceType() == corev1.ServiceTypeNodePort {
 		return d.PublicEndpoint(port)
 	}
-	v, ok := d.ingress.Load(databaseID)
-	e, _ := v.(ingressEntry)
-	if !ok || e.host == "" && time.Since(e.looked) >= ingressLookupEvery {
-		// Not seen by this process yet (a restart; another replica ensured it). A Service
-		// without an address is asked again only after a while: API reads (a tenant's
-		// lists) must not each cost a request to the cluster, whose rate the driver's
-		// failovers share.
-		ctx, cancel := context.WithTimeout(context.Background(), ingressLookupTimeout)
-		defer cancel()
-		e = ingressEntry{looked: time.Now()}
-		if svc, err := d.cfg.Client.CoreV1().Services(d.ns).Get(ctx, Name(databaseID), metav1.GetOptions{}); err == nil {
-			e.host, _ = ingressOf(svc)
-		}
-		d.ingress.Store(databaseID, e)
-	}
-	if e.host == "" {
+	ctx, cancel := context.WithTimeout(context.Background(), ingressLookupTimeout)
+	defer cancel()
+	host := d.ingressHosts(ctx, databaseID)[Name(databaseID)]
+	if host == "" {
 		return ""
 	}
-	return net.JoinHostPort(e.host, strconv.Itoa(port))
+	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
-// ingressEntry is a database's load-balancer address as last seen, "" for none at looked.
+// ingressEntry is what a database's Services had as load-balancer addresses, by Service
+// name (none for a Service without one), when looked.
 type ingressEntry struct {
-	host   string
+	hosts  map[string]string
 	looked time.Time
 }
 
-// ingressLookupEvery is how often PublicEndpointOf asks again for the address of a
-// Service that had none.
+// ingressLookupEvery is how often ingressHosts asks again for the addresses of a
+// database whose Services had none.
 const ingressLookupEvery = 10 * time.Second
+
+// ingressHosts are the load-balancer addresses of the database's Services by Service
+// name, as this process last saw them (waitIngress; Running of a cluster), or as read
+// now when it has not seen them yet (a restart; another replica ensured it). A database
+// without one is asked again only after a while: API reads (a tenant's lists) must not
+// each cost a request to the cluster, whose rate the driver's failovers share. None with
+// NodePort Services.
+func (d *Driver) ingressHosts(ctx context.Context, databaseID int) map[string]string {
+	if d.serviceType() != corev1.ServiceTypeLoadBalancer {
+		return nil
+	}
+	v, ok := d.ingress.Load(databaseID)
+	e, _ := v.(ingressEntry)
+	if !ok || len(e.hosts) == 0 && time.Since(e.looked) >= ingressLookupEvery {
+		e = ingressEntry{looked: time.Now()}
+		if svcs, err := d.databaseServices(ctx, databaseID); err == nil {
+			e.hosts = ingressByName(svcs)
+		}
+		d.ingress.Store(databaseID, e)
+	}
+	return e.hosts
+}
+
+// databaseServices are the database's Services: its own and, of a cluster, its nodes'.
+func (d *Driver) databaseServices(ctx context.Context, databaseID int) ([]corev1.Service, error) {
+	svcs, err := d.cfg.Client.CoreV1().Services(d.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(databaseID)}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("database %d: listing its services: %w", databaseID, err)
+	}
+	return svcs.Items, nil
+}
+
+// ingressByName are the load-balancer addresses of those Services that have one.
+func ingressByName(svcs []corev1.Service) map[string]string {
+	out := map[string]string{}
+	for i := range svcs {
+		if host, ok := ingressOf(&svcs[i]); ok {
+			out[svcs[i].Name] = host
+		}
+	}
+	return out
+}
 
 // ingressOf is the Service's load-balancer address, if it has one.
 func ingressOf(svc *corev1.Service) (string, bool) {
@@ -94,28 +127,47 @@ func ingressOf(svc *corev1.Service) (string, bool) {
 	return "", false
 }
 
-// waitIngress waits, with LoadBalancer Services, until the database's Service has an
-// address, and remembers it for PublicEndpointOf.
-func (d *Driver) waitIngress(ctx context.Context, in clouddb.Instance) error {
+// waitIngress waits, with LoadBalancer Services, until each of the database's Services
+// (a cluster's: every node's) has an address, remembers them for ingressHosts and returns
+// them by Service name; nil with NodePort Services.
+func (d *Driver) waitIngress(ctx context.Context, in clouddb.Instance) (map[string]string, error) {
 	if d.serviceType() != corev1.ServiceTypeLoadBalancer {
-		return nil
+		return nil, nil
+	}
+	names := []string{Name(in.DatabaseID)}
+	if in.OSSCluster {
+		names = names[:0]
+		for i := range clusterNodeCount(in) {
+			names = append(names, nodeServiceName(in.DatabaseID, i))
+		}
 	}
 	wait, cancel := context.WithTimeout(ctx, d.cfg.IngressTimeout)
 	defer cancel()
 	for {
-		svc, err := d.cfg.Client.CoreV1().Services(d.ns).Get(wait, Name(in.DatabaseID), metav1.GetOptions{})
+		svcs, err := d.databaseServices(wait, in.DatabaseID)
+		missing := ""
 		if err == nil {
-			if host, ok := ingressOf(svc); ok {
-				d.ingress.Store(in.DatabaseID, ingressEntry{host: host, looked: time.Now()})
-				return nil
+			hosts := ingressByName(svcs)
+			for _, n := range names {
+				if hosts[n] == "" {
+					missing = n
+					break
+				}
+			}
+			if missing == "" {
+				d.ingress.Store(in.DatabaseID, ingressEntry{hosts: hosts, looked: time.Now()})
+				return hosts, nil
 			}
 		}
 		select {
 		case <-wait.Done():
 			if ctx.Err() != nil {
-				return fmt.Errorf("database %d: waiting for its load balancer's address: %w", in.DatabaseID, ctx.Err())
+				return nil, fmt.Errorf("database %d: waiting for its load balancer's address: %w", in.DatabaseID, ctx.Err())
 			}
-			return fmt.Errorf("database %d: %w after %v: does the cluster have a load-balancer controller? (NodePort Services need none)", in.DatabaseID, ErrNoIngress, d.cfg.IngressTimeout)
+			if err != nil {
+				return nil, fmt.Errorf("database %d: waiting for its load balancer's address: %w", in.DatabaseID, err)
+			}
+			return nil, fmt.Errorf("database %d: service %s: %w after %v: does the cluster have a load-balancer controller? (NodePort Services need none)", in.DatabaseID, missing, ErrNoIngress, d.cfg.IngressTimeout)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -206,11 +206,6 @@ func (d *Driver) supported(in clouddb.Instance) error {
 	if in.OSSCluster && d.cfg.ClusterPorts[0] <= 0 && in.Shards*perShard(in) > 1 {
 		not = append(not, "OSS Cluster without ports for its nodes (Config.ClusterPorts, --k8s-cluster-ports)")
 	}
-	// Each node's Service would need a load balancer of its own, and the node its
-	// address: not built.
-	if in.OSSCluster && d.serviceType() == corev1.ServiceTypeLoadBalancer {
-		not = append(not, "OSS Cluster with LoadBalancer Services")
-	}
 	if in.OSSCluster && len(in.ReplicaOf) > 0 {
 		not = append(not, "replicaOf sources with OSS Cluster")
 	}
@@ -293,8 +288,12 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 			return err
 		}
 	}
-	// The Service first: a replicated database's Secret names its ClusterIP.
+	// The Service first: a replicated database's Secret names its ClusterIP, and a TLS
+	// one's certificate its load balancer's address.
 	if _, err = d.applyService(ctx, in, sts, nil); err != nil {
+		return err
+	}
+	if _, err = d.waitIngress(ctx, in); err != nil {
 		return err
 	}
 	if err = d.applyDisruptionBudget(ctx, in, sts); err != nil {

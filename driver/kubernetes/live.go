@@ -185,7 +185,7 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	internal := string(secret.Data[keyInternal])
 	// The configuration the pod starts with is the instance's: its settings, password and
 	// users (Ensure writes it first).
-	if !configAsAsked(in, internal, secret.Data) || in.TLS != nil && !d.secretTLSUsable(in, secret) {
+	if !configAsAsked(in, internal, secret.Data) || in.TLS != nil && !d.secretTLSUsable(ctx, in, secret) {
 		return false, nil
 	}
 	// And it starts on its own (REPLICAOF NO ONE), as the primary of no replica.

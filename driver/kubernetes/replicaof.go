@@ -243,6 +243,13 @@ func (d *Driver) clusterInternal(ctx context.Context, ip netip.Addr) error {
 				return refuse("a service's")
 			}
 		}
+		// A load balancer's address, as the node address: a database there is a source
+		// by its endpoint and password only (ownEndpoint).
+		for _, lb := range s.Status.LoadBalancer.Ingress {
+			if la, err := netip.ParseAddr(lb.IP); err == nil && la.Unmap() == ip {
+				return refuse("a load balancer's of the cluster")
+			}
+		}
 	}
 	return nil
 }

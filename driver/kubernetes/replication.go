@@ -559,7 +559,8 @@ func (d *Driver) dropReplica(ctx context.Context, in clouddb.Instance, pod *core
 func (d *Driver) waitEndpoint(ctx context.Context, in clouddb.Instance, c *redis.Client, runID string) error {
 	// A load balancer's address: its own (see waitIngress); clouddb may not reach it.
 	if d.serviceType() == corev1.ServiceTypeLoadBalancer {
-		return d.waitIngress(ctx, in)
+		_, err := d.waitIngress(ctx, in)
+		return err
 	}
 	return d.waitEndpointAt(ctx, in, in.Port, c, runID)
 }
@@ -684,7 +685,7 @@ func (d *Driver) runningNodes(ctx context.Context, in clouddb.Instance, img stri
 		return false, fmt.Errorf("database %d: reading its secret: %w", id, err)
 	}
 	internal := string(secret.Data[keyInternal])
-	if !configAsAsked(in, internal, secret.Data) || in.TLS != nil && !d.secretTLSUsable(in, secret) {
+	if !configAsAsked(in, internal, secret.Data) || in.TLS != nil && !d.secretTLSUsable(ctx, in, secret) {
 		return false, nil
 	}
 	if secret.Annotations[annotationPendingLoad] != "" {

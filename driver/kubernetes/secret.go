@@ -47,7 +47,7 @@ func (d *Driver) applySecretWith(ctx context.Context, in clouddb.Instance, sts *
 	if found {
 		old = s.Data
 	}
-	if err = d.addTLSData(in, old, data); err != nil {
+	if err = d.addTLSData(ctx, in, old, data); err != nil {
 		return nil, err
 	}
 	if err = d.addConfigs(ctx, in, sts, internal, data); err != nil {

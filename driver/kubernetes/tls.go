@@ -9,6 +9,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,12 +93,19 @@ func tlsDigest(in clouddb.Instance, data map[string][]byte) string {
 }
 
 // tlsHosts are the names and addresses a client reaches the database by, which its
-// server certificate names.
-func (d *Driver) tlsHosts(id int) []string {
+// server certificate names: with LoadBalancer Services, also the addresses of its load
+// balancers (public: ingressHosts; a cluster's every node's, as the nodes announce them).
+func (d *Driver) tlsHosts(id int, public map[string]string) []string {
 	n := Name(id)
 	hosts := []string{n, n + "." + d.ns, serverName(n, d.ns), serverName(n, d.ns) + ".cluster.local"}
 	if d.cfg.NodeAddress != "" {
 		hosts = append(hosts, d.cfg.NodeAddress)
+	}
+	lbs := slices.Sorted(maps.Values(public))
+	for _, h := range slices.Compact(lbs) {
+		if !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
 	}
 	return hosts
 }
@@ -109,7 +118,7 @@ func serverName(name, ns string) string { return name + "." + ns + ".svc" }
 // certificates of old (its current content) while they are usable, new ones otherwise,
 // and the CA bundle of the instance's client certificates. Without TLS the old material
 // is kept as it is.
-func (d *Driver) addTLSData(in clouddb.Instance, old, data map[string][]byte) error {
+func (d *Driver) addTLSData(ctx context.Context, in clouddb.Instance, old, data map[string][]byte) error {
 	for _, k := range tlsKeys {
 		if v, ok := old[k]; ok {
 			data[k] = v
@@ -121,13 +130,14 @@ func (d *Driver) addTLSData(in clouddb.Instance, old, data map[string][]byte) er
 	if d.cfg.CA == nil {
 		return fmt.Errorf("database %d: TLS needs the installation's certificate authority (Config.CA)", in.DatabaseID)
 	}
-	if !d.leafUsable(data[keyTLSCert], data[keyTLSKey], x509.ExtKeyUsageServerAuth, d.tlsHosts(in.DatabaseID)) {
-		cert, key, err := d.cfg.CA.IssueServer(d.tlsHosts(in.DatabaseID))
+	hosts := d.tlsHosts(in.DatabaseID, d.ingressHosts(ctx, in.DatabaseID))
+	if !d.leafUsable(data[keyTLSCert], data[keyTLSKey], x509.ExtKeyUsageServerAuth, hosts) {
+		cert, key, err := d.cfg.CA.IssueServer(hosts)
 		if err != nil {
 			return fmt.Errorf("database %d: issuing a server certificate: %w", in.DatabaseID, err)
 		}
 		data[keyTLSCert], data[keyTLSKey] = cert, key
-		d.log.Info("issued a server certificate", "database_id", in.DatabaseID, "hosts", d.tlsHosts(in.DatabaseID))
+		d.log.Info("issued a server certificate", "database_id", in.DatabaseID, "hosts", hosts)
 	}
 	if !d.leafUsable(data[keyTLSClientCert], data[keyTLSClientKey], x509.ExtKeyUsageClientAuth, nil) {
 		cert, key, err := d.cfg.CA.IssueClient(fmt.Sprintf("clouddb database %d", in.DatabaseID))
@@ -184,17 +194,20 @@ type tlsCheck struct {
 // is renewed in time too. Running reads the same Secret at every pass: the certificates'
 // verdict is kept for the Secret's version until it changes (pki.LeafUsableUntil), and
 // only the CA bundle, which follows the instance, is compared each time.
-func (d *Driver) secretTLSUsable(in clouddb.Instance, secret *corev1.Secret) bool {
+func (d *Driver) secretTLSUsable(ctx context.Context, in clouddb.Instance, secret *corev1.Secret) bool {
 	if d.cfg.CA == nil || string(secret.Data[keyTLSCA]) != string(d.caBundle(in)) {
 		return false
 	}
-	version := string(secret.UID) + "/" + secret.ResourceVersion
+	// The verdict holds for the hosts it was given too: a load balancer's new address is
+	// one more the certificate must name.
+	hosts := d.tlsHosts(in.DatabaseID, d.ingressHosts(ctx, in.DatabaseID))
+	version := string(secret.UID) + "/" + secret.ResourceVersion + "/" + strings.Join(hosts, ",")
 	if v, ok := d.tlsChecks.Load(in.DatabaseID); ok {
 		if c := v.(tlsCheck); c.version == version && time.Now().Before(c.until) {
 			return true
 		}
 	}
-	until, ok := d.leavesUsableUntil(in, secret.Data)
+	until, ok := d.leavesUsableUntil(in, secret.Data, hosts)
 	if !ok {
 		d.tlsChecks.Delete(in.DatabaseID)
 		return false
@@ -205,14 +218,14 @@ func (d *Driver) secretTLSUsable(in clouddb.Instance, secret *corev1.Secret) boo
 
 // leavesUsableUntil reports whether the server's and clouddb's client certificate of a
 // TLS database's Secret data are usable, and until when both stay so.
-func (d *Driver) leavesUsableUntil(in clouddb.Instance, data map[string][]byte) (time.Time, bool) {
+func (d *Driver) leavesUsableUntil(in clouddb.Instance, data map[string][]byte, hosts []string) (time.Time, bool) {
 	var until time.Time
 	for _, leaf := range []struct {
 		cert, key string
 		usage     x509.ExtKeyUsage
 		hosts     []string
 	}{
-		{keyTLSCert, keyTLSKey, x509.ExtKeyUsageServerAuth, d.tlsHosts(in.DatabaseID)},
+		{keyTLSCert, keyTLSKey, x509.ExtKeyUsageServerAuth, hosts},
 		{keyTLSClientCert, keyTLSClientKey, x509.ExtKeyUsageClientAuth, nil},
 	} {
 		u, ok := d.leafUsableUntil(data[leaf.cert], data[leaf.key], leaf.usage, leaf.hosts)

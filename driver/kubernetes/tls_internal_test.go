@@ -169,14 +169,14 @@ func TestTLSUsable_CANearItsEnd(t *testing.T) {
 	d := &Driver{cfg: Config{CA: ca, NodeAddress: "127.0.0.1"}, ns: "ns", log: slog.New(slog.DiscardHandler)}
 	in := clouddb.Instance{DatabaseID: 3, TLS: &clouddb.InstanceTLS{}}
 	first := map[string][]byte{}
-	if err = d.addTLSData(in, nil, first); err != nil {
+	if err = d.addTLSData(context.Background(), in, nil, first); err != nil {
 		t.Fatal(err)
 	}
-	if !d.secretTLSUsable(in, &corev1.Secret{Data: first}) {
+	if !d.secretTLSUsable(context.Background(), in, &corev1.Secret{Data: first}) {
 		t.Fatal("certificates that end with the CA are not usable: Running is false at every pass")
 	}
 	again := map[string][]byte{}
-	if err = d.addTLSData(in, first, again); err != nil {
+	if err = d.addTLSData(context.Background(), in, first, again); err != nil {
 		t.Fatal(err)
 	}
 	if !maps.EqualFunc(first, again, bytes.Equal) {
@@ -195,11 +195,11 @@ func TestSecretTLSUsable(t *testing.T) {
 	d := &Driver{cfg: Config{CA: ca, NodeAddress: "127.0.0.1"}, ns: "ns", log: slog.New(slog.DiscardHandler)}
 	in := clouddb.Instance{DatabaseID: 4, TLS: &clouddb.InstanceTLS{}}
 	data := map[string][]byte{}
-	if err = d.addTLSData(in, nil, data); err != nil {
+	if err = d.addTLSData(context.Background(), in, nil, data); err != nil {
 		t.Fatal(err)
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{UID: "u", ResourceVersion: "1"}, Data: data}
-	if !d.secretTLSUsable(in, secret) {
+	if !d.secretTLSUsable(context.Background(), in, secret) {
 		t.Fatal("fresh certificates: not usable")
 	}
 	v, _ := d.tlsChecks.Load(in.DatabaseID)
@@ -212,20 +212,20 @@ func TestSecretTLSUsable(t *testing.T) {
 	if near[keyTLSCert], near[keyTLSKey], err = ca.Reissue(data[keyTLSCert], time.Now().Add(pki.RenewBefore/2)); err != nil {
 		t.Fatal(err)
 	}
-	if d.secretTLSUsable(in, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{UID: "u", ResourceVersion: "2"}, Data: near}) {
+	if d.secretTLSUsable(context.Background(), in, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{UID: "u", ResourceVersion: "2"}, Data: near}) {
 		t.Fatal("a new version of the secret with a certificate near its end: usable")
 	}
 	// The same version judged usable before, past the time its verdict held: judged anew.
 	d.tlsChecks.Store(in.DatabaseID, tlsCheck{version: "u/3", until: time.Now().Add(-time.Second)})
-	if d.secretTLSUsable(in, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{UID: "u", ResourceVersion: "3"}, Data: near}) {
+	if d.secretTLSUsable(context.Background(), in, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{UID: "u", ResourceVersion: "3"}, Data: near}) {
 		t.Fatal("a verdict past its time was kept")
 	}
 	// Client certificates of the instance changed: the CA bundle differs, whatever was kept.
-	if !d.secretTLSUsable(in, secret) {
+	if !d.secretTLSUsable(context.Background(), in, secret) {
 		t.Fatal("the first version again: not usable")
 	}
 	in.TLS = &clouddb.InstanceTLS{ClientCertificates: []string{string(data[keyTLSClientCert])}}
-	if d.secretTLSUsable(in, secret) {
+	if d.secretTLSUsable(context.Background(), in, secret) {
 		t.Fatal("a CA bundle without the instance's client certificates: usable")
 	}
 }
