@@ -516,6 +516,9 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 			return err
 		}
 	}
+	if sts, err = d.makeLostPods(ctx, in, sts); err != nil {
+		return err
+	}
 	pending, err := d.dataPending(ctx, id)
 	if err != nil {
 		return err
@@ -872,15 +875,24 @@ func (d *Driver) clusterFailover(ctx context.Context, in clouddb.Instance, nodes
 		if b.master && b.slots {
 			owner, other = b, a
 		}
-		if other.master || !owner.master || !owner.slots {
-			// A new shard (no slots yet), or one whose serving node is gone: a node of a
-			// new pod joins as a new node. The replica takes over if it had followed.
-			if !other.master && other.keys > 0 && (!owner.master || !owner.slots) {
-				if err := d.takeOver(ctx, in, other, nodes); err != nil {
-					return err
+		if !owner.master || !owner.slots {
+			// No node serves the shard: a new shard, or one whose serving node is gone
+			// (a node of a new pod joins as a new node, empty, wherever the gone one was:
+			// at S+s too, after a failover). The node that had followed it takes over,
+			// before formCluster forgets the gone node and would give its slots to the
+			// empty one.
+			for _, m := range []*clusterMember{a, b} {
+				if !m.master && m.keys > 0 {
+					if err := d.takeOver(ctx, in, m, nodes); err != nil {
+						return err
+					}
+					break
 				}
 			}
 			continue
+		}
+		if other.master {
+			continue // a new node, which joins as the replica
 		}
 		if owner.replOn || other.keys <= owner.keys {
 			continue

@@ -499,3 +499,77 @@ func TestSaveCutShortRefusesWrites(t *testing.T) {
 		t.Fatalf("pod %s was not replaced for TLS", old.Name)
 	}
 }
+
+// TestClusterPodLostMidRoll: a replicated cluster's roll to persistence is cut after node
+// 0, then pod 3 is lost (shard 1's other node is pod 1, the next pod of before). The
+// StatefulSet's controller does not make pod 3 again: it stops at pod 1, whose volumes
+// it cannot make its claim's. Ensure has it made again, and the roll goes on to the end:
+// every pod on its claim, every key kept.
+func TestClusterPodLostMidRoll(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 10*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 416, "none")
+	in.OSSCluster, in.Shards, in.Replication = true, 2, true
+	in.MaxMemoryBytes *= 2
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	cc := clusterClient(d, in)
+	defer cc.Close()
+	writeReplicated(t, ctx, cc, "k", 100)
+
+	var pass atomic.Int32
+	pass.Store(1)
+	cut := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.Client = faulty{Interface: cluster.client, podDelete: func() error {
+			if pass.Add(-1) < 0 {
+				return errInjected
+			}
+			return nil
+		}}
+	})
+	in.DataPersistence = "aof-every-1-second"
+	if err := cut.Ensure(ctx, in); err == nil {
+		t.Fatal("the Ensure meant to be cut after one node succeeded")
+	}
+	sel := metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=416"}
+	var onClaims []string
+	for _, p := range must(cluster.client.CoreV1().Pods(cluster.ns).List(ctx, sel)).Items {
+		if hasClaimVolume(&p) {
+			onClaims = append(onClaims, p.Name)
+		}
+	}
+	if want := kubernetes.Name(in.DatabaseID) + "-0"; !slices.Equal(onClaims, []string{want}) {
+		t.Fatalf("pods on a claim once the roll was cut: %v, want only %s", onClaims, want)
+	}
+
+	lost := kubernetes.Name(in.DatabaseID) + "-3"
+	if err := cluster.client.CoreV1().Pods(cluster.ns).Delete(ctx, lost, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	// What this test is for: the controller does not make it again by itself.
+	if err := poll(ctx, 15*time.Second, func() (bool, error) {
+		_, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, lost, metav1.GetOptions{})
+		return err == nil, nil
+	}); err == nil {
+		t.Fatalf("the StatefulSet's controller made pod %s again by itself: the case this test is for no longer arises", lost)
+	}
+
+	ensureRunning(t, ctx, d, in)
+	pods := must(cluster.client.CoreV1().Pods(cluster.ns).List(ctx, sel)).Items
+	if len(pods) != 4 {
+		t.Fatalf("%d pods after the roll, want 4", len(pods))
+	}
+	for _, p := range pods {
+		if !hasClaimVolume(&p) {
+			t.Errorf("pod %s is not on a claim after the roll", p.Name)
+		}
+	}
+	if n := liveClaims(t, ctx, in.DatabaseID); n != 4 {
+		t.Errorf("%d claims after the roll, want 4", n)
+	}
+	cc2 := clusterClient(d, in)
+	defer cc2.Close()
+	requireKeys(t, ctx, cc2, "k", 100)
+}

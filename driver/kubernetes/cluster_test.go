@@ -105,10 +105,12 @@ func TestClusterPorts(t *testing.T) {
 // TestClusterPodDeleted: a replicated cluster whose endpoint's pod is deleted (a new pod
 // is a new node, empty, at a new address) is healed by Ensure: the replica takes the
 // shard over, the gone node is forgotten, the new one follows it; every key is served.
+// So again for shard 1's primary, then for the pod of its replica that took over (a
+// primary at S+s: the empty node of its new pod must not be given the shard's slots).
 func TestClusterPodDeleted(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
-	ctx := ctxFor(t, 4*time.Minute)
+	ctx := ctxFor(t, 6*time.Minute)
 	d := newDriver(t, cluster.client, cluster.ns)
 	in := instance(t, 152, "none")
 	in.OSSCluster, in.Shards, in.Replication, in.MaxMemoryBytes = true, 2, true, 2*in.MaxMemoryBytes
@@ -117,35 +119,44 @@ func TestClusterPodDeleted(t *testing.T) {
 	cc := clusterClient(d, in)
 	defer cc.Close()
 	writeReplicated(t, ctx, cc, "k", 200)
-	old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID)+"-0", metav1.GetOptions{}))
-	if err := cluster.client.CoreV1().Pods(cluster.ns).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
-		t.Fatal(err)
-	}
-	if err := poll(ctx, time.Minute, func() (bool, error) {
-		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, old.Name, metav1.GetOptions{})
-		return err == nil && p.UID != old.UID, nil
-	}); err != nil {
-		t.Fatalf("no new pod %s: %v", old.Name, err)
-	}
-	ensureRunning(t, ctx, d, in)
-	fresh := clusterClient(d, in)
-	defer fresh.Close()
-	for i := range 200 {
-		if v, err := fresh.Get(ctx, "k"+strconv.Itoa(i)).Result(); err != nil || v != strconv.Itoa(i) {
-			t.Fatalf("k%d after the pod was replaced = %q, %v", i, v, err)
+	for _, ordinal := range []int{0, 1, 3} {
+		name := kubernetes.Name(in.DatabaseID) + "-" + strconv.Itoa(ordinal)
+		if ordinal == 3 {
+			if role := nodeRole(t, ctx, d, in, name); role != "master" {
+				t.Fatalf("pod %s is a %s, want shard 1's primary since its replica took over", name, role)
+			}
 		}
-	}
-	nodes, err := connect(t, d, in, "", in.Password).ClusterNodes(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(nodes), "\n")
-	failed := slices.ContainsFunc(lines, func(l string) bool {
-		f := strings.Fields(l)
-		return len(f) < 3 || slices.ContainsFunc(strings.Split(f[2], ","), func(flag string) bool { return flag == "fail" || flag == "fail?" })
-	})
-	if len(lines) != 4 || failed {
-		t.Fatalf("the cluster's nodes after the pod was replaced (want 4, none failed):\n%s", nodes)
+		old := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name, metav1.GetOptions{}))
+		if err := cluster.client.CoreV1().Pods(cluster.ns).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := poll(ctx, time.Minute, func() (bool, error) {
+			p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, old.Name, metav1.GetOptions{})
+			return err == nil && p.UID != old.UID, nil
+		}); err != nil {
+			t.Fatalf("no new pod %s: %v", old.Name, err)
+		}
+		ensureRunning(t, ctx, d, in)
+		fresh := clusterClient(d, in)
+		for i := range 200 {
+			if v, err := fresh.Get(ctx, "k"+strconv.Itoa(i)).Result(); err != nil || v != strconv.Itoa(i) {
+				fresh.Close()
+				t.Fatalf("k%d after pod %s was replaced = %q, %v", i, name, v, err)
+			}
+		}
+		fresh.Close()
+		nodes, err := connect(t, d, in, "", in.Password).ClusterNodes(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(nodes), "\n")
+		failed := slices.ContainsFunc(lines, func(l string) bool {
+			f := strings.Fields(l)
+			return len(f) < 3 || slices.ContainsFunc(strings.Split(f[2], ","), func(flag string) bool { return flag == "fail" || flag == "fail?" })
+		})
+		if len(lines) != 4 || failed {
+			t.Fatalf("the cluster's nodes after pod %s was replaced (want 4, none failed):\n%s", name, nodes)
+		}
 	}
 }
 

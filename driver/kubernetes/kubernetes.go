@@ -288,6 +288,9 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 			return err
 		}
 	}
+	if sts, err = d.makeLostPods(ctx, in, sts); err != nil {
+		return err
+	}
 	// The Service first: a replicated database's Secret names its ClusterIP, and a TLS
 	// one's certificate its load balancer's address.
 	if _, err = d.applyService(ctx, in, sts, nil); err != nil {

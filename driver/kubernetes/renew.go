@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"clouddb"
 )
@@ -181,4 +182,112 @@ func (d *Driver) replaceNode(ctx context.Context, in clouddb.Instance, pod *core
 		return err
 	}
 	return fmt.Errorf("database %d: pod %s: %w", in.DatabaseID, pod.Name, errNodeReplaced)
+}
+
+// lostPodGrace is how long a pod missing behind one without a claim may take to be
+// made again before makeLostPods takes it for one the controller will not make.
+const lostPodGrace = 10 * time.Second
+
+// makeLostPods has the pods of sts made again that its controller will not make: a
+// StatefulSet of claims whose pods still run on volumes of before (a persistence roll
+// under way, see renewNodes) makes no pod past the first such one (its update of that
+// pod fails, and the controller stops there), so a pod lost mid-roll would never come
+// back, and the roll, which waits for it, never go on; worse, its shard's other node
+// then holds the only copy, and it is the next to be replaced. A StatefulSet without
+// claims, of the same pods, makes the missing ones (on volumes of before, to be rolled
+// in turn), then the StatefulSet of claims is made again and adopts them all. It returns
+// the StatefulSet the database has then.
+func (d *Driver) makeLostPods(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
+	if !hasClaim(sts) || sts.Spec.Replicas == nil {
+		return sts, nil
+	}
+	id, want := in.DatabaseID, int(*sts.Spec.Replicas)
+	var lost []int
+	deadline := time.Now().Add(lostPodGrace)
+	for {
+		pods, err := d.podsOf(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if lost = lostBehindOld(pods, id, want); len(lost) == 0 {
+			return sts, nil
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	d.log.Warn("pods of a database are lost behind pods of before that have no claim: made again without one", "database_id", id, "ordinals", lost)
+	again := recreatable(sts)
+	if err := d.orphanStatefulSet(ctx, in, sts, "its lost pods are made again without a claim"); err != nil {
+		return nil, err
+	}
+	api := d.cfg.Client.AppsV1().StatefulSets(d.ns)
+	plain := recreatable(sts)
+	plain.Spec.VolumeClaimTemplates = nil
+	plain.Spec.Template.Spec.Volumes = append(plain.Spec.Template.Spec.Volumes,
+		corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	made, err := api.Create(ctx, plain, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("database %d: creating a statefulset without claims: %w", id, err)
+	}
+	if err = d.waitGone(ctx, id, "its lost pods are made again", func(ctx context.Context) (bool, error) {
+		pods, perr := d.podsOf(ctx, id)
+		if perr != nil {
+			return false, perr
+		}
+		have := map[string]bool{}
+		for _, p := range pods {
+			have[p.Name] = true
+		}
+		for _, i := range lost {
+			if !have[nodePodName(id, i)] {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		return nil, err
+	}
+	if err = d.orphanStatefulSet(ctx, in, made, "its lost pods are made again: its claims back"); err != nil {
+		return nil, err
+	}
+	if sts, err = api.Create(ctx, again, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("database %d: creating its statefulset again: %w", id, err)
+	}
+	return sts, nil
+}
+
+// lostBehindOld are the ordinals below want that have no pod, past the lowest one whose
+// pod has no claim (see makeLostPods).
+func lostBehindOld(pods []corev1.Pod, id, want int) []int {
+	have := map[string]bool{}
+	firstOld := want
+	for i := range pods {
+		have[pods[i].Name] = true
+		for o := range want {
+			if pods[i].Name == nodePodName(id, o) && !hasVolumeClaim(&pods[i]) && o < firstOld {
+				firstOld = o
+			}
+		}
+	}
+	var lost []int
+	for o := firstOld + 1; o < want; o++ {
+		if !have[nodePodName(id, o)] {
+			lost = append(lost, o)
+		}
+	}
+	return lost
+}
+
+// recreatable is sts as a StatefulSet to create: its name, labels, annotations and spec.
+func recreatable(sts *appsv1.StatefulSet) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: sts.Name, Namespace: sts.Namespace, Labels: sts.Labels, Annotations: sts.Annotations},
+		Spec:       *sts.Spec.DeepCopy(),
+	}
 }
