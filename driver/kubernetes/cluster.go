@@ -1189,7 +1189,9 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 		lbs := ingressByName(svcs)
 		d.ingress.Store(id, ingressEntry{hosts: lbs, looked: time.Now()})
 		for i := range hosts {
-			hosts[i] = lbs[nodeServiceName(id, i)]
+			if hosts[i] = lbs[nodeServiceName(id, i)]; hosts[i] == "" {
+				return false, nil // a node without its load balancer's address yet
+			}
 		}
 	} else {
 		for i := range hosts {
@@ -1203,7 +1205,7 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 		return false, nil
 	}
 	for i := range n {
-		if ports[i] == 0 || hosts[i] == "" || string(secret.Data[nodeConfigKey(nodePodName(id, i))]) != string(nodeConfig(ports[i], in.TLS != nil, hosts[i])) {
+		if ports[i] == 0 || string(secret.Data[nodeConfigKey(nodePodName(id, i))]) != string(nodeConfig(ports[i], in.TLS != nil, hosts[i])) {
 			return false, nil
 		}
 		pod, err := d.servingPod(ctx, id, i, shardIn.MaxMemoryBytes)

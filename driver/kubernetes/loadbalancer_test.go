@@ -223,9 +223,10 @@ func TestClusterLoadBalancer(t *testing.T) {
 	}
 	ensureRunning(t, ctx, d, in)
 	requireSameLives(t, ctx, lives, "a load balancer's new address")
+	// Node 0 learns it by the cluster's gossip, within a second or two.
 	_, port1, _ := net.SplitHostPort(nodes[kubernetes.Name(in.DatabaseID)+"-1"])
-	if got := announced()[port1]; got != "node-1.lb.example" {
-		t.Fatalf("node 1 announces %q after its load balancer's new address, want node-1.lb.example", got)
+	if err := poll(ctx, 15*time.Second, func() (bool, error) { return announced()[port1] == "node-1.lb.example", nil }); err != nil {
+		t.Fatalf("node 1 announces %q after its load balancer's new address, want node-1.lb.example", announced()[port1])
 	}
 	served := servedCert(t, endpoint, pair)
 	if !slices.Contains(served.DNSNames, "node-1.lb.example") || !slices.ContainsFunc(served.IPAddresses, func(ip net.IP) bool { return ip.String() == nodeIP }) {
