@@ -22,6 +22,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 
@@ -48,7 +49,10 @@ var (
 //     (the token and CA are the ServiceAccount's, mounted as in any cluster); its API
 //     port is then a free port of this host;
 //   - the redis image is the test cluster's;
-//   - the databases' ports and the API's NodePort are ones no other test here uses.
+//   - the databases' ports and the API's NodePort are ones no other test here uses;
+//   - clouddb's data claim is bound to a volume the test makes of a host directory owned
+//     by clouddb's user: the test cluster's provisioner makes hostPath volumes, which
+//     ignore the pod's fsGroup.
 func TestDeploy(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
@@ -109,6 +113,29 @@ func TestDeploy(t *testing.T) {
 	}
 	t.Logf("PostgreSQL ready %v after the manifest was applied", time.Since(applied).Round(time.Millisecond))
 
+	dataDir := ownedHostDir(t, 999)
+	pv, err := admin.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: ns.Name + "-clouddb-data"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("5Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dataDir}},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns.Name, Name: "clouddb-data"},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
+	claim := find[*corev1.PersistentVolumeClaim](t, objs, "clouddb-data")
+	claim.Spec.StorageClassName, claim.Spec.VolumeName = ptr(""), pv.Name
+	if _, err = admin.CoreV1().PersistentVolumeClaims(ns.Name).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	dep := find[*appsv1.Deployment](t, objs, "clouddb")
 	pod := &dep.Spec.Template.Spec
 	swapImage(t, pod, "clouddb", image)
@@ -146,6 +173,10 @@ func TestDeploy(t *testing.T) {
 		t.Fatalf("clouddb is not ready: %v\n%s", err, podReport(t, ns.Name))
 	}
 	t.Logf("clouddb ready %v after the manifest was applied", time.Since(applied).Round(time.Millisecond))
+	// Its data directory is the claim's, which clouddb's user writes.
+	if fi, serr := os.Stat(filepath.Join(dataDir, "k8s-pending")); serr != nil || !fi.IsDir() {
+		t.Fatalf("clouddb made no k8s-pending directory on its data claim: %v", serr)
+	}
 
 	// A user of the API, through the Service's NodePort, with the CLI: once kube-proxy
 	// routes the new Service's port (a moment after the pod is ready; longer on a busy
@@ -190,6 +221,21 @@ func TestDeploy(t *testing.T) {
 		t.Fatalf("the database's objects in clouddb's namespace: %v; want its statefulset, pod, service and secret", got)
 	}
 	t.Logf("a database created through the deployed clouddb, PINGed %v after the manifest was applied", time.Since(applied).Round(time.Millisecond))
+}
+
+// ownedHostDir is a new directory of this host owned by uid (and gid), removed at the
+// end of the test.
+func ownedHostDir(t *testing.T, uid int) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "clouddb-deploy-data-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err = os.Chown(dir, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // manifestObjects decodes a multi-document YAML file.
