@@ -265,6 +265,11 @@ func (d *Driver) loadPendingCluster(ctx context.Context, in clouddb.Instance, se
 			}
 		}
 	}
+	for s, sh := range shards {
+		if err = d.persistLoaded(ctx, in, sh.Endpoint); err != nil {
+			return fail(fmt.Errorf("shard %d: %w", s, err))
+		}
+	}
 	if err = d.markPending(ctx, id, ""); err != nil {
 		return fail(err)
 	}

@@ -3,6 +3,7 @@ package kubernetes_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -138,6 +139,24 @@ func TestClusterPersistenceChange(t *testing.T) {
 					requireServedThroughout(t, ctx, w, cc2, "persistence "+persistence)
 				}
 				requireClusterOf(t, ctx, cc2, len(names))
+				if persistence != "none" && !tc.replicated {
+					// The loaded data is in each node's files, synced, before the saved
+					// file goes: an AOF rewritten since the load, not left to its fsync.
+					if err := cc2.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+						info, err := m.Info(ctx, "persistence").Result()
+						if err != nil {
+							return err
+						}
+						rewrites, _ := strconv.Atoi(infoValue(info, "aof_rewrites"))
+						base, _ := strconv.Atoi(infoValue(info, "aof_base_size"))
+						if rewrites < 1 || base < 500 {
+							return fmt.Errorf("%s: %d AOF rewrites, a base of %d bytes: the load is not in its files", m.Options().Addr, rewrites, base)
+						}
+						return nil
+					}); err != nil {
+						t.Fatalf("persistence %s: %v", persistence, err)
+					}
+				}
 				want := 0
 				if persistence != "none" {
 					want = len(names)
@@ -284,4 +303,14 @@ func TestClusterPersistenceChangeResumes(t *testing.T) {
 	if err = poll(ctx, time.Minute, func() (bool, error) { return liveClaims(t, ctx, in.DatabaseID) == 0, nil }); err != nil {
 		t.Fatalf("%d claims left of a cluster that no longer persists", liveClaims(t, ctx, in.DatabaseID))
 	}
+}
+
+// infoValue is the value of a field of an INFO reply, "" when it has none.
+func infoValue(info, field string) string {
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }

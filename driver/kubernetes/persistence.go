@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -249,6 +250,63 @@ func copyFunctions(ctx context.Context, src, dst redisdata.Endpoint) error {
 	return nil
 }
 
+// persistLoaded has a persistent server write the data just loaded into it to its own
+// files, synced (an AOF rewrite, or a snapshot), before the saved file, the only other
+// copy, goes: what its AOF holds is synced only once a second, and a snapshot's save
+// rule may not run for hours. Without persistence, nothing.
+func (d *Driver) persistLoaded(ctx context.Context, in clouddb.Instance, ep redisdata.Endpoint) error {
+	p, ok := redisconf.Persistences[in.DataPersistence]
+	if !ok || !persistent(in) {
+		return nil
+	}
+	c := endpointClient(ep)
+	defer c.Close()
+	aof := p.Appendonly == "yes"
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+	defer cancel()
+	// One already running (a replica's full sync's snapshot) may have begun before the
+	// load ended: ours starts after it.
+	for {
+		cmd := "bgsave"
+		if aof {
+			cmd = "bgrewriteaof"
+		}
+		err := c.Do(ctx, cmd).Err()
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "already in progress") {
+			return fmt.Errorf("%s: %w", strings.ToUpper(cmd), err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (%w)", strings.ToUpper(cmd), err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for {
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			return fmt.Errorf("INFO persistence: %w", err)
+		}
+		busy, status := infoField(info, "rdb_bgsave_in_progress"), infoField(info, "rdb_last_bgsave_status")
+		if aof {
+			busy, status = infoField(info, "aof_rewrite_in_progress")+infoField(info, "aof_rewrite_scheduled"), infoField(info, "aof_last_bgrewrite_status")
+		}
+		if strings.Trim(busy, "0") == "" {
+			if status != "ok" {
+				return fmt.Errorf("the server could not write its data to its files (%s)", status)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the server to write its data to its files: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // saveSnapshot writes a snapshot of ep to file, whole or not at all.
 func saveSnapshot(ctx context.Context, ep redisdata.Endpoint, file string) error {
 	tmp := file + ".part"
@@ -317,6 +375,9 @@ func (d *Driver) loadPending(ctx context.Context, in clouddb.Instance, pod *core
 	}
 	if err = d.loadSaved(ctx, file, dst); err != nil {
 		return fmt.Errorf("database %d: loading the data saved before its new pod: %w", id, err)
+	}
+	if err = d.persistLoaded(ctx, in, dst); err != nil {
+		return fmt.Errorf("database %d: the data loaded into its new pod: %w", id, err)
 	}
 	if err = d.markPending(ctx, id, ""); err != nil {
 		return err
