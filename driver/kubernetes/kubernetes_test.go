@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"slices"
@@ -129,9 +130,15 @@ func newDriverWith(t *testing.T, c k8s.Interface, ns string, change func(*kubern
 	return d
 }
 
-// driverConfig is the Config of newDriver's drivers.
+// driverConfig is the Config of newDriver's drivers; they log to stderr with
+// CLOUDDB_K8S_TEST_LOG set (to find where an Ensure spends its time).
 func driverConfig(c k8s.Interface, ns string) kubernetes.Config {
+	var logger *slog.Logger
+	if os.Getenv("CLOUDDB_K8S_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	return kubernetes.Config{
+		Logger:          logger,
 		Client:          c,
 		Namespace:       ns,
 		Images:          map[string]string{redisVersion: redisImage},
