@@ -66,6 +66,8 @@ func (d *Driver) Remove(ctx context.Context, databaseID int) error {
 	del := metav1.DeleteOptions{PropagationPolicy: &bg}
 	name := Name(databaseID)
 	d.stopSources(databaseID)
+	d.ingress.Delete(databaseID)
+	d.tlsChecks.Delete(databaseID)
 	// Data saved for a new pod (persistence.go) goes with the database.
 	files := []string{d.pendingFile(databaseID)}
 	for s := range clouddb.MaxShards {
