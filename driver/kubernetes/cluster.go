@@ -1186,8 +1186,7 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 	ports, hosts := nodePortsOf(in, svcs), make([]string, n)
 	if d.serviceType() == corev1.ServiceTypeLoadBalancer {
 		// As they are now (secretTLSUsable's certificate names them too).
-		lbs := ingressByName(svcs)
-		d.ingress.Store(id, ingressEntry{hosts: lbs, looked: time.Now()})
+		lbs := d.rememberIngress(id, svcs).hosts
 		for i := range hosts {
 			if hosts[i] = lbs[nodeServiceName(id, i)]; hosts[i] == "" {
 				return false, nil // a node without its load balancer's address yet

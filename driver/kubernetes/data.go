@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -166,10 +167,12 @@ func (d *Driver) ownEndpoint(ctx context.Context, e clouddb.RedisEndpoint) (redi
 			continue
 		}
 		public := host == d.cfg.NodeAddress && int(svc.Spec.Ports[0].NodePort) == port
-		if lb, ok := ingressOf(&svc); ok && d.serviceType() == corev1.ServiceTypeLoadBalancer {
-			public = host == lb && int(svc.Spec.Ports[0].Port) == port
+		if d.serviceType() == corev1.ServiceTypeLoadBalancer {
+			public = slices.Contains(ingressAddrs(&svc), host) && int(svc.Spec.Ports[0].Port) == port
 		}
-		private := port == redisPort && (host == svc.Name+"."+d.ns+".svc" || host == svc.Name+"."+d.ns+".svc.cluster.local" || host == svc.Spec.ClusterIP)
+		// On the Service's port: 6379 with NodePort Services, the database's with
+		// LoadBalancer ones (as PrivateEndpoint gives it).
+		private := port == int(svc.Spec.Ports[0].Port) && (host == svc.Name+"."+d.ns+".svc" || host == svc.Name+"."+d.ns+".svc.cluster.local" || host == svc.Spec.ClusterIP)
 		if public || private {
 			id = n
 			break

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -52,17 +54,19 @@ func (d *Driver) PublicEndpointOf(databaseID, port int) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ingressLookupTimeout)
 	defer cancel()
-	host := d.ingressHosts(ctx, databaseID)[Name(databaseID)]
+	host := d.ingressHosts(ctx, databaseID).hosts[Name(databaseID)]
 	if host == "" {
 		return ""
 	}
 	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
-// ingressEntry is what a database's Services had as load-balancer addresses, by Service
-// name (none for a Service without one), when looked.
+// ingressEntry is what a database's Services had as load-balancer addresses when
+// looked: each Service's preferred one by Service name (see ingressOf; none for a
+// Service without one), and every address of them all, which its certificate names.
 type ingressEntry struct {
 	hosts  map[string]string
+	all    []string
 	looked time.Time
 }
 
@@ -70,26 +74,42 @@ type ingressEntry struct {
 // database whose Services had none.
 const ingressLookupEvery = 10 * time.Second
 
-// ingressHosts are the load-balancer addresses of the database's Services by Service
-// name, as this process last saw them (waitIngress; Running of a cluster), or as read
-// now when it has not seen them yet (a restart; another replica ensured it). A database
+// ingressHosts are the load-balancer addresses of the database's Services, as this
+// process last saw them (waitIngress; Running, which reads them again), or as read now
+// when it has not seen them yet (a restart; another replica ensured it). A database
 // without one is asked again only after a while: API reads (a tenant's lists) must not
 // each cost a request to the cluster, whose rate the driver's failovers share. None with
 // NodePort Services.
-func (d *Driver) ingressHosts(ctx context.Context, databaseID int) map[string]string {
+func (d *Driver) ingressHosts(ctx context.Context, databaseID int) ingressEntry {
 	if d.serviceType() != corev1.ServiceTypeLoadBalancer {
-		return nil
+		return ingressEntry{}
 	}
 	v, ok := d.ingress.Load(databaseID)
 	e, _ := v.(ingressEntry)
 	if !ok || len(e.hosts) == 0 && time.Since(e.looked) >= ingressLookupEvery {
 		e = ingressEntry{looked: time.Now()}
 		if svcs, err := d.databaseServices(ctx, databaseID); err == nil {
-			e.hosts = ingressByName(svcs)
+			e = d.rememberIngress(databaseID, svcs)
 		}
 		d.ingress.Store(databaseID, e)
 	}
-	return e.hosts
+	return e
+}
+
+// rememberIngress keeps the load-balancer addresses of the database's Services svcs, as
+// just read, for ingressHosts, and returns them.
+func (d *Driver) rememberIngress(databaseID int, svcs []corev1.Service) ingressEntry {
+	e := ingressEntry{hosts: map[string]string{}, looked: time.Now()}
+	for i := range svcs {
+		if host, ok := ingressOf(&svcs[i]); ok {
+			e.hosts[svcs[i].Name] = host
+		}
+		e.all = append(e.all, ingressAddrs(&svcs[i])...)
+	}
+	slices.Sort(e.all)
+	e.all = slices.Compact(e.all)
+	d.ingress.Store(databaseID, e)
+	return e
 }
 
 // databaseServices are the database's Services: its own and, of a cluster, its nodes'.
@@ -103,28 +123,42 @@ func (d *Driver) databaseServices(ctx context.Context, databaseID int) ([]corev1
 	return svcs.Items, nil
 }
 
-// ingressByName are the load-balancer addresses of those Services that have one.
-func ingressByName(svcs []corev1.Service) map[string]string {
-	out := map[string]string{}
-	for i := range svcs {
-		if host, ok := ingressOf(&svcs[i]); ok {
-			out[svcs[i].Name] = host
+// ingressAddrs are every address of the Service's load balancer, IPs and hostnames.
+func ingressAddrs(svc *corev1.Service) []string {
+	var out []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		for _, a := range []string{in.IP, in.Hostname} {
+			if a != "" {
+				out = append(out, a)
+			}
 		}
 	}
 	return out
 }
 
-// ingressOf is the Service's load-balancer address, if it has one.
+// ingressOf is the Service's load-balancer address, if it has one: an IPv4 address
+// first, then a hostname, then an IPv6 address (a dual-stack load balancer lists both
+// kinds of IP, in either order; a cluster node cannot announce an IPv6 one, see
+// clusterHosts).
 func ingressOf(svc *corev1.Service) (string, bool) {
+	var host, v6 string
 	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if in.IP != "" {
-			return in.IP, true
+		if a, err := netip.ParseAddr(in.IP); err == nil {
+			if a.Unmap().Is4() {
+				return a.Unmap().String(), true
+			}
+			if v6 == "" {
+				v6 = in.IP
+			}
 		}
-		if in.Hostname != "" {
-			return in.Hostname, true
+		if host == "" {
+			host = in.Hostname
 		}
 	}
-	return "", false
+	if host != "" {
+		return host, true
+	}
+	return v6, v6 != ""
 }
 
 // waitIngress waits, with LoadBalancer Services, until each of the database's Services
@@ -147,16 +181,15 @@ func (d *Driver) waitIngress(ctx context.Context, in clouddb.Instance) (map[stri
 		svcs, err := d.databaseServices(wait, in.DatabaseID)
 		missing := ""
 		if err == nil {
-			hosts := ingressByName(svcs)
+			e := d.rememberIngress(in.DatabaseID, svcs)
 			for _, n := range names {
-				if hosts[n] == "" {
+				if e.hosts[n] == "" {
 					missing = n
 					break
 				}
 			}
 			if missing == "" {
-				d.ingress.Store(in.DatabaseID, ingressEntry{hosts: hosts, looked: time.Now()})
-				return hosts, nil
+				return e.hosts, nil
 			}
 		}
 		select {

@@ -249,3 +249,204 @@ func nodeServicePortOf(t *testing.T, ctx context.Context, name string) int {
 	}
 	return int(svc.Spec.Ports[0].Port)
 }
+
+// lbDriver is a driver with LoadBalancer Services, as TestLoadBalancer's.
+func lbDriver(t *testing.T) *kubernetes.Driver {
+	t.Helper()
+	return newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.NodeAddress, c.ServiceType, c.IngressTimeout = "192.0.2.1", corev1.ServiceTypeLoadBalancer, 3*time.Second
+	})
+}
+
+// setIngress acts as the load-balancer controller: it writes the Service's
+// status.loadBalancer.ingress.
+func setIngress(t *testing.T, ctx context.Context, name string, ingress ...corev1.LoadBalancerIngress) {
+	t.Helper()
+	svcs := cluster.client.CoreV1().Services(cluster.ns)
+	svc, err := svcs.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.LoadBalancer.Ingress = ingress
+	if _, err = svcs.UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoadBalancerNewAddressTLS: a TLS database (not a cluster) whose load balancer gets
+// a new address is not Running until its certificate names it (Running reads the
+// address again), and its publicEndpoint is the new address.
+func TestLoadBalancerNewAddressTLS(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 4*time.Minute)
+	d := lbDriver(t)
+	in := instance(t, 420, "none")
+	cert, pair := selfSigned(t, "tenant")
+	in.TLS = &clouddb.InstanceTLS{ClientCertificates: []string{cert}}
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	if err := d.Ensure(ctx, in); !errors.Is(err, kubernetes.ErrNoIngress) {
+		t.Fatalf("Ensure with no ingress = %v, want ErrNoIngress", err)
+	}
+	name := kubernetes.Name(in.DatabaseID)
+	setIngress(t, ctx, name, corev1.LoadBalancerIngress{IP: nodeIP})
+	ensureRunning(t, ctx, d, in)
+	endpoint := net.JoinHostPort(nodeIP, strconv.Itoa(in.Port))
+	waitRoutedTLS(t, endpoint)
+	if got := servedCert(t, endpoint, pair); !slices.ContainsFunc(got.IPAddresses, func(ip net.IP) bool { return ip.String() == nodeIP }) {
+		t.Fatalf("the certificate names %v %v, want the load balancer's %s", got.DNSNames, got.IPAddresses, nodeIP)
+	}
+
+	// The load balancer's controller moves it to a new address (a hostname).
+	const newHost = "db-420.lb.example"
+	setIngress(t, ctx, name, corev1.LoadBalancerIngress{Hostname: newHost})
+	if up, err := d.Running(ctx, in); err != nil || up {
+		t.Fatalf("Running after the load balancer moved to %s = %v, %v; want false (the certificate does not name it)", newHost, up, err)
+	}
+	if got, want := d.PublicEndpointOf(in.DatabaseID, in.Port), net.JoinHostPort(newHost, strconv.Itoa(in.Port)); got != want {
+		t.Errorf("PublicEndpointOf after the load balancer moved = %q, want %q", got, want)
+	}
+	ensureRunning(t, ctx, d, in)
+	// kube-proxy no longer routes the old address: the certificate as the Service's
+	// NodePort serves it (verified for the node's address, which it still names).
+	svc := must(cluster.client.CoreV1().Services(cluster.ns).Get(ctx, name, metav1.GetOptions{}))
+	served := servedCert(t, net.JoinHostPort(nodeIP, strconv.Itoa(int(svc.Spec.Ports[0].NodePort))), pair)
+	if !slices.Contains(served.DNSNames, newHost) {
+		t.Fatalf("after Ensure the served certificate names %v %v, want the load balancer's new address %s", served.DNSNames, served.IPAddresses, newHost)
+	}
+}
+
+// TestLoadBalancerEndpointAfterRemove: once a database is removed its publicEndpoint is
+// none, and a new database of the same id whose Service has no address yet has none
+// either (not the removed one's load balancer's, which may be someone else's by then).
+func TestLoadBalancerEndpointAfterRemove(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 4*time.Minute)
+	d := lbDriver(t)
+	in := instance(t, 421, "none")
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	if err := d.Ensure(ctx, in); !errors.Is(err, kubernetes.ErrNoIngress) {
+		t.Fatalf("Ensure with no ingress = %v, want ErrNoIngress", err)
+	}
+	setIngress(t, ctx, kubernetes.Name(in.DatabaseID), corev1.LoadBalancerIngress{IP: nodeIP})
+	ensureRunning(t, ctx, d, in)
+	if got := d.PublicEndpointOf(in.DatabaseID, in.Port); got == "" {
+		t.Fatal("no public endpoint")
+	}
+	if err := d.Remove(ctx, in.DatabaseID); err != nil {
+		t.Fatal(err)
+	}
+	removed := d.PublicEndpointOf(in.DatabaseID, in.Port)
+	// A new database of the same id, whose load balancer has no address yet.
+	again := instance(t, 421, "none")
+	err := d.Ensure(ctx, again)
+	if !errors.Is(err, kubernetes.ErrNoIngress) {
+		t.Fatalf("Ensure of the new database with no ingress = %v, want ErrNoIngress", err)
+	}
+	time.Sleep(11 * time.Second) // past ingressLookupEvery
+	if got := d.PublicEndpointOf(again.DatabaseID, again.Port); got != "" || removed != "" {
+		t.Fatalf("PublicEndpointOf after Remove = %q, and of a new database of the same id whose Service has no address = %q; want none (the removed database's load balancer)", removed, got)
+	}
+}
+
+// TestClusterLoadBalancerDualStack: dual-stack load balancers that list an IPv6 address
+// before an IPv4 one serve a cluster, whose nodes announce the IPv4 one. Then clouddb
+// restarted with the other type of Service, and back: LoadBalancer -> NodePort ->
+// LoadBalancer, every key kept.
+func TestClusterLoadBalancerDualStack(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 8*time.Minute)
+	d := lbDriver(t)
+	in := instance(t, 422, "none")
+	in.OSSCluster, in.Shards, in.MaxMemoryBytes = true, 2, 2*in.MaxMemoryBytes
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	if err := d.Ensure(ctx, in); !errors.Is(err, kubernetes.ErrNoIngress) {
+		t.Fatalf("Ensure with no ingress = %v, want ErrNoIngress", err)
+	}
+	names := []string{kubernetes.Name(in.DatabaseID), kubernetes.Name(in.DatabaseID) + "-1"}
+	for _, n := range names {
+		setIngress(t, ctx, n, corev1.LoadBalancerIngress{IP: "2001:db8::7"}, corev1.LoadBalancerIngress{IP: nodeIP})
+	}
+	if err := d.Ensure(ctx, in); err != nil {
+		t.Errorf("Ensure of a cluster whose load balancers have an IPv4 address too: %v", err)
+	}
+	for _, n := range names {
+		setIngress(t, ctx, n, corev1.LoadBalancerIngress{IP: nodeIP})
+	}
+	ensureRunning(t, ctx, d, in)
+	cc := func(addr string) *redis.ClusterClient {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, Password: in.Password, Protocol: 2, DisableIdentity: true})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	lb := cc(d.PublicEndpointOf(in.DatabaseID, in.Port))
+	if err := poll(ctx, 30*time.Second, func() (bool, error) { return lb.Set(ctx, "probe", 1, 0).Err() == nil, nil }); err != nil {
+		t.Fatalf("no write through the load balancers: %v", lb.Set(ctx, "probe", 1, 0).Err())
+	}
+	for i := range 50 {
+		if err := lb.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// clouddb restarted with NodePort Services.
+	np := newDriver(t, cluster.client, cluster.ns)
+	ensureRunning(t, ctx, np, in)
+	npc := cc(np.PublicEndpoint(in.Port))
+	if err := poll(ctx, 30*time.Second, func() (bool, error) { return npc.Get(ctx, "k0").Err() == nil, nil }); err != nil {
+		t.Fatalf("no read through the NodePorts after the switch: %v", npc.Get(ctx, "k0").Err())
+	}
+	requireKeys(t, ctx, npc, "k", 50)
+	// And back.
+	d2 := lbDriver(t)
+	if err := d2.Ensure(ctx, in); err != nil {
+		if !errors.Is(err, kubernetes.ErrNoIngress) {
+			t.Fatalf("Ensure back with LoadBalancer Services: %v", err)
+		}
+		for _, n := range names {
+			setIngress(t, ctx, n, corev1.LoadBalancerIngress{IP: nodeIP})
+		}
+	}
+	ensureRunning(t, ctx, d2, in)
+	lb2 := cc(d2.PublicEndpointOf(in.DatabaseID, in.Port))
+	if err := poll(ctx, 30*time.Second, func() (bool, error) { return lb2.Get(ctx, "k0").Err() == nil, nil }); err != nil {
+		t.Fatalf("no read through the load balancers after switching back: %v", lb2.Get(ctx, "k0").Err())
+	}
+	requireKeys(t, ctx, lb2, "k", 50)
+}
+
+// TestLoadBalancerOwnEndpoints: with LoadBalancer Services, an import from one of the
+// driver's own databases by its public endpoint (its load balancer) or by its private
+// one (PrivateEndpoint: the Service's name and the database's port) is taken as such
+// (not dialled as a foreign source, which the private name would be refused as).
+func TestLoadBalancerOwnEndpoints(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 5*time.Minute)
+	d := lbDriver(t)
+	src, dst := instance(t, 424, "none"), instance(t, 425, "none")
+	for _, in := range []clouddb.Instance{src, dst} {
+		t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+		if err := d.Ensure(ctx, in); !errors.Is(err, kubernetes.ErrNoIngress) {
+			t.Fatalf("Ensure with no ingress = %v, want ErrNoIngress", err)
+		}
+		setIngress(t, ctx, kubernetes.Name(in.DatabaseID), corev1.LoadBalancerIngress{IP: nodeIP})
+		ensureRunning(t, ctx, d, in)
+	}
+	c := redisClient(t, net.JoinHostPort(nodeIP, strconv.Itoa(src.Port)), "", src.Password)
+	reachable(t, ctx, c)
+	for i := range 10 {
+		if err := c.Set(ctx, "k"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// By its public endpoint: recognised (the commit's change).
+	if err := d.CopyFrom(ctx, dst, clouddb.RedisEndpoint{Addr: d.PublicEndpointOf(src.DatabaseID, src.Port), Password: src.Password, SameAccount: true}); err != nil {
+		t.Fatalf("CopyFrom the public endpoint %s: %v", d.PublicEndpointOf(src.DatabaseID, src.Port), err)
+	}
+	private := d.PrivateEndpoint(src.DatabaseID, src.Port)
+	if err := d.CopyFrom(ctx, dst, clouddb.RedisEndpoint{Addr: private, Password: src.Password, SameAccount: true}); err != nil {
+		t.Fatalf("CopyFrom the database's own private endpoint %s (as PrivateEndpoint gives it): %v", private, err)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -93,16 +92,15 @@ func tlsDigest(in clouddb.Instance, data map[string][]byte) string {
 }
 
 // tlsHosts are the names and addresses a client reaches the database by, which its
-// server certificate names: with LoadBalancer Services, also the addresses of its load
-// balancers (public: ingressHosts; a cluster's every node's, as the nodes announce them).
-func (d *Driver) tlsHosts(id int, public map[string]string) []string {
+// server certificate names: with LoadBalancer Services, also every address of its load
+// balancers (lbs: ingressEntry.all; a cluster's every node's).
+func (d *Driver) tlsHosts(id int, lbs []string) []string {
 	n := Name(id)
 	hosts := []string{n, n + "." + d.ns, serverName(n, d.ns), serverName(n, d.ns) + ".cluster.local"}
 	if d.cfg.NodeAddress != "" {
 		hosts = append(hosts, d.cfg.NodeAddress)
 	}
-	lbs := slices.Sorted(maps.Values(public))
-	for _, h := range slices.Compact(lbs) {
+	for _, h := range lbs {
 		if !slices.Contains(hosts, h) {
 			hosts = append(hosts, h)
 		}
@@ -130,7 +128,7 @@ func (d *Driver) addTLSData(ctx context.Context, in clouddb.Instance, old, data 
 	if d.cfg.CA == nil {
 		return fmt.Errorf("database %d: TLS needs the installation's certificate authority (Config.CA)", in.DatabaseID)
 	}
-	hosts := d.tlsHosts(in.DatabaseID, d.ingressHosts(ctx, in.DatabaseID))
+	hosts := d.tlsHosts(in.DatabaseID, d.ingressHosts(ctx, in.DatabaseID).all)
 	if !d.leafUsable(data[keyTLSCert], data[keyTLSKey], x509.ExtKeyUsageServerAuth, hosts) {
 		cert, key, err := d.cfg.CA.IssueServer(hosts)
 		if err != nil {
@@ -200,7 +198,7 @@ func (d *Driver) secretTLSUsable(ctx context.Context, in clouddb.Instance, secre
 	}
 	// The verdict holds for the hosts it was given too: a load balancer's new address is
 	// one more the certificate must name.
-	hosts := d.tlsHosts(in.DatabaseID, d.ingressHosts(ctx, in.DatabaseID))
+	hosts := d.tlsHosts(in.DatabaseID, d.ingressHosts(ctx, in.DatabaseID).all)
 	version := string(secret.UID) + "/" + secret.ResourceVersion + "/" + strings.Join(hosts, ",")
 	if v, ok := d.tlsChecks.Load(in.DatabaseID); ok {
 		if c := v.(tlsCheck); c.version == version && time.Now().Before(c.until) {
