@@ -33,6 +33,7 @@ type faulty struct {
 	k8s.Interface
 	serviceUpdate     func(*corev1.Service) error
 	statefulSetCreate func() error
+	statefulSetDelete func() error
 	podDelete         func() error
 }
 
@@ -102,6 +103,15 @@ func (s faultySets) Create(ctx context.Context, sts *appsv1.StatefulSet, opts me
 		}
 	}
 	return s.StatefulSetInterface.Create(ctx, sts, opts)
+}
+
+func (s faultySets) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if s.f.statefulSetDelete != nil {
+		if err := s.f.statefulSetDelete(); err != nil {
+			return err
+		}
+	}
+	return s.StatefulSetInterface.Delete(ctx, name, opts)
 }
 
 // TestClusterRebuildCutAfterSave: a cluster rebuild (persistence none -> aof, no
@@ -572,4 +582,150 @@ func TestClusterPodLostMidRoll(t *testing.T) {
 	cc2 := clusterClient(d, in)
 	defer cc2.Close()
 	requireKeys(t, ctx, cc2, "k", 100)
+}
+
+// TestLostPodsCutWithPlainSet: a replacement of pods lost mid-roll cut after the
+// StatefulSet without claims made the lost pod (its orphaning fails) leaves that
+// StatefulSet. The
+// database is not Running; the next Ensure goes on to the end, every pod on its claim,
+// every key kept; Remove leaves nothing.
+func TestLostPodsCutWithPlainSet(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 12*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 423, "none")
+	in.OSSCluster, in.Shards, in.Replication = true, 2, true
+	in.MaxMemoryBytes *= 2
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	cc := clusterClient(d, in)
+	defer cc.Close()
+	writeReplicated(t, ctx, cc, "k", 100)
+
+	var pass atomic.Int32
+	pass.Store(1)
+	cut := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.Client = faulty{Interface: cluster.client, podDelete: func() error {
+			if pass.Add(-1) < 0 {
+				return errInjected
+			}
+			return nil
+		}}
+	})
+	in.DataPersistence = "aof-every-1-second"
+	if err := cut.Ensure(ctx, in); err == nil {
+		t.Fatal("the Ensure meant to be cut after one node succeeded")
+	}
+	lost := kubernetes.Name(in.DatabaseID) + "-3"
+	if err := cluster.client.CoreV1().Pods(cluster.ns).Delete(ctx, lost, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	// The orphaning of the claims StatefulSet passes; the plain one's fails.
+	var deletes atomic.Int32
+	cut2 := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.Client = faulty{Interface: cluster.client, statefulSetDelete: func() error {
+			if deletes.Add(1) == 2 {
+				return errInjected
+			}
+			return nil
+		}}
+	})
+	if err := cut2.Ensure(ctx, in); err == nil {
+		t.Fatal("the Ensure meant to be cut at the plain StatefulSet's orphaning succeeded")
+	}
+	sts, err := cluster.client.AppsV1().StatefulSets(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("left: statefulset with %d claim templates, deletes %d", len(sts.Spec.VolumeClaimTemplates), deletes.Load())
+	if up, err := d.Running(ctx, in); err != nil || up {
+		t.Fatalf("Running with the claimless StatefulSet left = %v, %v; want false", up, err)
+	}
+	ensureRunning(t, ctx, d, in)
+	allOnClaims(t, ctx, in, 4)
+	cc2 := clusterClient(d, in)
+	defer cc2.Close()
+	requireKeys(t, ctx, cc2, "k", 100)
+	if err := d.Remove(ctx, in.DatabaseID); err != nil {
+		t.Fatal(err)
+	}
+	if got := labelled(t, ctx, in.DatabaseID); len(got) != 0 {
+		t.Fatalf("labelled objects after Remove: %v", got)
+	}
+}
+
+func allOnClaims(t *testing.T, ctx context.Context, in clouddb.Instance, n int) {
+	t.Helper()
+	sel := metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=" + strconv.Itoa(in.DatabaseID)}
+	pods := must(cluster.client.CoreV1().Pods(cluster.ns).List(ctx, sel)).Items
+	if len(pods) != n {
+		t.Fatalf("%d pods, want %d", len(pods), n)
+	}
+	for _, p := range pods {
+		if !hasClaimVolume(&p) {
+			t.Errorf("pod %s is not on a claim", p.Name)
+		}
+	}
+	if got := liveClaims(t, ctx, in.DatabaseID); got != n {
+		t.Errorf("%d claims, want %d", got, n)
+	}
+}
+
+// TestLostPodsCutThenRemove: a replacement of pods lost mid-roll cut after the claimless
+// StatefulSet was orphaned, before the StatefulSet of claims is made again (an API
+// error, clouddb stopped), then the database removed: nothing is left, the
+// ControllerRevisions that the orphanings left without an owner included.
+func TestLostPodsCutThenRemove(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 8*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 428, "none")
+	in.Replication = true
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	cut := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.Client = faulty{Interface: cluster.client, podDelete: func() error { return errInjected }}
+	})
+	in.DataPersistence = "aof-every-1-second"
+	if err := cut.Ensure(ctx, in); err == nil {
+		t.Fatal("the Ensure meant to be cut before its first replacement succeeded")
+	}
+	name := kubernetes.Name(in.DatabaseID)
+	if err := cluster.client.CoreV1().Pods(cluster.ns).Delete(ctx, name+"-1", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	var creates atomic.Int32
+	cut2 := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.Client = faulty{Interface: cluster.client, statefulSetCreate: func() error {
+			if creates.Add(1) == 2 {
+				return errInjected
+			}
+			return nil
+		}}
+	})
+	err := cut2.Ensure(ctx, in)
+	t.Logf("Ensure cut at the second StatefulSet create (%d creates): %v", creates.Load(), err)
+	if creates.Load() != 2 {
+		t.Fatalf("%d StatefulSet creates, want 2 (the claimless one, then the one of claims again)", creates.Load())
+	}
+	if err = d.Remove(ctx, in.DatabaseID); err != nil {
+		t.Fatal(err)
+	}
+	sel := metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=" + strconv.Itoa(in.DatabaseID)}
+	var left []string
+	if err = poll(ctx, 30*time.Second, func() (bool, error) {
+		revs, err := cluster.client.AppsV1().ControllerRevisions(cluster.ns).List(ctx, sel)
+		if err != nil {
+			return false, err
+		}
+		left = left[:0]
+		for _, r := range revs.Items {
+			left = append(left, r.Name+" (owners "+strconv.Itoa(len(r.OwnerReferences))+")")
+		}
+		return len(left) == 0, nil
+	}); err != nil {
+		t.Fatalf("controller revisions of the database left 30 s after Remove: %v", left)
+	}
 }

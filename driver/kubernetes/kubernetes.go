@@ -337,6 +337,10 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 	if nodes > 1 {
 		return d.runNodes(ctx, in, secret, oldLimit, int(nodes))
 	}
+	// Left by a turning off of replication cut short (see dropReplicaPod).
+	if err = d.dropReplicaPod(ctx, in.DatabaseID); err != nil {
+		return err
+	}
 	pod, err := d.waitStarted(ctx, in.DatabaseID, 0)
 	if err != nil {
 		return err

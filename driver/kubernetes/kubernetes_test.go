@@ -255,7 +255,7 @@ func pod(t *testing.T, ctx context.Context, id int) *corev1.Pod {
 }
 
 // labelled lists every object of the kinds the driver makes that carries the database's
-// label.
+// label, and its StatefulSets' revisions left without an owner.
 func labelled(t *testing.T, ctx context.Context, id int) []string {
 	t.Helper()
 	return labelledIn(t, ctx, cluster.ns, id)
@@ -307,6 +307,16 @@ func labelledIn(t *testing.T, ctx context.Context, ns string, id int) []string {
 	}
 	for _, o := range pvcs.Items {
 		out = append(out, "persistentvolumeclaim/"+o.Name)
+	}
+	revs, err := c.AppsV1().ControllerRevisions(ns).List(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range revs.Items {
+		// A StatefulSet's own revisions go with it; one without an owner is left over.
+		if len(o.OwnerReferences) == 0 {
+			out = append(out, "controllerrevision/"+o.Name)
+		}
 	}
 	slices.Sort(out)
 	return out

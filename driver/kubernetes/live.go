@@ -165,6 +165,15 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	if in.OSSCluster {
 		return d.runningCluster(ctx, in, sts)
 	}
+	if d.serviceType() == corev1.ServiceTypeLoadBalancer {
+		// Its load balancer's address as it is now (a new one must be in its certificate,
+		// see secretTLSUsable, and is its publicEndpoint).
+		svcs, lerr := d.databaseServices(ctx, in.DatabaseID)
+		if lerr != nil {
+			return false, lerr
+		}
+		d.rememberIngress(in.DatabaseID, svcs)
+	}
 	// The pods run the image of the instance's version (Ensure replaces them, see
 	// version.go); an image the driver has not is Ensure's to report.
 	img, err := d.image(in)
@@ -177,6 +186,16 @@ func (d *Driver) Running(ctx context.Context, in clouddb.Instance) (bool, error)
 	pod, err := d.servingPod(ctx, in.DatabaseID, 0, in.MaxMemoryBytes)
 	if pod == nil || err != nil || podImage(&pod.Spec) != img {
 		return false, err
+	}
+	// Its data where the instance's persistence keeps it, and no other pod served beside
+	// it (a replica that a turning off of replication left, see dropReplicaPod).
+	if hasClaim(sts) != persistent(in) || hasVolumeClaim(pod) != persistent(in) {
+		return false, nil
+	}
+	if sts.Status.Replicas > 1 {
+		if _, gerr := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(in.DatabaseID, 1), metav1.GetOptions{}); !apierrors.IsNotFound(gerr) {
+			return false, ignoreNotFound(gerr)
+		}
 	}
 	secret, err := d.cfg.Client.CoreV1().Secrets(d.ns).Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
 	if err != nil {

@@ -400,11 +400,14 @@ func (d *Driver) settle(ctx context.Context, in clouddb.Instance, secret *corev1
 	if err := d.loadPending(ctx, in, pod, secret); err != nil {
 		return nil, err
 	}
-	if pod.Annotations[annotationTLS] == want.Spec.Template.Annotations[annotationTLS] && podImage(&pod.Spec) == templateImage(want) {
+	if pod.Annotations[annotationTLS] == want.Spec.Template.Annotations[annotationTLS] && podImage(&pod.Spec) == templateImage(want) &&
+		hasVolumeClaim(pod) == hasClaim(want) {
 		return pod, nil
 	}
 	id := in.DatabaseID
-	d.log.Info("replacing a database's pod for what it cannot take live (TLS on or off, its image)", "database_id", id, "pod", pod.Name,
+	// Its volume too: a replicated database's roll to persistence whose replication was
+	// turned off before the roll reached node 0.
+	d.log.Info("replacing a database's pod for what it cannot take live (TLS on or off, its image, its volume)", "database_id", id, "pod", pod.Name,
 		"image", templateImage(want))
 	if err := d.saveForRestart(ctx, in, pod, secret); err != nil {
 		return nil, err

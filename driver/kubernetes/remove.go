@@ -116,14 +116,19 @@ func (d *Driver) Remove(ctx context.Context, databaseID int) error {
 	if err := d.cfg.Client.CoreV1().PersistentVolumeClaims(d.ns).DeleteCollection(ctx, del, one); ignoreNotFound(err) != nil {
 		return fmt.Errorf("database %d: deleting its volumes: %w", databaseID, err)
 	}
+	// Its StatefulSets' revisions: those of one orphaned by a replacement (persistence.go,
+	// makeLostPods) have no owner left when no StatefulSet adopted them.
+	if err := d.cfg.Client.AppsV1().ControllerRevisions(d.ns).DeleteCollection(ctx, del, one); ignoreNotFound(err) != nil {
+		return fmt.Errorf("database %d: deleting its statefulsets' revisions: %w", databaseID, err)
+	}
 	return d.waitGone(ctx, databaseID, "its objects are gone", func(ctx context.Context) (bool, error) {
 		left, err := d.objects(ctx, one)
 		return err == nil && len(left) == 0, err
 	})
 }
 
-// objects names the driver's objects that match opts: StatefulSets, pods, Services,
-// Secrets, disruption budgets and claims.
+// objects names the driver's objects that match opts: StatefulSets and their revisions,
+// pods, Services, Secrets, disruption budgets and claims.
 func (d *Driver) objects(ctx context.Context, opts metav1.ListOptions) ([]string, error) {
 	var out []string
 	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).List(ctx, opts)
@@ -167,6 +172,13 @@ func (d *Driver) objects(ctx context.Context, opts metav1.ListOptions) ([]string
 	}
 	for _, o := range pvcs.Items {
 		out = append(out, "persistentvolumeclaim/"+o.Name)
+	}
+	revs, err := d.cfg.Client.AppsV1().ControllerRevisions(d.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range revs.Items {
+		out = append(out, "controllerrevision/"+o.Name)
 	}
 	return out, nil
 }

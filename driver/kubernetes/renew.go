@@ -263,7 +263,9 @@ func (d *Driver) makeLostPods(ctx context.Context, in clouddb.Instance, sts *app
 }
 
 // lostBehindOld are the ordinals below want that have no pod, past the lowest one whose
-// pod has no claim (see makeLostPods).
+// pod has no claim (see makeLostPods); none while a pod before that one is missing: the
+// controller makes it first, on its claim (a StatefulSet without claims would make it on
+// an emptyDir, to be replaced later onto a claim that holds a node of before).
 func lostBehindOld(pods []corev1.Pod, id, want int) []int {
 	have := map[string]bool{}
 	firstOld := want
@@ -273,6 +275,11 @@ func lostBehindOld(pods []corev1.Pod, id, want int) []int {
 			if pods[i].Name == nodePodName(id, o) && !hasVolumeClaim(&pods[i]) && o < firstOld {
 				firstOld = o
 			}
+		}
+	}
+	for o := range firstOld {
+		if !have[nodePodName(id, o)] {
+			return nil
 		}
 	}
 	var lost []int

@@ -32,6 +32,7 @@ func TestLostBehindOld(t *testing.T) {
 		{"lost behind an old pod", []corev1.Pod{pod(0, true), pod(1, false), pod(2, false)}, 4, []int{3}},
 		{"the lowest old pod missing: the controller makes it", []corev1.Pod{pod(0, true), pod(2, false), pod(3, false)}, 4, nil},
 		{"missing before the lowest old pod", []corev1.Pod{pod(1, false), pod(2, false), pod(3, false)}, 4, nil},
+		{"missing both before and past the lowest old pod: the one before first", []corev1.Pod{pod(1, false), pod(2, false)}, 4, nil},
 		{"every pod on a claim", []corev1.Pod{pod(0, true), pod(2, true)}, 4, nil},
 		{"several lost", []corev1.Pod{pod(0, false)}, 4, []int{1, 2, 3}},
 		{"a pod past the count", []corev1.Pod{pod(0, true), pod(1, true), pod(2, false)}, 2, nil},

@@ -525,10 +525,7 @@ func (d *Driver) dropReplica(ctx context.Context, in clouddb.Instance, pod *core
 	if err := d.scale(ctx, id, 1); err != nil {
 		return err
 	}
-	if err := d.waitGone(ctx, id, "its replica's pod is gone", func(ctx context.Context) (bool, error) {
-		_, gerr := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, 1), metav1.GetOptions{})
-		return apierrors.IsNotFound(gerr), ignoreNotFound(gerr)
-	}); err != nil {
+	if err := d.dropReplicaPod(ctx, id); err != nil {
 		return err
 	}
 	sts, err := d.cfg.Client.AppsV1().StatefulSets(d.ns).Get(ctx, Name(id), metav1.GetOptions{})
@@ -548,6 +545,24 @@ func (d *Driver) dropReplica(ctx context.Context, in clouddb.Instance, pod *core
 	c := client(pod, internal, tc)
 	defer c.Close()
 	return d.waitEndpoint(ctx, in, c, "")
+}
+
+// dropReplicaPod deletes the pod of node 1 of a database its StatefulSet runs one node
+// of, and waits until it is gone. The StatefulSet's controller would delete it, but not
+// while it stops at node 0, a pod it cannot give the template's claim (a roll to
+// persistence under way, see makeLostPods): that pod would be left, and served too.
+func (d *Driver) dropReplicaPod(ctx context.Context, id int) error {
+	err := d.cfg.Client.CoreV1().Pods(d.ns).Delete(ctx, nodePodName(id, 1), metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("database %d: deleting its replica's pod: %w", id, err)
+	}
+	return d.waitGone(ctx, id, "its replica's pod is gone", func(ctx context.Context) (bool, error) {
+		_, gerr := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(id, 1), metav1.GetOptions{})
+		return apierrors.IsNotFound(gerr), ignoreNotFound(gerr)
+	})
 }
 
 // waitEndpoint waits until the database's public endpoint (Config.NodeAddress and its

@@ -453,3 +453,110 @@ func TestStoppedReplicatedPersistenceChange(t *testing.T) {
 	requireKeys(t, ctx, c, "k", 100)
 	writeAcked(t, ctx, c, "after", 10)
 }
+
+// TestReplicationOffMidRoll: a replicated database's roll to persistence is cut before
+// its first pod was replaced, then its replica's pod is lost behind the old pod 0 (made
+// again without a claim, see makeLostPods) and replication is turned off. The replica's
+// pod goes (the StatefulSet's controller, stopped at pod 0, would not delete it: it
+// would be served beside it), and the node that stays is moved onto its claim, as the
+// instance's persistence says, before the database is Running: every acknowledged key
+// survives its pod's deletion.
+func TestReplicationOffMidRoll(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx := ctxFor(t, 8*time.Minute)
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, 426, "none")
+	in.Replication = true
+	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	c := connect(t, d, in, "", in.Password)
+	reachable(t, ctx, c)
+	writeAcked(t, ctx, c, "k", 100)
+
+	cut := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.Client = faulty{Interface: cluster.client, podDelete: func() error { return errInjected }}
+	})
+	in.DataPersistence = "aof-every-1-second"
+	if err := cut.Ensure(ctx, in); err == nil {
+		t.Fatal("the Ensure meant to be cut before its first replacement succeeded")
+	}
+	name := kubernetes.Name(in.DatabaseID)
+	for _, p := range []string{name + "-0", name + "-1"} {
+		if hasClaimVolume(podNamed(t, ctx, p)) {
+			t.Fatalf("pod %s is on a claim: the roll was not cut before it", p)
+		}
+	}
+	if err := cluster.client.CoreV1().Pods(cluster.ns).Delete(ctx, name+"-1", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	in.Replication = false
+	replicationOffEnsured(t, ctx, d, in)
+	c = connect(t, d, in, "", in.Password)
+	requireKeys(t, ctx, c, "k", 100)
+	p0 := podNamed(t, ctx, name+"-0")
+	onClaim := hasClaimVolume(p0)
+	t.Logf("after Ensure: pod %s on a claim: %v; claims: %d", p0.Name, onClaim, liveClaims(t, ctx, in.DatabaseID))
+	for i := range 10 {
+		if err := c.Set(ctx, "after"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // appendfsync everysec
+	// The pod goes (a drain, an eviction): a persistent database keeps its data.
+	if err := cluster.client.CoreV1().Pods(cluster.ns).Delete(ctx, p0.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, time.Minute, func() (bool, error) {
+		p, err := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, p0.Name, metav1.GetOptions{})
+		return err == nil && p.UID != p0.UID, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ensureRunning(t, ctx, d, in)
+	c = connect(t, d, in, "", in.Password)
+	reachable(t, ctx, c)
+	n, err := c.DBSize(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !onClaim || n != 110 {
+		t.Fatalf("persistent, Running, replication turned off mid-roll: pod 0 was on a claim: %v; after its pod went the database holds %d keys, want 110 (acknowledged, persisted as asked)", onClaim, n)
+	}
+}
+
+// replicationOffEnsured has Ensure turn in's replication off, and Ensure again as the
+// reconciler would once: it must end with the one node, pod 1 gone, and Running.
+func replicationOffEnsured(t *testing.T, ctx context.Context, d *kubernetes.Driver, in clouddb.Instance) {
+	t.Helper()
+	start := time.Now()
+	first := d.Ensure(ctx, in)
+	t.Logf("Ensure with replication off (%v): %v", time.Since(start).Round(time.Second), first)
+	if first == nil {
+		if up, err := d.Running(ctx, in); err == nil && up {
+			return
+		}
+	}
+	second := d.Ensure(ctx, in)
+	up, rerr := d.Running(ctx, in)
+	name := kubernetes.Name(in.DatabaseID)
+	_, gerr := cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name+"-1", metav1.GetOptions{})
+	sts := must(cluster.client.AppsV1().StatefulSets(cluster.ns).Get(ctx, name, metav1.GetOptions{}))
+	// Writes through the endpoint, each on a connection of its own (kube-proxy picks a pod
+	// per connection).
+	failed, last := 0, error(nil)
+	for i := range 40 {
+		c := redis.NewClient(&redis.Options{Addr: d.PublicEndpoint(in.Port), Password: in.Password, MaxRetries: -1,
+			DialTimeout: 5 * time.Second, DisableIdentity: true, PoolSize: 1})
+		if err := c.Set(ctx, "probe"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			failed, last = failed+1, err
+		}
+		c.Close()
+	}
+	p0 := must(cluster.client.CoreV1().Pods(cluster.ns).Get(ctx, name+"-0", metav1.GetOptions{}))
+	if first != nil || second != nil || !up || gerr == nil {
+		t.Fatalf("replication turned off mid-roll to persistence: Ensure = %v; Ensure again = %v; Running = %v, %v; "+
+			"statefulset replicas %d; pod %s-1 still there: %v; %d of 40 writes through the endpoint failed (last: %v); pod 0 on a claim: %v",
+			first, second, up, rerr, *sts.Spec.Replicas, name, gerr == nil, failed, last, hasClaimVolume(p0))
+	}
+}
