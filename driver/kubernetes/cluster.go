@@ -344,13 +344,10 @@ func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts 
 		// On the node's port at its own load balancer's address, as the node announces
 		// it. The other nodes' ports also stay NodePorts, which keeps them the
 		// namespace's own (see applyNodeServices); node 0's, the database's port, need
-		// not be in the NodePort range: Kubernetes chooses its NodePort, and keeps it.
+		// not be in the NodePort range (see lbNodePort).
 		want.Port = int32(port)
 		if i == 0 {
-			want.NodePort = 0
-			if found && len(svc.Spec.Ports) == 1 {
-				want.NodePort = svc.Spec.Ports[0].NodePort
-			}
+			want.NodePort = lbNodePort(in, svc)
 		}
 	}
 	if found {
@@ -365,11 +362,19 @@ func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts 
 	}
 	svc.Labels, svc.OwnerReferences = labels(id), ownedBy(sts)
 	svc.Spec.Type, svc.Spec.Selector, svc.Spec.Ports = typ, sel, []corev1.ServicePort{want}
-	var err error
-	if found {
-		_, err = api.Update(ctx, svc, metav1.UpdateOptions{})
-	} else {
-		_, err = api.Create(ctx, svc, metav1.CreateOptions{})
+	write := func() error {
+		var err error
+		if found {
+			_, err = api.Update(ctx, svc, metav1.UpdateOptions{})
+		} else {
+			_, err = api.Create(ctx, svc, metav1.CreateOptions{})
+		}
+		return err
+	}
+	err := write()
+	if err != nil && apierrors.IsInvalid(err) && typ == corev1.ServiceTypeLoadBalancer && i == 0 && want.NodePort != 0 {
+		svc.Spec.Ports[0].NodePort = 0 // Kubernetes' choice (see lbNodePort)
+		err = write()
 	}
 	if err != nil {
 		if apierrors.IsInvalid(err) && !portTaken(err) {

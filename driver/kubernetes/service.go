@@ -38,10 +38,7 @@ func (d *Driver) applyService(ctx context.Context, in clouddb.Instance, sts *app
 	typ := d.serviceType()
 	port := corev1.ServicePort{Name: "redis", Protocol: corev1.ProtocolTCP, Port: redisPort, TargetPort: intstr.FromInt32(redisPort), NodePort: int32(in.Port)}
 	if typ == corev1.ServiceTypeLoadBalancer {
-		port.Port, port.NodePort = int32(in.Port), 0
-		if found && len(svc.Spec.Ports) == 1 {
-			port.NodePort = svc.Spec.Ports[0].NodePort // kept: not reallocated by an update
-		}
+		port.Port, port.NodePort = int32(in.Port), lbNodePort(in, svc)
 	}
 	if found {
 		if svc.Spec.Type == typ && len(svc.Spec.Ports) == 1 && svc.Spec.Ports[0].Port == port.Port && svc.Spec.Ports[0].NodePort == port.NodePort &&
@@ -55,10 +52,20 @@ func (d *Driver) applyService(ctx context.Context, in clouddb.Instance, sts *app
 	svc.Spec.Type = typ
 	svc.Spec.Selector = sel
 	svc.Spec.Ports = []corev1.ServicePort{port}
-	if found {
-		svc, err = api.Update(ctx, svc, metav1.UpdateOptions{})
-	} else {
-		svc, err = api.Create(ctx, svc, metav1.CreateOptions{})
+	write := func() (*corev1.Service, error) {
+		if found {
+			return api.Update(ctx, svc, metav1.UpdateOptions{})
+		}
+		return api.Create(ctx, svc, metav1.CreateOptions{})
+	}
+	want := svc.DeepCopy()
+	svc, err = write()
+	if err != nil && apierrors.IsInvalid(err) && typ == corev1.ServiceTypeLoadBalancer && want.Spec.Ports[0].NodePort != 0 {
+		// The database's port is not a NodePort the cluster can give (outside its range,
+		// or taken outside clouddb): Kubernetes' choice.
+		svc = want
+		svc.Spec.Ports[0].NodePort = 0
+		svc, err = write()
 	}
 	if err != nil {
 		if apierrors.IsInvalid(err) && typ == corev1.ServiceTypeNodePort {
@@ -67,4 +74,16 @@ func (d *Driver) applyService(ctx context.Context, in clouddb.Instance, sts *app
 		return nil, fmt.Errorf("database %d: writing its service: %w", in.DatabaseID, err)
 	}
 	return svc, nil
+}
+
+// lbNodePort is the NodePort a database's LoadBalancer Service asks for: the one it has
+// (not reallocated by an update), or for a new one the database's port, which clouddb
+// gives no other database, so that no NodePort Kubernetes would choose at random is one a
+// database's Service of clouddb asks for later (the tests' are fixed ones too); 0 (its
+// choice) when that port is not one it can give (see applyService).
+func lbNodePort(in clouddb.Instance, svc *corev1.Service) int32 {
+	if svc != nil && len(svc.Spec.Ports) == 1 && svc.Spec.Ports[0].NodePort != 0 {
+		return svc.Spec.Ports[0].NodePort
+	}
+	return int32(in.Port)
 }
