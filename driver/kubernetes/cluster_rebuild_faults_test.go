@@ -716,9 +716,9 @@ func TestLostPodsCutThenRemove(t *testing.T) {
 	sel := metav1.ListOptions{LabelSelector: kubernetes.LabelDatabase + "=" + strconv.Itoa(in.DatabaseID)}
 	var left []string
 	if err = poll(ctx, 30*time.Second, func() (bool, error) {
-		revs, err := cluster.client.AppsV1().ControllerRevisions(cluster.ns).List(ctx, sel)
-		if err != nil {
-			return false, err
+		revs, lerr := cluster.client.AppsV1().ControllerRevisions(cluster.ns).List(ctx, sel)
+		if lerr != nil {
+			return false, lerr
 		}
 		left = left[:0]
 		for _, r := range revs.Items {
