@@ -327,26 +327,9 @@ func TestClusterPersistenceTakenBackKeepsClaims(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
 	ctx := ctxFor(t, 10*time.Minute)
-	d := newDriver(t, cluster.client, cluster.ns)
-	in := instance(t, 414, "aof-every-1-second")
-	in.OSSCluster, in.Shards, in.Replication = true, 2, true
-	in.MaxMemoryBytes *= 2
-	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
-	ensureRunning(t, ctx, d, in)
-	cc := clusterClient(d, in)
-	defer cc.Close()
-	writeReplicated(t, ctx, cc, "k", 100)
+	d, in := replicatedClusterWithKeys(t, ctx, 414, "aof-every-1-second")
 
-	var pass atomic.Int32
-	pass.Store(1)
-	cut := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
-		c.Client = faulty{Interface: cluster.client, podDelete: func() error {
-			if pass.Add(-1) < 0 {
-				return errInjected
-			}
-			return nil
-		}}
-	})
+	cut := cutAfterPodDeletes(t, 1)
 	in.DataPersistence = "none"
 	if err := cut.Ensure(ctx, in); err == nil {
 		t.Fatal("the Ensure meant to be cut after one node succeeded")
@@ -519,26 +502,9 @@ func TestClusterPodLostMidRoll(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
 	ctx := ctxFor(t, 10*time.Minute)
-	d := newDriver(t, cluster.client, cluster.ns)
-	in := instance(t, 416, "none")
-	in.OSSCluster, in.Shards, in.Replication = true, 2, true
-	in.MaxMemoryBytes *= 2
-	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
-	ensureRunning(t, ctx, d, in)
-	cc := clusterClient(d, in)
-	defer cc.Close()
-	writeReplicated(t, ctx, cc, "k", 100)
+	d, in := replicatedClusterWithKeys(t, ctx, 416, "none")
 
-	var pass atomic.Int32
-	pass.Store(1)
-	cut := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
-		c.Client = faulty{Interface: cluster.client, podDelete: func() error {
-			if pass.Add(-1) < 0 {
-				return errInjected
-			}
-			return nil
-		}}
-	})
+	cut := cutAfterPodDeletes(t, 1)
 	in.DataPersistence = "aof-every-1-second"
 	if err := cut.Ensure(ctx, in); err == nil {
 		t.Fatal("the Ensure meant to be cut after one node succeeded")
@@ -593,26 +559,9 @@ func TestLostPodsCutWithPlainSet(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
 	ctx := ctxFor(t, 12*time.Minute)
-	d := newDriver(t, cluster.client, cluster.ns)
-	in := instance(t, 423, "none")
-	in.OSSCluster, in.Shards, in.Replication = true, 2, true
-	in.MaxMemoryBytes *= 2
-	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
-	ensureRunning(t, ctx, d, in)
-	cc := clusterClient(d, in)
-	defer cc.Close()
-	writeReplicated(t, ctx, cc, "k", 100)
+	d, in := replicatedClusterWithKeys(t, ctx, 423, "none")
 
-	var pass atomic.Int32
-	pass.Store(1)
-	cut := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
-		c.Client = faulty{Interface: cluster.client, podDelete: func() error {
-			if pass.Add(-1) < 0 {
-				return errInjected
-			}
-			return nil
-		}}
-	})
+	cut := cutAfterPodDeletes(t, 1)
 	in.DataPersistence = "aof-every-1-second"
 	if err := cut.Ensure(ctx, in); err == nil {
 		t.Fatal("the Ensure meant to be cut after one node succeeded")
@@ -685,9 +634,7 @@ func TestLostPodsCutThenRemove(t *testing.T) {
 	in.Replication = true
 	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
 	ensureRunning(t, ctx, d, in)
-	cut := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
-		c.Client = faulty{Interface: cluster.client, podDelete: func() error { return errInjected }}
-	})
+	cut := cutAfterPodDeletes(t, 0)
 	in.DataPersistence = "aof-every-1-second"
 	if err := cut.Ensure(ctx, in); err == nil {
 		t.Fatal("the Ensure meant to be cut before its first replacement succeeded")
@@ -728,4 +675,36 @@ func TestLostPodsCutThenRemove(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("controller revisions of the database left 30 s after Remove: %v", left)
 	}
+}
+
+// cutAfterPodDeletes is a driver whose pod deletes fail after the first n: its Ensure
+// is cut there, as by an API error or clouddb stopped.
+func cutAfterPodDeletes(t *testing.T, n int32) *kubernetes.Driver {
+	t.Helper()
+	var left atomic.Int32
+	left.Store(n)
+	return newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
+		c.Client = faulty{Interface: cluster.client, podDelete: func() error {
+			if left.Add(-1) < 0 {
+				return errInjected
+			}
+			return nil
+		}}
+	})
+}
+
+// replicatedClusterWithKeys is a running replicated cluster of two shards of that id and
+// persistence, removed at the end of the test, whose shards and replicas hold k0 to k99.
+func replicatedClusterWithKeys(t *testing.T, ctx context.Context, id int, persistence string) (*kubernetes.Driver, clouddb.Instance) {
+	t.Helper()
+	d := newDriver(t, cluster.client, cluster.ns)
+	in := instance(t, id, persistence)
+	in.OSSCluster, in.Shards, in.Replication = true, 2, true
+	in.MaxMemoryBytes *= 2
+	t.Cleanup(func() { _ = d.Remove(ctxFor(t, time.Minute), in.DatabaseID) })
+	ensureRunning(t, ctx, d, in)
+	cc := clusterClient(d, in)
+	defer cc.Close()
+	writeReplicated(t, ctx, cc, "k", 100)
+	return d, in
 }

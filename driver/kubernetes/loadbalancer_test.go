@@ -261,6 +261,18 @@ func lbDriver(t *testing.T) *kubernetes.Driver {
 	})
 }
 
+// ensureBehindLoadBalancer ensures a database of one node with LoadBalancer Services
+// (lbDriver): its first Ensure fails for want of the load balancer's address; once the
+// test, as the load balancers' controller, gives it the node's, it runs.
+func ensureBehindLoadBalancer(t *testing.T, ctx context.Context, d *kubernetes.Driver, in clouddb.Instance) {
+	t.Helper()
+	if err := d.Ensure(ctx, in); !errors.Is(err, kubernetes.ErrNoIngress) {
+		t.Fatalf("Ensure with no ingress = %v, want ErrNoIngress", err)
+	}
+	setIngress(t, ctx, kubernetes.Name(in.DatabaseID), corev1.LoadBalancerIngress{IP: nodeIP})
+	ensureRunning(t, ctx, d, in)
+}
+
 // setIngress acts as the load-balancer controller: it writes the Service's
 // status.loadBalancer.ingress.
 func setIngress(t *testing.T, ctx context.Context, name string, ingress ...corev1.LoadBalancerIngress) {
@@ -288,12 +300,8 @@ func TestLoadBalancerNewAddressTLS(t *testing.T) {
 	cert, pair := selfSigned(t, "tenant")
 	in.TLS = &clouddb.InstanceTLS{ClientCertificates: []string{cert}}
 	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
-	if err := d.Ensure(ctx, in); !errors.Is(err, kubernetes.ErrNoIngress) {
-		t.Fatalf("Ensure with no ingress = %v, want ErrNoIngress", err)
-	}
+	ensureBehindLoadBalancer(t, ctx, d, in)
 	name := kubernetes.Name(in.DatabaseID)
-	setIngress(t, ctx, name, corev1.LoadBalancerIngress{IP: nodeIP})
-	ensureRunning(t, ctx, d, in)
 	endpoint := net.JoinHostPort(nodeIP, strconv.Itoa(in.Port))
 	waitRoutedTLS(t, endpoint)
 	if got := servedCert(t, endpoint, pair); !slices.ContainsFunc(got.IPAddresses, func(ip net.IP) bool { return ip.String() == nodeIP }) {
@@ -333,11 +341,7 @@ func TestLoadBalancerEndpointAfterRemove(t *testing.T) {
 	d := lbDriver(t)
 	in := instance(t, 421, "none")
 	t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
-	if err := d.Ensure(ctx, in); !errors.Is(err, kubernetes.ErrNoIngress) {
-		t.Fatalf("Ensure with no ingress = %v, want ErrNoIngress", err)
-	}
-	setIngress(t, ctx, kubernetes.Name(in.DatabaseID), corev1.LoadBalancerIngress{IP: nodeIP})
-	ensureRunning(t, ctx, d, in)
+	ensureBehindLoadBalancer(t, ctx, d, in)
 	if got := d.PublicEndpointOf(in.DatabaseID, in.Port); got == "" {
 		t.Fatal("no public endpoint")
 	}
@@ -435,11 +439,7 @@ func TestLoadBalancerOwnEndpoints(t *testing.T) {
 	src, dst := instance(t, 424, "none"), instance(t, 425, "none")
 	for _, in := range []clouddb.Instance{src, dst} {
 		t.Cleanup(func() { _ = d.Remove(context.Background(), in.DatabaseID) })
-		if err := d.Ensure(ctx, in); !errors.Is(err, kubernetes.ErrNoIngress) {
-			t.Fatalf("Ensure with no ingress = %v, want ErrNoIngress", err)
-		}
-		setIngress(t, ctx, kubernetes.Name(in.DatabaseID), corev1.LoadBalancerIngress{IP: nodeIP})
-		ensureRunning(t, ctx, d, in)
+		ensureBehindLoadBalancer(t, ctx, d, in)
 	}
 	c := redisClient(t, net.JoinHostPort(nodeIP, strconv.Itoa(src.Port)), "", src.Password)
 	reachable(t, ctx, c)

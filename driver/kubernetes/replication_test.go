@@ -474,9 +474,7 @@ func TestReplicationOffMidRoll(t *testing.T) {
 	reachable(t, ctx, c)
 	writeAcked(t, ctx, c, "k", 100)
 
-	cut := newDriverWith(t, cluster.client, cluster.ns, func(c *kubernetes.Config) {
-		c.Client = faulty{Interface: cluster.client, podDelete: func() error { return errInjected }}
-	})
+	cut := cutAfterPodDeletes(t, 0)
 	in.DataPersistence = "aof-every-1-second"
 	if err := cut.Ensure(ctx, in); err == nil {
 		t.Fatal("the Ensure meant to be cut before its first replacement succeeded")
