@@ -269,7 +269,15 @@ func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts
 					return nil, fmt.Errorf("database %d: no free port left in the cluster nodes' range %d-%d", id, d.cfg.ClusterPorts[0], d.cfg.ClusterPorts[1])
 				}
 			}
-			err := d.applyNodeService(ctx, in, sts, i, port, old, routed)
+			// The database's Service goes on to another node while node 0's pod is lost
+			// (see lostNode).
+			routeTo, target := i, port
+			if i == 0 && routed && old != nil {
+				if k, kport, ok := d.endpointElsewhere(ctx, in, old); ok {
+					routeTo, target = k, kport
+				}
+			}
+			err := d.applyNodeService(ctx, in, sts, i, port, routeTo, target, old, routed)
 			if err == nil {
 				ports[i] = port
 				break
@@ -327,18 +335,19 @@ func (d *Driver) freeClusterPort(taken map[int]bool) int {
 
 // applyNodeService creates or updates node i's Service, svc when it has one: port
 // redisPort inside the cluster (its DNS name, as every database's), port and NodePort
-// the node's own.
-func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, i, port int, svc *corev1.Service, routed bool) error {
+// the node's own, to the pod of node routeTo on its port target (node i's own, but for
+// the database's Service while node 0's pod is lost).
+func (d *Driver) applyNodeService(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, i, port, routeTo, target int, svc *corev1.Service, routed bool) error {
 	id := in.DatabaseID
 	name := nodeServiceName(id, i)
 	api := d.cfg.Client.CoreV1().Services(d.ns)
 	sel := selector(id)
-	sel[appsv1.StatefulSetPodNameLabel] = nodePodName(id, i)
+	sel[appsv1.StatefulSetPodNameLabel] = nodePodName(id, routeTo)
 	if !routed {
 		sel[LabelRole] = rolePrimary // no cluster node carries it: no pod
 	}
 	typ := d.serviceType()
-	want := corev1.ServicePort{Name: "redis", Protocol: corev1.ProtocolTCP, Port: redisPort, TargetPort: intstr.FromInt(port), NodePort: int32(port)}
+	want := corev1.ServicePort{Name: "redis", Protocol: corev1.ProtocolTCP, Port: redisPort, TargetPort: intstr.FromInt(target), NodePort: int32(port)}
 	found := svc != nil
 	if typ == corev1.ServiceTypeLoadBalancer {
 		// On the node's port at its own load balancer's address, as the node announces
@@ -400,12 +409,71 @@ func nodePortsOf(in clouddb.Instance, svcs []corev1.Service) []int {
 	ports := make([]int, clusterNodeCount(in))
 	for i := range ports {
 		for _, s := range svcs {
-			if s.Name == nodeServiceName(in.DatabaseID, i) {
-				ports[i] = nodeServicePort(&s)
+			if s.Name != nodeServiceName(in.DatabaseID, i) {
+				continue
+			}
+			ports[i] = nodeServicePort(&s)
+			if i == 0 && ports[i] == 0 && routedElsewhere(in.DatabaseID, &s) >= 0 && len(s.Spec.Ports) == 1 {
+				// The database's Service, to another node for now: node 0's port is its own.
+				ports[i] = int(s.Spec.Ports[0].Port)
+				if s.Spec.Type == corev1.ServiceTypeNodePort {
+					ports[i] = int(s.Spec.Ports[0].NodePort)
+				}
 			}
 		}
 	}
 	return ports
+}
+
+// routedElsewhere is the node the database's Service svc routes to when that is not node
+// 0 (see lostNode), -1 otherwise.
+func routedElsewhere(id int, svc *corev1.Service) int {
+	pod := svc.Spec.Selector[appsv1.StatefulSetPodNameLabel]
+	for k := 1; k < clouddb.MaxShards*2; k++ {
+		if pod == nodePodName(id, k) {
+			return k
+		}
+	}
+	return -1
+}
+
+// endpointElsewhere reports the node, and its port, that the database's Service svc
+// routes to while node 0's pod is not Ready (lostNode routed it there); false once node
+// 0's is, or when it routes to node 0.
+func (d *Driver) endpointElsewhere(ctx context.Context, in clouddb.Instance, svc *corev1.Service) (int, int, bool) {
+	k := routedElsewhere(in.DatabaseID, svc)
+	if k < 0 || k >= clusterNodeCount(in) || len(svc.Spec.Ports) != 1 {
+		return 0, 0, false
+	}
+	pod, err := d.cfg.Client.CoreV1().Pods(d.ns).Get(ctx, nodePodName(in.DatabaseID, 0), metav1.GetOptions{})
+	if err == nil && pod.DeletionTimestamp == nil && podReady(pod) {
+		return 0, 0, false
+	}
+	return k, svc.Spec.Ports[0].TargetPort.IntValue(), true
+}
+
+// routeEndpointTo has the database's Service route to node k's pod, on its port: while
+// node 0's pod is lost, a client that knows only the database's endpoint reaches the
+// cluster through another node, which tells it the slots. Not while the Service routes
+// to no pod (a load pending, see cluster_rebuild.go).
+func (d *Driver) routeEndpointTo(ctx context.Context, in clouddb.Instance, k, port int) error {
+	api := d.cfg.Client.CoreV1().Services(d.ns)
+	svc, err := api.Get(ctx, Name(in.DatabaseID), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("database %d: reading its service: %w", in.DatabaseID, err)
+	}
+	pod := nodePodName(in.DatabaseID, k)
+	if svc.Spec.Selector[LabelRole] != "" || len(svc.Spec.Ports) != 1 ||
+		svc.Spec.Selector[appsv1.StatefulSetPodNameLabel] == pod && svc.Spec.Ports[0].TargetPort.IntValue() == port {
+		return nil
+	}
+	svc.Spec.Selector[appsv1.StatefulSetPodNameLabel] = pod
+	svc.Spec.Ports[0].TargetPort = intstr.FromInt(port)
+	if _, err = api.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("database %d: routing its service to pod %s: %w", in.DatabaseID, pod, err)
+	}
+	d.log.Info("a cluster's endpoint routes to another node while node 0's pod is lost", "database_id", in.DatabaseID, "pod", pod)
+	return nil
 }
 
 // nodeServicePort is the port of the node a Service of applyNodeService routes to, 0
@@ -640,6 +708,10 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	if err = d.rollClusterNodes(ctx, in, nodes, img); err != nil {
 		return err
 	}
+	// Node 0 is back: the database's Service routes to it again.
+	if err = d.routeEndpointTo(ctx, in, 0, ports[0]); err != nil {
+		return err
+	}
 	// Every node's own NodePort (node 0's is the database's): clients follow CLUSTER
 	// SLOTS there, and kube-proxy routes a node a moment after its pod is Ready again. A
 	// load balancer's address is its own (clouddb may not reach it): waited for above.
@@ -750,6 +822,11 @@ func (d *Driver) lostNode(ctx context.Context, in clouddb.Instance, i int, ports
 	// Served: its Service routes to it once its pod is Ready (probe.go).
 	if _, werr := d.waitServing(ctx, in.DatabaseID, other.idx); werr != nil {
 		return werr
+	}
+	if i == 0 {
+		if rerr := d.routeEndpointTo(ctx, in, other.idx, ports[other.idx]); rerr != nil {
+			return rerr
+		}
 	}
 	return fmt.Errorf("database %d: node %s is not back (%v); its shard is served by %s: %w",
 		in.DatabaseID, nodePodName(in.DatabaseID, i), err, other.pod.Name, clouddb.ErrServerStarting)
@@ -1207,6 +1284,11 @@ func (d *Driver) runningCluster(ctx context.Context, in clouddb.Instance, sts *a
 	}
 	if ports[0] != in.Port {
 		return false, nil
+	}
+	for i := range svcs {
+		if svcs[i].Name == Name(id) && routedElsewhere(id, &svcs[i]) >= 0 {
+			return false, nil // to another node while node 0's pod is lost
+		}
 	}
 	for i := range n {
 		if ports[i] == 0 || string(secret.Data[nodeConfigKey(nodePodName(id, i))]) != string(nodeConfig(ports[i], in.TLS != nil, hosts[i])) {

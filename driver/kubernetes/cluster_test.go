@@ -230,7 +230,9 @@ func TestClusterSnapshotAfterRestart(t *testing.T) {
 // node lost: here the only node cordoned and the pod deleted, so that its new pod stays
 // pending) is served by its replica after Ensure, as a replicated database of one shard
 // is (orphanedReplica): the replica holds every key, and never takes over by itself
-// (cluster-replica-no-failover). Ensure then waits for the lost node (ErrServerStarting).
+// (cluster-replica-no-failover). Ensure then waits for the lost node (ErrServerStarting),
+// the database's endpoint routed to the replica meanwhile: a new client that knows only
+// the endpoint reads every key. Once the node is back, the endpoint is node 0's again.
 // Not parallel: it cordons the node.
 func TestClusterPrimaryLost(t *testing.T) {
 	needCluster(t)
@@ -265,9 +267,28 @@ func TestClusterPrimaryLost(t *testing.T) {
 	}
 	replica := redis.NewClient(&redis.Options{Addr: d.PublicEndpoint(nodePort(t, ctx, kubernetes.Name(in.DatabaseID)+"-1")), Password: in.Password, Protocol: 2, DisableIdentity: true})
 	defer replica.Close()
-	if v, err := replica.Get(ctx, "k1").Result(); err != nil || v != "1" {
-		t.Fatalf("k1 on the replica after Ensure = %q, %v", v, err)
+	if v, gerr := replica.Get(ctx, "k1").Result(); gerr != nil || v != "1" {
+		t.Fatalf("k1 on the replica after Ensure = %q, %v", v, gerr)
 	}
+	// A client that knows only the database's endpoint reaches the cluster meanwhile:
+	// the endpoint routes to the replica (kube-proxy follows a moment later).
+	fresh := clusterClient(d, in)
+	defer fresh.Close()
+	if err = poll(ctx, 30*time.Second, func() (bool, error) { return fresh.Get(ctx, "k1").Val() == "1", nil }); err != nil {
+		t.Fatalf("a new client of the endpoint while node 0's pod is lost: GET k1 = %v", fresh.Get(ctx, "k1").Err())
+	}
+	requireKeys(t, ctx, fresh, "k", 50)
+	if up, rerr := d.Running(ctx, in); rerr != nil || up {
+		t.Fatalf("Running with node 0's pod lost = %v, %v", up, rerr)
+	}
+	// Its node back: the endpoint is node 0's again.
+	cordon(false)
+	ensureRunning(t, ctx, d, in)
+	svc := must(cluster.client.CoreV1().Services(cluster.ns).Get(ctx, kubernetes.Name(in.DatabaseID), metav1.GetOptions{}))
+	if got := svc.Spec.Selector["statefulset.kubernetes.io/pod-name"]; got != name || svc.Spec.Ports[0].TargetPort.IntValue() != in.Port {
+		t.Fatalf("the database's Service routes to %s port %v once node 0 is back, want %s port %d", got, svc.Spec.Ports[0].TargetPort, name, in.Port)
+	}
+	requireKeys(t, ctx, clusterClient(d, in), "k", 50)
 }
 
 func nodePort(t *testing.T, ctx context.Context, svc string) int {
