@@ -87,11 +87,13 @@ func (d *Driver) ingressHosts(ctx context.Context, databaseID int) ingressEntry 
 	v, ok := d.ingress.Load(databaseID)
 	e, _ := v.(ingressEntry)
 	if !ok || len(e.hosts) == 0 && time.Since(e.looked) >= ingressLookupEvery {
-		e = ingressEntry{looked: time.Now()}
-		if svcs, err := d.databaseServices(ctx, databaseID); err == nil {
-			e = d.rememberIngress(databaseID, svcs)
+		svcs, err := d.databaseServices(ctx, databaseID)
+		if err != nil {
+			// Asked again after a while too.
+			d.ingress.Store(databaseID, ingressEntry{looked: time.Now()})
+			return ingressEntry{}
 		}
-		d.ingress.Store(databaseID, e)
+		e = d.rememberIngress(databaseID, svcs)
 	}
 	return e
 }

@@ -338,8 +338,10 @@ func (d *Driver) Ensure(ctx context.Context, in clouddb.Instance) error {
 		return d.runNodes(ctx, in, secret, oldLimit, int(nodes))
 	}
 	// Left by a turning off of replication cut short (see dropReplicaPod).
-	if err = d.dropReplicaPod(ctx, in.DatabaseID); err != nil {
-		return err
+	if sts.Status.Replicas > 1 {
+		if err = d.dropReplicaPod(ctx, in.DatabaseID); err != nil {
+			return err
+		}
 	}
 	pod, err := d.waitStarted(ctx, in.DatabaseID, 0)
 	if err != nil {

@@ -261,47 +261,51 @@ func (d *Driver) persistLoaded(ctx context.Context, in clouddb.Instance, ep redi
 	}
 	c := endpointClient(ep)
 	defer c.Close()
-	aof := p.Appendonly == "yes"
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 	defer cancel()
-	// One already running (a replica's full sync's snapshot) may have begun before the
-	// load ended: ours starts after it.
-	for {
-		cmd := "bgsave"
-		if aof {
-			cmd = "bgrewriteaof"
-		}
-		err := c.Do(ctx, cmd).Err()
-		if err == nil {
-			break
-		}
-		if !strings.Contains(err.Error(), "already in progress") {
-			return fmt.Errorf("%s: %w", strings.ToUpper(cmd), err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (%w)", strings.ToUpper(cmd), err, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+	return writeFilesNow(ctx, c, p.Appendonly == "yes")
+}
+
+// writeFilesNow has the server of c write its data to its files, synced, and waits until
+// it has: an AOF rewrite (aof) or a snapshot (BGSAVE). One already running (a replica's
+// full sync's snapshot) may have begun before the data it must hold was written: this
+// one starts after it.
+func writeFilesNow(ctx context.Context, c *redis.Client, aof bool) error {
+	cmd, count, status, busy := "BGSAVE", "rdb_saves", "rdb_last_bgsave_status", []string{"rdb_bgsave_in_progress"}
+	if aof {
+		cmd, count, status, busy = "BGREWRITEAOF", "aof_rewrites", "aof_last_bgrewrite_status", []string{"aof_rewrite_in_progress", "aof_rewrite_scheduled"}
 	}
+	before, started := 0, false
 	for {
 		info, err := c.Info(ctx, "persistence").Result()
 		if err != nil {
 			return fmt.Errorf("INFO persistence: %w", err)
 		}
-		busy, status := infoField(info, "rdb_bgsave_in_progress"), infoField(info, "rdb_last_bgsave_status")
-		if aof {
-			busy, status = infoField(info, "aof_rewrite_in_progress")+infoField(info, "aof_rewrite_scheduled"), infoField(info, "aof_last_bgrewrite_status")
+		n, err := strconv.Atoi(infoField(info, count))
+		if err != nil {
+			return fmt.Errorf("INFO persistence: %s %q: %w", count, infoField(info, count), err)
 		}
-		if strings.Trim(busy, "0") == "" {
-			if status != "ok" {
-				return fmt.Errorf("the server could not write its data to its files (%s)", status)
+		switch {
+		case !started:
+			// Counted from here: nothing else starts one while this is refused, and
+			// once this one is taken the next to end is this one.
+			before = n
+			if err = c.Do(ctx, strings.ToLower(cmd)).Err(); err == nil {
+				started = true
+				continue
+			}
+			if !strings.Contains(err.Error(), "in progress") {
+				return fmt.Errorf("%s: %w", cmd, err)
+			}
+		case n > before && !slices.ContainsFunc(busy, func(f string) bool { return infoField(info, f) != "0" }):
+			if st := infoField(info, status); st != "ok" {
+				return fmt.Errorf("%s: %s", cmd, st)
 			}
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for the server to write its data to its files: %w", ctx.Err())
+			return fmt.Errorf("%s: %w", cmd, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -116,42 +115,11 @@ func (d *Driver) rollClusterNodes(ctx context.Context, in clouddb.Instance, node
 	if !in.Replication && strings.HasPrefix(in.DataPersistence, "snapshot") {
 		// Its restart's own save may outlast the pod's grace period (then it is killed,
 		// and starts on its last periodic snapshot).
-		if err := snapshotNow(ctx, next.c); err != nil {
+		if err := writeFilesNow(ctx, next.c, false); err != nil {
 			return fmt.Errorf("database %d: pod %s: %w", in.DatabaseID, next.pod.Name, err)
 		}
 	}
 	return d.rollClusterNode(ctx, in, next.pod, img)
-}
-
-// snapshotNow has the server of c write its snapshot (BGSAVE) and waits until it has.
-func snapshotNow(ctx context.Context, c *redis.Client) error {
-	info, err := c.Info(ctx, "persistence").Result()
-	if err != nil {
-		return fmt.Errorf("INFO persistence: %w", err)
-	}
-	before, err := strconv.Atoi(infoField(info, "rdb_saves"))
-	if err != nil {
-		return fmt.Errorf("INFO persistence: rdb_saves %q: %w", infoField(info, "rdb_saves"), err)
-	}
-	if err = c.BgSave(ctx).Err(); err != nil && !strings.Contains(err.Error(), "in progress") {
-		return fmt.Errorf("BGSAVE: %w", err)
-	}
-	for {
-		if info, err = c.Info(ctx, "persistence").Result(); err != nil {
-			return fmt.Errorf("INFO persistence: %w", err)
-		}
-		if n, _ := strconv.Atoi(infoField(info, "rdb_saves")); n > before && infoField(info, "rdb_bgsave_in_progress") == "0" {
-			if st := infoField(info, "rdb_last_bgsave_status"); st != "ok" {
-				return fmt.Errorf("BGSAVE: %s", st)
-			}
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("BGSAVE: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // manualFailoverTimeout is how long redis gives a CLUSTER FAILOVER before it gives it
