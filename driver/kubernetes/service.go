@@ -79,8 +79,8 @@ func (d *Driver) applyService(ctx context.Context, in clouddb.Instance, sts *app
 // lbNodePort is the NodePort a database's LoadBalancer Service asks for: the one it has
 // (not reallocated by an update), or for a new one the database's port, which clouddb
 // gives no other database, so that no NodePort Kubernetes would choose at random is one a
-// database's Service of clouddb asks for later (the tests' are fixed ones too); 0 (its
-// choice) when that port is not one it can give (see applyService).
+// database's Service asks for later. The caller falls back to Kubernetes' choice when the
+// cluster cannot give that port (outside its range, taken by another namespace).
 func lbNodePort(in clouddb.Instance, svc *corev1.Service) int32 {
 	if svc != nil && len(svc.Spec.Ports) == 1 && svc.Spec.Ports[0].NodePort != 0 {
 		return svc.Spec.Ports[0].NodePort
