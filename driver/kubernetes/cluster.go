@@ -476,6 +476,29 @@ func (d *Driver) routeEndpointTo(ctx context.Context, in clouddb.Instance, k, po
 	return nil
 }
 
+// endpointAway has the database's Service route to a node other than m before a roll
+// restarts or replaces m's pod, and waits until the endpoint reaches it: to node 0's
+// shard mate when m is node 0 (which handed its shard over first when it served it),
+// to node 0 otherwise (where applyNodeServices routed it back once node 0 was Ready, or
+// still elsewhere: then back now). A cluster without replicas has no other node of node
+// 0's shard: its endpoint waits for the pod, as a new client does.
+func (d *Driver) endpointAway(ctx context.Context, in clouddb.Instance, nodes []*clusterMember, m *clusterMember) error {
+	if !in.Replication {
+		return nil
+	}
+	to := nodes[0]
+	if m.idx == 0 {
+		to = nodes[in.Shards]
+	}
+	if err := d.routeEndpointTo(ctx, in, to.idx, to.port); err != nil {
+		return err
+	}
+	if d.serviceType() == corev1.ServiceTypeLoadBalancer {
+		return nil // its address is its own (see waitIngress)
+	}
+	return d.waitEndpointAt(ctx, in, in.Port, to.c, "")
+}
+
 // nodeServicePort is the port of the node a Service of applyNodeService routes to, 0
 // for a Service of another shape: a NodePort Service's NodePort, a LoadBalancer one's
 // port, the node's port either way.

@@ -347,5 +347,8 @@ func (d *Driver) renewClusterNodes(ctx context.Context, in clouddb.Instance, sts
 			return err
 		}
 	}
+	if err := d.endpointAway(ctx, in, nodes, next); err != nil {
+		return err
+	}
 	return d.replaceNode(ctx, in, next.pod)
 }

@@ -119,12 +119,23 @@ func TestClusterPersistenceChange(t *testing.T) {
 				}
 				lives := podLives(t, ctx, names)
 				var w *writer
+				var probe *endpointProbe
 				if tc.replicated {
 					w = startWriter(t, clusterClient(d, in))
+					probe = startEndpointProbe(t, d.PublicEndpoint(in.Port), in.Password)
 				}
 				start := time.Now()
 				ensureRunning(t, ctx, d, in)
 				t.Logf("persistence %s: Ensure took %v", persistence, time.Since(start).Round(time.Millisecond))
+				if probe != nil {
+					// A new client that knows only the endpoint is let in throughout: the
+					// endpoint routes to another node while node 0's pod is replaced.
+					if n, failed := probe.stop(); len(failed) > 0 {
+						t.Fatalf("persistence %s: %d of %d new connections to the endpoint failed during the roll: %v", persistence, len(failed), n, failed)
+					} else {
+						t.Logf("persistence %s: %d new connections to the endpoint, none failed", persistence, n)
+					}
+				}
 				for name, life := range lives {
 					p := podNamed(t, ctx, name)
 					if string(p.UID) == life[0] || hasClaimVolume(p) != (persistence != "none") {
@@ -313,4 +324,56 @@ func infoValue(info, field string) string {
 		}
 	}
 	return ""
+}
+
+// endpointProbe PINGs a database's endpoint on a new connection every 100 ms until
+// stopped.
+type endpointProbe struct {
+	done    chan struct{}
+	result  chan probeResult
+	stopped bool
+}
+
+type probeResult struct {
+	n      int
+	failed []string
+}
+
+func startEndpointProbe(t *testing.T, addr, password string) *endpointProbe {
+	t.Helper()
+	p := &endpointProbe{done: make(chan struct{}), result: make(chan probeResult, 1)}
+	go func() {
+		var r probeResult
+		for {
+			select {
+			case <-p.done:
+				p.result <- r
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			c := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: 2, DisableIdentity: true, MaxRetries: -1,
+				PoolSize: 1, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second})
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			err := c.Ping(ctx).Err()
+			cancel()
+			c.Close()
+			r.n++
+			if err != nil {
+				r.failed = append(r.failed, time.Now().Format("15:04:05.000")+" "+err.Error())
+			}
+		}
+	}()
+	t.Cleanup(func() { p.stop() })
+	return p
+}
+
+// stop ends the probes: how many there were, and the failures.
+func (p *endpointProbe) stop() (int, []string) {
+	if p.stopped {
+		return 0, nil
+	}
+	p.stopped = true
+	close(p.done)
+	r := <-p.result
+	return r.n, r.failed
 }

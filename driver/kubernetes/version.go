@@ -119,6 +119,9 @@ func (d *Driver) rollClusterNodes(ctx context.Context, in clouddb.Instance, node
 			return fmt.Errorf("database %d: pod %s: %w", in.DatabaseID, next.pod.Name, err)
 		}
 	}
+	if err := d.endpointAway(ctx, in, nodes, next); err != nil {
+		return err
+	}
 	return d.rollClusterNode(ctx, in, next.pod, img)
 }
 
