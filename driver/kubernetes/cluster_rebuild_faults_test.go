@@ -546,9 +546,8 @@ func TestClusterPodLostMidRoll(t *testing.T) {
 
 // TestLostPodsCutWithPlainSet: a replacement of pods lost mid-roll cut after the
 // StatefulSet without claims made the lost pod (its orphaning fails) leaves that
-// StatefulSet. The
-// database is not Running; the next Ensure goes on to the end, every pod on its claim,
-// every key kept; Remove leaves nothing.
+// StatefulSet. The database is not Running; the next Ensure goes on to the end, every
+// pod on its claim, every key kept; Remove leaves nothing.
 func TestLostPodsCutWithPlainSet(t *testing.T) {
 	needCluster(t)
 	t.Parallel()
