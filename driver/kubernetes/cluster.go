@@ -231,24 +231,23 @@ func nodeServiceName(databaseID, i int) string {
 }
 
 // applyNodeServices creates or updates each node's Service (see the top of this file)
-// and returns the nodes' ports. A new node's port is a free one of Config.ClusterPorts:
-// NodePorts are the whole cluster's, so a port another namespace holds is found taken
-// only when the Service is made, and the next one is tried.
-func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, routed bool) ([]int, error) {
+// and returns the nodes' ports, and whether the database's Service routes to another
+// node than node 0 (its pod lost, see lostNode). A new node's port is a free one of
+// Config.ClusterPorts: NodePorts are the whole cluster's, so a port another namespace
+// holds is found taken only when the Service is made, and the next one is tried.
+func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts *appsv1.StatefulSet, routed bool) (ports []int, elsewhere bool, err error) {
 	id := in.DatabaseID
-	have, err := d.cfg.Client.CoreV1().Services(d.ns).List(ctx, metav1.ListOptions{
-		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: selector(id)}),
-	})
+	have, err := d.databaseServices(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("database %d: listing its services: %w", id, err)
+		return nil, false, err
 	}
-	ports := make([]int, clusterNodeCount(in))
+	ports = make([]int, clusterNodeCount(in))
 	var taken map[int]bool // the namespace's NodePorts, listed once a node needs a port
 	for i := range ports {
 		var old *corev1.Service
-		for k := range have.Items {
-			if have.Items[k].Name == nodeServiceName(id, i) {
-				old = &have.Items[k]
+		for k := range have {
+			if have[k].Name == nodeServiceName(id, i) {
+				old = &have[k]
 			}
 		}
 		port := 0
@@ -262,11 +261,11 @@ func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts
 				if taken == nil {
 					var err error
 					if taken, err = d.namespaceNodePorts(ctx); err != nil {
-						return nil, fmt.Errorf("database %d: %w", id, err)
+						return nil, false, fmt.Errorf("database %d: %w", id, err)
 					}
 				}
 				if port = d.freeClusterPort(taken); port == 0 {
-					return nil, fmt.Errorf("database %d: no free port left in the cluster nodes' range %d-%d", id, d.cfg.ClusterPorts[0], d.cfg.ClusterPorts[1])
+					return nil, false, fmt.Errorf("database %d: no free port left in the cluster nodes' range %d-%d", id, d.cfg.ClusterPorts[0], d.cfg.ClusterPorts[1])
 				}
 			}
 			// The database's Service goes on to another node while node 0's pod is lost
@@ -274,16 +273,16 @@ func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts
 			routeTo, target := i, port
 			if i == 0 && routed && old != nil {
 				if k, kport, ok := d.endpointElsewhere(ctx, in, old); ok {
-					routeTo, target = k, kport
+					routeTo, target, elsewhere = k, kport, true
 				}
 			}
-			err := d.applyNodeService(ctx, in, sts, i, port, routeTo, target, old, routed)
-			if err == nil {
+			aerr := d.applyNodeService(ctx, in, sts, i, port, routeTo, target, old, routed)
+			if aerr == nil {
 				ports[i] = port
 				break
 			}
-			if i == 0 || tries >= 20 || !portTaken(err) {
-				return nil, err
+			if i == 0 || tries >= 20 || !portTaken(aerr) {
+				return nil, false, aerr
 			}
 			taken[port], port = true, 0
 		}
@@ -291,7 +290,7 @@ func (d *Driver) applyNodeServices(ctx context.Context, in clouddb.Instance, sts
 			taken[ports[i]] = true
 		}
 	}
-	return ports, nil
+	return ports, elsewhere, nil
 }
 
 // portTaken reports whether a Service was refused for a NodePort another one holds.
@@ -620,7 +619,7 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 		return err
 	}
 	// Data that waits for the new nodes: no client reaches them before it is in.
-	ports, err := d.applyNodeServices(ctx, in, sts, !pending)
+	ports, elsewhere, err := d.applyNodeServices(ctx, in, sts, !pending)
 	if err != nil {
 		return err
 	}
@@ -714,7 +713,7 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	if loaded, lerr := d.loadPendingCluster(ctx, in, secret); lerr != nil {
 		return lerr
 	} else if loaded {
-		if _, err = d.applyNodeServices(ctx, in, sts, true); err != nil {
+		if _, _, err = d.applyNodeServices(ctx, in, sts, true); err != nil {
 			return err
 		}
 	}
@@ -731,9 +730,12 @@ func (d *Driver) ensureClusterOnce(ctx context.Context, in clouddb.Instance, img
 	if err = d.rollClusterNodes(ctx, in, nodes, img); err != nil {
 		return err
 	}
-	// Node 0 is back: the database's Service routes to it again.
-	if err = d.routeEndpointTo(ctx, in, 0, ports[0]); err != nil {
-		return err
+	// Node 0 is back: the database's Service routes to it again. (A pass that routed it
+	// elsewhere since, lostNode or a roll's endpointAway, ended before this.)
+	if elsewhere {
+		if err = d.routeEndpointTo(ctx, in, 0, ports[0]); err != nil {
+			return err
+		}
 	}
 	// Every node's own NodePort (node 0's is the database's): clients follow CLUSTER
 	// SLOTS there, and kube-proxy routes a node a moment after its pod is Ready again. A

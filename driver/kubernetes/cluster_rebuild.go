@@ -148,7 +148,7 @@ func (d *Driver) saveCluster(ctx context.Context, in clouddb.Instance, sts *apps
 	if err = d.saveServers(ctx, eps, files, func() error { return d.markPending(ctx, id, files[0]) }); err != nil {
 		return fmt.Errorf("database %d: saving its data before its new pods: %w", id, err)
 	}
-	if _, err = d.applyNodeServices(ctx, in, sts, false); err != nil {
+	if _, _, err = d.applyNodeServices(ctx, in, sts, false); err != nil {
 		return fmt.Errorf("%w: %w", err, clouddb.ErrServerStarting)
 	}
 	d.log.Info("saved a cluster's data for its new pods", "database_id", id, "shards", in.Shards)

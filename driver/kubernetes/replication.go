@@ -572,10 +572,10 @@ func (d *Driver) dropReplicaPod(ctx context.Context, id int) error {
 // that a route to another server (the primary before a failover) is not taken for it.
 // Without a NodeAddress there is no endpoint to wait for.
 func (d *Driver) waitEndpoint(ctx context.Context, in clouddb.Instance, c *redis.Client, runID string) error {
-	// A load balancer's address: its own (see waitIngress); clouddb may not reach it.
+	// A load balancer's address is its own, which clouddb may not reach: Ensure waited
+	// for it before it wrote the Secret (waitIngress).
 	if d.serviceType() == corev1.ServiceTypeLoadBalancer {
-		_, err := d.waitIngress(ctx, in)
-		return err
+		return nil
 	}
 	return d.waitEndpointAt(ctx, in, in.Port, c, runID)
 }
