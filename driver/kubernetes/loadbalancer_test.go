@@ -355,7 +355,6 @@ func TestLoadBalancerEndpointAfterRemove(t *testing.T) {
 	if !errors.Is(err, kubernetes.ErrNoIngress) {
 		t.Fatalf("Ensure of the new database with no ingress = %v, want ErrNoIngress", err)
 	}
-	time.Sleep(11 * time.Second) // past ingressLookupEvery
 	if got := d.PublicEndpointOf(again.DatabaseID, again.Port); got != "" || removed != "" {
 		t.Fatalf("PublicEndpointOf after Remove = %q, and of a new database of the same id whose Service has no address = %q; want none (the removed database's load balancer)", removed, got)
 	}
@@ -448,12 +447,19 @@ func TestLoadBalancerOwnEndpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// By its public endpoint: recognised (the commit's change).
+	into := redisClient(t, net.JoinHostPort(nodeIP, strconv.Itoa(dst.Port)), "", dst.Password)
+	// By its public endpoint (its load balancer's address).
 	if err := d.CopyFrom(ctx, dst, clouddb.RedisEndpoint{Addr: d.PublicEndpointOf(src.DatabaseID, src.Port), Password: src.Password, SameAccount: true}); err != nil {
 		t.Fatalf("CopyFrom the public endpoint %s: %v", d.PublicEndpointOf(src.DatabaseID, src.Port), err)
+	}
+	requireKeys(t, ctx, into, "k", 10)
+	// By its private one, after one more key.
+	if err := c.Set(ctx, "k10", 10, 0).Err(); err != nil {
+		t.Fatal(err)
 	}
 	private := d.PrivateEndpoint(src.DatabaseID, src.Port)
 	if err := d.CopyFrom(ctx, dst, clouddb.RedisEndpoint{Addr: private, Password: src.Password, SameAccount: true}); err != nil {
 		t.Fatalf("CopyFrom the database's own private endpoint %s (as PrivateEndpoint gives it): %v", private, err)
 	}
+	requireKeys(t, ctx, into, "k", 11)
 }

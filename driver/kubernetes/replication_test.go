@@ -159,13 +159,11 @@ func roleOf(t *testing.T, ctx context.Context, c *redis.Client) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(text, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "role:"); ok {
-			return v
-		}
+	role := infoValue(text, "role")
+	if role == "" {
+		t.Fatal("INFO replication has no role")
 	}
-	t.Fatal("INFO replication has no role")
-	return ""
+	return role
 }
 
 // TestReplicationOffKeepsData: a replicated database whose primary is its second node
