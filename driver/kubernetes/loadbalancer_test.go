@@ -448,6 +448,7 @@ func TestLoadBalancerOwnEndpoints(t *testing.T) {
 		}
 	}
 	into := redisClient(t, net.JoinHostPort(nodeIP, strconv.Itoa(dst.Port)), "", dst.Password)
+	reachable(t, ctx, into)
 	// By its public endpoint (its load balancer's address).
 	if err := d.CopyFrom(ctx, dst, clouddb.RedisEndpoint{Addr: d.PublicEndpointOf(src.DatabaseID, src.Port), Password: src.Password, SameAccount: true}); err != nil {
 		t.Fatalf("CopyFrom the public endpoint %s: %v", d.PublicEndpointOf(src.DatabaseID, src.Port), err)
